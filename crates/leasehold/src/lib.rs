@@ -1,0 +1,22 @@
+//! leasehold divides N partitions among a changing set of servers so that no partition is
+//! ever served by two servers at once.
+
+pub mod codec;
+mod error;
+mod memory;
+mod record;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod types;
+
+pub use error::{BoxError, StoreError};
+pub use memory::MemoryStore;
+pub use record::{
+    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, Stored, StoredLease, StoredMember,
+};
+pub use store::{
+    lease_key, member_key, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode,
+    TimeoutStore,
+};
+pub use types::{Epoch, GroupName, InvalidName, NodeId, PartitionId, Version};

@@ -1,0 +1,328 @@
+//! The in-memory store: the reference implementation of the contract.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::StoreError;
+use crate::record::{LeaseRecord, MemberRecord, Stored, StoredLease, StoredMember};
+use crate::store::{
+    lease_key, member_key, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode,
+};
+use crate::types::{GroupName, NodeId, PartitionId, Version};
+
+/// A store that keeps every record in this process's memory.
+///
+/// Cloning gives another handle to the same records. It is the reference implementation of the
+/// [`LeaseStore`] contract, used by doctests, unit tests and the simulator; it offers change
+/// notifications and can be made to hold a corrupt record for tests.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use leasehold::{GroupName, LeaseRecord, LeaseStore, MemoryStore, PartitionId, PutMode};
+///
+/// let store = MemoryStore::new();
+/// let group = GroupName::new("orders").unwrap();
+/// let v1 = store
+///     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
+///     .await
+///     .unwrap();
+/// // A write that names a stale version is refused.
+/// store.put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Update(v1.clone())).await.unwrap();
+/// let stale = store.put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Update(v1)).await;
+/// assert!(matches!(stale, Err(leasehold::StoreError::Conflict { .. })));
+/// # });
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_version: u64,
+    leases: BTreeMap<(GroupName, PartitionId), Entry<LeaseRecord>>,
+    members: BTreeMap<(GroupName, NodeId), Entry<MemberRecord>>,
+    watchers: Vec<(GroupName, mpsc::Sender<Change>)>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry<T> {
+    /// `Err` holds the reason a deliberately corrupted record cannot be read.
+    value: Result<T, String>,
+    version: u64,
+}
+
+impl Inner {
+    fn bump(&mut self) -> u64 {
+        self.next_version += 1;
+        self.next_version
+    }
+
+    fn notify(&mut self, group: &GroupName, change: Change) {
+        self.watchers.retain(|(watched, sender)| {
+            if watched != group {
+                return !sender.is_closed();
+            }
+            // A full channel already holds a pending hint, which is all a reader needs.
+            !matches!(
+                sender.try_send(change.clone()),
+                Err(mpsc::error::TrySendError::Closed(_))
+            )
+        });
+    }
+}
+
+fn put_entry<K: Ord + Clone, T: Clone>(
+    map: &mut BTreeMap<K, Entry<T>>,
+    key: &K,
+    record: &T,
+    mode: &PutMode,
+    version: u64,
+    name: impl FnOnce() -> String,
+) -> Result<Version, StoreError> {
+    match (map.get(key), mode) {
+        (Some(_), PutMode::Create) => return Err(StoreError::AlreadyExists { key: name() }),
+        (None, PutMode::Update(_)) => return Err(StoreError::NotFound { key: name() }),
+        (Some(entry), PutMode::Update(expected)) => {
+            if expected.as_number() != Some(entry.version) {
+                return Err(StoreError::Conflict { key: name() });
+            }
+        }
+        (None, PutMode::Create) => {}
+    }
+    map.insert(
+        key.clone(),
+        Entry {
+            value: Ok(record.clone()),
+            version,
+        },
+    );
+    Ok(Version::from_number(version))
+}
+
+fn delete_entry<K: Ord, T>(
+    map: &mut BTreeMap<K, Entry<T>>,
+    key: &K,
+    expected: &Version,
+    name: impl FnOnce() -> String,
+) -> Result<(), StoreError> {
+    match map.get(key) {
+        None => Err(StoreError::NotFound { key: name() }),
+        Some(entry) if expected.as_number() != Some(entry.version) => {
+            Err(StoreError::Conflict { key: name() })
+        }
+        Some(_) => {
+            map.remove(key);
+            Ok(())
+        }
+    }
+}
+
+fn to_stored<K: Clone, T: Clone>(
+    key: &K,
+    entry: &Entry<T>,
+    name: impl FnOnce() -> String,
+) -> Result<Stored<K, T>, StoreError> {
+    match &entry.value {
+        Ok(value) => Ok(Stored {
+            key: key.clone(),
+            value: value.clone(),
+            version: Version::from_number(entry.version),
+        }),
+        Err(reason) => Err(StoreError::Corrupt {
+            key: name(),
+            reason: reason.clone(),
+        }),
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied write: every write is a
+        // single map insert or remove.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Replaces a lease record with one that cannot be decoded, as a damaged row would be.
+    /// For tests of how readers cope with corruption.
+    pub fn corrupt_lease(&self, group: &GroupName, partition: PartitionId) {
+        let mut inner = self.lock();
+        let version = inner.bump();
+        inner.leases.insert(
+            (group.clone(), partition),
+            Entry {
+                value: Err("deliberately corrupted".to_owned()),
+                version,
+            },
+        );
+    }
+
+    /// The number of lease records across all groups.
+    pub fn lease_count(&self) -> usize {
+        self.lock().leases.len()
+    }
+}
+
+#[async_trait]
+impl LeaseStore for MemoryStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let inner = self.lock();
+        let mut listing = Listing::default();
+        let start = (group.clone(), PartitionId(0));
+        for ((g, partition), entry) in inner.leases.range(start..) {
+            if g != group {
+                break;
+            }
+            match to_stored(partition, entry, || lease_key(group, *partition)) {
+                Ok(stored) => listing.records.push(stored),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        Ok(listing)
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        let inner = self.lock();
+        inner
+            .leases
+            .get(&(group.clone(), partition))
+            .map(|entry| to_stored(&partition, entry, || lease_key(group, partition)))
+            .transpose()
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let mut inner = self.lock();
+        let version = inner.next_version + 1;
+        let key = (group.clone(), partition);
+        let result = put_entry(&mut inner.leases, &key, record, &mode, version, || {
+            lease_key(group, partition)
+        });
+        if result.is_ok() {
+            inner.next_version = version;
+            inner.notify(group, Change::Lease(partition));
+        }
+        result
+    }
+
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let mut results = Vec::with_capacity(writes.len());
+        for write in writes {
+            results.push(
+                self.put_lease(group, write.partition, &write.record, write.mode.clone())
+                    .await,
+            );
+        }
+        Ok(results)
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let key = (group.clone(), partition);
+        delete_entry(&mut inner.leases, &key, version, || {
+            lease_key(group, partition)
+        })?;
+        inner.notify(group, Change::Lease(partition));
+        Ok(())
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        let inner = self.lock();
+        let mut listing = Listing::default();
+        for ((g, node), entry) in inner.members.iter() {
+            if g != group {
+                continue;
+            }
+            match to_stored(node, entry, || member_key(group, node)) {
+                Ok(stored) => listing.records.push(stored),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        Ok(listing)
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        let inner = self.lock();
+        inner
+            .members
+            .get(&(group.clone(), node.clone()))
+            .map(|entry| to_stored(node, entry, || member_key(group, node)))
+            .transpose()
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let mut inner = self.lock();
+        let version = inner.next_version + 1;
+        let key = (group.clone(), node.clone());
+        let result = put_entry(&mut inner.members, &key, record, &mode, version, || {
+            member_key(group, node)
+        });
+        if result.is_ok() {
+            inner.next_version = version;
+            inner.notify(group, Change::Member(node.clone()));
+        }
+        result
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let key = (group.clone(), node.clone());
+        delete_entry(&mut inner.members, &key, version, || {
+            member_key(group, node)
+        })?;
+        inner.notify(group, Change::Member(node.clone()));
+        Ok(())
+    }
+
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
+        self.lock().watchers.push((group.clone(), sender));
+        Ok(ChangeFeed::new(receiver, None))
+    }
+}

@@ -1,0 +1,142 @@
+//! The records kept in a store: one lease per partition, one member record per live node.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Epoch, NodeId, PartitionId, Version};
+
+/// Where a partition's lease stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    /// An owner holds the lease while it keeps renewing the record.
+    Held,
+    /// Free to take at once: the last holder stopped work and released it.
+    #[default]
+    Released,
+    /// Out of service: no node may take it until an operator brings it back online.
+    Offline,
+}
+
+impl LeaseState {
+    /// The lowercase name used in stores, logs and JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseState::Held => "held",
+            LeaseState::Released => "released",
+            LeaseState::Offline => "offline",
+        }
+    }
+
+    /// Parses the name written by [`LeaseState::as_str`].
+    pub fn parse(name: &str) -> Option<LeaseState> {
+        match name {
+            "held" => Some(LeaseState::Held),
+            "released" => Some(LeaseState::Released),
+            "offline" => Some(LeaseState::Offline),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The lease record of one partition.
+///
+/// Only `owner`, `epoch`, `state` and `prohibited` take part in decisions. `load`,
+/// `note` and `written_at_unix_ms` are diagnostics for operators: no decision trusts a time
+/// read from a record, because it comes from another machine's clock.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The node that holds or last held the lease.
+    pub owner: Option<NodeId>,
+    /// The fencing token of the current or last tenure.
+    pub epoch: Epoch,
+    /// Held, released or offline.
+    pub state: LeaseState,
+    /// Nodes that must never take this partition.
+    #[serde(default)]
+    pub prohibited: Vec<NodeId>,
+    /// The load the owner last reported for this partition.
+    #[serde(default)]
+    pub load: Option<f64>,
+    /// What last changed the record by hand (for example "kicked"), for operators.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// The writer's wall-clock time of the last write, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub written_at_unix_ms: Option<u64>,
+}
+
+impl LeaseRecord {
+    /// A fresh, released record with epoch 0: what initial build-out writes.
+    pub fn released() -> LeaseRecord {
+        LeaseRecord::default()
+    }
+
+    /// Whether `node` is on this partition's prohibited list.
+    pub fn is_prohibited(&self, node: &NodeId) -> bool {
+        self.prohibited.iter().any(|p| p == node)
+    }
+}
+
+/// A member record: one per node taking part, rewritten every heartbeat.
+///
+/// Other nodes consider a member live while its record keeps changing version, so each node
+/// can compute a fair share of the partitions without a leader.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// Relative capacity: a node of weight 2 targets twice the partitions of weight 1.
+    pub weight: u32,
+    /// A draining node targets zero partitions and hands its leases off cooperatively.
+    #[serde(default)]
+    pub draining: bool,
+    /// The node's total reported load.
+    #[serde(default)]
+    pub load: Option<f64>,
+    /// Incremented on every heartbeat so that each write differs.
+    #[serde(default)]
+    pub heartbeat: u64,
+    /// The writer's wall-clock time of the last write, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub written_at_unix_ms: Option<u64>,
+}
+
+impl Default for MemberRecord {
+    fn default() -> Self {
+        MemberRecord {
+            weight: 1,
+            draining: false,
+            load: None,
+            heartbeat: 0,
+            written_at_unix_ms: None,
+        }
+    }
+}
+
+/// A record read from a store, with its key and the version the store assigned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored<K, V> {
+    /// The record's key within its group.
+    pub key: K,
+    /// The record.
+    pub value: V,
+    /// The version to compare against on the next conditional write.
+    pub version: Version,
+}
+
+/// A stored lease record, keyed by partition.
+pub type StoredLease = Stored<PartitionId, LeaseRecord>;
+/// A stored member record, keyed by node.
+pub type StoredMember = Stored<NodeId, MemberRecord>;
+
+/// The current wall-clock time in milliseconds since the Unix epoch, for diagnostics only.
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

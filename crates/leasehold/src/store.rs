@@ -1,0 +1,351 @@
+//! The store contract: versioned records with compare-and-set.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::StoreError;
+use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
+use crate::types::{GroupName, NodeId, PartitionId, Version};
+
+/// How a conditional write treats the record already there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Write only if no record exists; otherwise [`StoreError::AlreadyExists`].
+    Create,
+    /// Write only if the record's current version is this one; otherwise
+    /// [`StoreError::Conflict`], or [`StoreError::NotFound`] if there is no record.
+    Update(Version),
+}
+
+/// One lease write of a batch given to [`LeaseStore::put_leases`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseWrite {
+    /// The partition whose record to write.
+    pub partition: PartitionId,
+    /// The new record.
+    pub record: LeaseRecord,
+    /// The condition the write depends on.
+    pub mode: PutMode,
+}
+
+/// The records of a group, with the ones that could not be decoded reported apart.
+#[derive(Debug)]
+pub struct Listing<T> {
+    /// The decodable records, ordered by key.
+    pub records: Vec<T>,
+    /// One [`StoreError::Corrupt`] per record that could not be decoded.
+    pub corrupt: Vec<StoreError>,
+}
+
+impl<T> Default for Listing<T> {
+    fn default() -> Self {
+        Listing {
+            records: Vec::new(),
+            corrupt: Vec::new(),
+        }
+    }
+}
+
+/// A hint that something in a group changed; the receiver re-reads what it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A lease record was written or deleted.
+    Lease(PartitionId),
+    /// A member record was written or deleted.
+    Member(NodeId),
+    /// Something changed, or notices were lost; re-read everything.
+    Unknown,
+}
+
+/// A stream of change hints for one group, from [`LeaseStore::watch`].
+///
+/// Hints may be coalesced or dropped when the receiver is slow; they only make a reader look
+/// sooner than its next poll and are never needed for safety. Dropping the feed stops the
+/// task that fills it, if any.
+#[derive(Debug)]
+pub struct ChangeFeed {
+    receiver: mpsc::Receiver<Change>,
+    _task: Option<AbortOnDrop>,
+}
+
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl ChangeFeed {
+    /// Capacity for the bounded channels behind feeds: hints beyond it are coalesced.
+    pub const CAPACITY: usize = 64;
+
+    /// A feed read from `receiver`; `task`, if given, is aborted when the feed is dropped.
+    pub fn new(receiver: mpsc::Receiver<Change>, task: Option<tokio::task::AbortHandle>) -> Self {
+        ChangeFeed {
+            receiver,
+            _task: task.map(AbortOnDrop),
+        }
+    }
+
+    /// The next hint, or `None` once the feed has ended (the caller falls back to polling).
+    pub async fn next(&mut self) -> Option<Change> {
+        self.receiver.recv().await
+    }
+}
+
+/// The key used in error messages and by key-value backends: `<group>/lease/<partition>`.
+pub fn lease_key(group: &GroupName, partition: PartitionId) -> String {
+    format!("{group}/lease/{partition}")
+}
+
+/// The key used in error messages and by key-value backends: `<group>/member/<node>`.
+pub fn member_key(group: &GroupName, node: &NodeId) -> String {
+    format!("{group}/member/{node}")
+}
+
+/// A store of versioned lease and member records with compare-and-set.
+///
+/// The trait is deliberately dumb: all lease timing lives in the core, once.
+///
+/// # Contract
+///
+/// A backend:
+/// - MUST assign a new [`Version`] on every successful write, and MUST NOT assign a version
+///   that the same key ever had before, even after the record was deleted and created again.
+/// - MUST apply a write with [`PutMode::Update`] only if the record's current version equals
+///   the given one, atomically with respect to every other writer, in every process on every
+///   machine using the store; otherwise it MUST fail with [`StoreError::Conflict`]
+///   (or [`StoreError::NotFound`] when the record does not exist).
+/// - MUST apply a write with [`PutMode::Create`] only if the record does not exist; otherwise
+///   [`StoreError::AlreadyExists`].
+/// - MUST delete only if the version matches, with the same errors as an update.
+/// - MUST return listings ordered by key (partition number, node name), and MUST report a
+///   record it cannot decode as a [`StoreError::Corrupt`] in [`Listing::corrupt`] while still
+///   listing the others; `get_*` returns it as the error.
+/// - MUST keep groups apart: nothing written in one group is visible in another.
+/// - MUST return a successful write's version only once the write is durable in the store's
+///   own terms, and MUST be linearizable: a read that starts after a write's reply sees it.
+/// - MUST bound every call in time (client timeouts), returning [`StoreError::Timeout`] or
+///   [`StoreError::Unavailable`] rather than hanging; callers bound calls again with
+///   [`TimeoutStore`].
+/// - MUST map overload responses to [`StoreError::Throttled`] and transport failures to
+///   [`StoreError::Unavailable`], so that callers can back off.
+/// - MUST NOT read a clock to make a decision, expire, or modify a record on its own: what a
+///   record means in time is decided by the core, from its own monotonic clock.
+///
+/// [`LeaseStore::put_leases`] has a default that writes one record at a time; stores with
+/// transactions override it. [`LeaseStore::watch`] is optional.
+#[async_trait]
+pub trait LeaseStore: Debug + Send + Sync + 'static {
+    /// Every lease record of `group`, ordered by partition.
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError>;
+
+    /// One lease record, or `None` if it does not exist.
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError>;
+
+    /// Writes one lease record under `mode`, returning its new version.
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError>;
+
+    /// Writes several lease records of one group, each under its own condition, returning one
+    /// result per write in order. A failed condition fails only that write. The outer error
+    /// means the batch as a whole could not be attempted; which writes were applied is then
+    /// unknown.
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let mut results = Vec::with_capacity(writes.len());
+        for write in writes {
+            let result = self
+                .put_lease(group, write.partition, &write.record, write.mode.clone())
+                .await;
+            if let Err(error) = &result {
+                if error.is_transient() {
+                    return Err(clone_transient(error));
+                }
+            }
+            results.push(result);
+        }
+        Ok(results)
+    }
+
+    /// Deletes one lease record if its version is `version`.
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError>;
+
+    /// Every member record of `group`, ordered by node name.
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError>;
+
+    /// One member record, or `None` if it does not exist.
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError>;
+
+    /// Writes one member record under `mode`, returning its new version.
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError>;
+
+    /// Deletes one member record if its version is `version`.
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError>;
+
+    /// Change hints for `group`, if this store can push them. The default says
+    /// [`StoreError::NotSupported`], and callers poll.
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        let _ = group;
+        Err(StoreError::NotSupported("change notifications"))
+    }
+}
+
+fn clone_transient(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::Throttled { message } => StoreError::Throttled {
+            message: message.clone(),
+        },
+        StoreError::Timeout(limit) => StoreError::Timeout(*limit),
+        other => StoreError::Unavailable {
+            message: other.to_string(),
+            source: None,
+        },
+    }
+}
+
+/// A store whose every call is bounded by a time limit, failing with [`StoreError::Timeout`].
+///
+/// The participant and the command-line tool wrap whatever store they are given in one, so a
+/// hung connection can delay a scan but never block the caller for longer than the limit.
+#[derive(Debug, Clone)]
+pub struct TimeoutStore {
+    inner: Arc<dyn LeaseStore>,
+    limit: Duration,
+}
+
+impl TimeoutStore {
+    /// Wraps `inner`, limiting each call to `limit`.
+    pub fn new(inner: Arc<dyn LeaseStore>, limit: Duration) -> TimeoutStore {
+        TimeoutStore { inner, limit }
+    }
+
+    async fn bound<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.limit, call).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Timeout(self.limit)),
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for TimeoutStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        self.bound(self.inner.list_leases(group)).await
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        self.bound(self.inner.get_lease(group, partition)).await
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.bound(self.inner.put_lease(group, partition, record, mode))
+            .await
+    }
+
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        self.bound(self.inner.put_leases(group, writes)).await
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        self.bound(self.inner.delete_lease(group, partition, version))
+            .await
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        self.bound(self.inner.list_members(group)).await
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        self.bound(self.inner.get_member(group, node)).await
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.bound(self.inner.put_member(group, node, record, mode))
+            .await
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        self.bound(self.inner.delete_member(group, node, version))
+            .await
+    }
+
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        self.bound(self.inner.watch(group)).await
+    }
+}

@@ -1,0 +1,498 @@
+//! The checks of the conformance suite, one function each.
+
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::record::{LeaseRecord, LeaseState, MemberRecord};
+use crate::store::{LeaseStore, LeaseWrite, PutMode};
+use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
+
+use super::{unique_group, Harness};
+
+fn node(name: &str) -> NodeId {
+    NodeId::new(name).expect("valid test node")
+}
+
+fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
+    LeaseRecord {
+        owner: Some(node(owner)),
+        epoch: Epoch(epoch),
+        state: LeaseState::Held,
+        prohibited: vec![node("banned-1"), node("banned-2")],
+        load: Some(2.5),
+        note: Some("conformance".to_owned()),
+        written_at_unix_ms: Some(1_700_000_000_123),
+    }
+}
+
+async fn create(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> Version {
+    store
+        .put_lease(
+            group,
+            PartitionId(partition),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("create {group}/{partition}: {e}"))
+}
+
+/// Created records read back equal, absent ones read as `None`, listings are ordered by
+/// partition number (not by text: 10 after 9), and a second create is `AlreadyExists`.
+pub async fn create_get_and_ordered_list(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("order");
+    for partition in [10, 2, 0, 9, 1] {
+        create(&*store, &group, partition).await;
+    }
+    let full = held_by("n1", 3);
+    let version = store
+        .put_lease(&group, PartitionId(11), &full, PutMode::Create)
+        .await
+        .expect("create a full record");
+    let got = store
+        .get_lease(&group, PartitionId(11))
+        .await
+        .expect("get")
+        .expect("record exists");
+    assert_eq!(got.value, full, "every field round-trips");
+    assert_eq!(
+        got.version, version,
+        "get returns the version the write returned"
+    );
+    assert_eq!(got.key, PartitionId(11));
+    assert!(store
+        .get_lease(&group, PartitionId(5))
+        .await
+        .expect("get")
+        .is_none());
+
+    let listing = store.list_leases(&group).await.expect("list");
+    assert!(listing.corrupt.is_empty());
+    let keys: Vec<u32> = listing.records.iter().map(|r| r.key.0).collect();
+    assert_eq!(
+        keys,
+        vec![0, 1, 2, 9, 10, 11],
+        "ordered by partition number"
+    );
+
+    let again = store
+        .put_lease(
+            &group,
+            PartitionId(2),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::AlreadyExists { .. })),
+        "second create: {again:?}"
+    );
+}
+
+/// An update naming the current version succeeds and changes the version; an update of a
+/// missing record is `NotFound`.
+pub async fn update_if_version(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("update");
+    let v1 = create(&*store, &group, 0).await;
+    let record = held_by("n1", 1);
+    let v2 = store
+        .put_lease(&group, PartitionId(0), &record, PutMode::Update(v1.clone()))
+        .await
+        .expect("update with the current version");
+    assert_ne!(v1, v2, "every write changes the version");
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((got.value, got.version), (record.clone(), v2.clone()));
+
+    let missing = store
+        .put_lease(&group, PartitionId(1), &record, PutMode::Update(v2))
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound { .. })),
+        "update of a missing record: {missing:?}"
+    );
+}
+
+/// A write or delete naming an old version is a `Conflict` and changes nothing.
+pub async fn stale_write_rejected(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("stale");
+    let v1 = create(&*store, &group, 0).await;
+    let v2 = store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &held_by("n1", 1),
+            PutMode::Update(v1.clone()),
+        )
+        .await
+        .expect("first update");
+    let stale = store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &held_by("n2", 1),
+            PutMode::Update(v1.clone()),
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::Conflict { .. })),
+        "stale update: {stale:?}"
+    );
+    let stale_delete = store.delete_lease(&group, PartitionId(0), &v1).await;
+    assert!(
+        matches!(stale_delete, Err(StoreError::Conflict { .. })),
+        "stale delete: {stale_delete:?}"
+    );
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.version, v2);
+    assert_eq!(
+        got.value.owner,
+        Some(node("n1")),
+        "the stale writer changed nothing"
+    );
+}
+
+/// After a delete the record is gone, and re-creating it yields a version never seen before,
+/// so a node holding the old version can never write over the new record.
+pub async fn delete_then_recreate_gets_new_version(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("recreate");
+    let mut seen = vec![create(&*store, &group, 0).await];
+    for round in 0..3 {
+        let last = seen.last().unwrap().clone();
+        store
+            .delete_lease(&group, PartitionId(0), &last)
+            .await
+            .unwrap_or_else(|e| panic!("delete round {round}: {e}"));
+        assert!(store
+            .get_lease(&group, PartitionId(0))
+            .await
+            .unwrap()
+            .is_none());
+        let missing = store.delete_lease(&group, PartitionId(0), &last).await;
+        assert!(
+            matches!(missing, Err(StoreError::NotFound { .. })),
+            "{missing:?}"
+        );
+        let fresh = create(&*store, &group, 0).await;
+        assert!(
+            !seen.contains(&fresh),
+            "version {fresh} was seen before: {seen:?}"
+        );
+        let stale = store
+            .put_lease(
+                &group,
+                PartitionId(0),
+                &held_by("old", 1),
+                PutMode::Update(last),
+            )
+            .await;
+        assert!(
+            matches!(stale, Err(StoreError::Conflict { .. })),
+            "{stale:?}"
+        );
+        seen.push(fresh);
+    }
+}
+
+/// Records in one group are invisible in another, and partition 0 of two groups are two
+/// records.
+pub async fn groups_are_isolated(store: Arc<dyn LeaseStore>) {
+    let a = unique_group("iso-a");
+    let b = unique_group("iso-b");
+    let va = create(&*store, &a, 0).await;
+    create(&*store, &a, 1).await;
+    assert!(store.list_leases(&b).await.unwrap().records.is_empty());
+    assert!(store.get_lease(&b, PartitionId(0)).await.unwrap().is_none());
+    create(&*store, &b, 0).await;
+    store
+        .put_lease(&a, PartitionId(0), &held_by("n1", 1), PutMode::Update(va))
+        .await
+        .expect("update in a");
+    let in_b = store.get_lease(&b, PartitionId(0)).await.unwrap().unwrap();
+    assert_eq!(
+        in_b.value,
+        LeaseRecord::released(),
+        "a's write did not reach b"
+    );
+    assert_eq!(store.list_leases(&a).await.unwrap().records.len(), 2);
+    assert_eq!(store.list_leases(&b).await.unwrap().records.len(), 1);
+    store
+        .put_member(&a, &node("m"), &MemberRecord::default(), PutMode::Create)
+        .await
+        .unwrap();
+    assert!(store.list_members(&b).await.unwrap().records.is_empty());
+}
+
+/// Member records obey the same create / update / delete rules and list by node name.
+pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("members");
+    let record = MemberRecord {
+        weight: 3,
+        draining: true,
+        load: Some(0.75),
+        heartbeat: 42,
+        written_at_unix_ms: Some(1_700_000_000_000),
+    };
+    let v_b = store
+        .put_member(&group, &node("node-b"), &record, PutMode::Create)
+        .await
+        .expect("create b");
+    store
+        .put_member(
+            &group,
+            &node("node-a"),
+            &MemberRecord::default(),
+            PutMode::Create,
+        )
+        .await
+        .expect("create a");
+    let dup = store
+        .put_member(
+            &group,
+            &node("node-a"),
+            &MemberRecord::default(),
+            PutMode::Create,
+        )
+        .await;
+    assert!(
+        matches!(dup, Err(StoreError::AlreadyExists { .. })),
+        "{dup:?}"
+    );
+    let got = store
+        .get_member(&group, &node("node-b"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (got.value.clone(), got.version.clone()),
+        (record, v_b.clone())
+    );
+    let names: Vec<String> = store
+        .list_members(&group)
+        .await
+        .unwrap()
+        .records
+        .iter()
+        .map(|m| m.key.to_string())
+        .collect();
+    assert_eq!(names, vec!["node-a", "node-b"]);
+
+    let v_b2 = store
+        .put_member(
+            &group,
+            &node("node-b"),
+            &MemberRecord::default(),
+            PutMode::Update(v_b.clone()),
+        )
+        .await
+        .expect("update b");
+    assert_ne!(v_b, v_b2);
+    let stale = store
+        .put_member(
+            &group,
+            &node("node-b"),
+            &MemberRecord::default(),
+            PutMode::Update(v_b.clone()),
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::Conflict { .. })),
+        "{stale:?}"
+    );
+    let stale_delete = store.delete_member(&group, &node("node-b"), &v_b).await;
+    assert!(
+        matches!(stale_delete, Err(StoreError::Conflict { .. })),
+        "{stale_delete:?}"
+    );
+    store
+        .delete_member(&group, &node("node-b"), &v_b2)
+        .await
+        .expect("delete b");
+    assert!(store
+        .get_member(&group, &node("node-b"))
+        .await
+        .unwrap()
+        .is_none());
+    let missing = store
+        .put_member(
+            &group,
+            &node("node-c"),
+            &MemberRecord::default(),
+            PutMode::Update(v_b2),
+        )
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound { .. })),
+        "{missing:?}"
+    );
+}
+
+/// A batch applies each write on its own condition: one stale write fails alone, and the
+/// returned versions are the ones a later read sees.
+pub async fn batch_write_reports_each_result(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("batch");
+    let mut versions = Vec::new();
+    for partition in 0..5 {
+        versions.push(create(&*store, &group, partition).await);
+    }
+    let stale = versions[2].clone();
+    store
+        .put_lease(
+            &group,
+            PartitionId(2),
+            &held_by("thief", 1),
+            PutMode::Update(stale.clone()),
+        )
+        .await
+        .unwrap();
+    let writes: Vec<LeaseWrite> = (0..5)
+        .map(|p| LeaseWrite {
+            partition: PartitionId(p),
+            record: held_by("n1", u64::from(p) + 1),
+            mode: PutMode::Update(versions[p as usize].clone()),
+        })
+        .chain(std::iter::once(LeaseWrite {
+            partition: PartitionId(7),
+            record: LeaseRecord::released(),
+            mode: PutMode::Create,
+        }))
+        .collect();
+    let results = store
+        .put_leases(&group, &writes)
+        .await
+        .expect("batch attempted");
+    assert_eq!(results.len(), writes.len(), "one result per write");
+    for (index, result) in results.iter().enumerate() {
+        let partition = writes[index].partition;
+        if partition == PartitionId(2) {
+            assert!(
+                matches!(result, Err(StoreError::Conflict { .. })),
+                "p2: {result:?}"
+            );
+            continue;
+        }
+        let version = result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("p{partition}: {e}"));
+        let got = store.get_lease(&group, partition).await.unwrap().unwrap();
+        assert_eq!(&got.version, version, "p{partition}");
+        assert_eq!(got.value, writes[index].record, "p{partition}");
+    }
+    let p2 = store
+        .get_lease(&group, PartitionId(2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p2.value.owner, Some(node("thief")));
+    let empty = store.put_leases(&group, &[]).await.expect("empty batch");
+    assert!(empty.is_empty());
+}
+
+/// A record that cannot be decoded is reported as `Corrupt` naming its key, while the other
+/// records of the group still list; reading it alone is the same error.
+pub async fn corrupt_record_is_reported_alone(harness: &dyn Harness) {
+    let store = harness.store();
+    let group = unique_group("corrupt");
+    for partition in 0..4 {
+        create(&*store, &group, partition).await;
+    }
+    harness
+        .corrupt_lease(&group, PartitionId(2))
+        .await
+        .expect("harness corrupts the record");
+    let listing = store
+        .list_leases(&group)
+        .await
+        .expect("list despite corruption");
+    let keys: Vec<u32> = listing.records.iter().map(|r| r.key.0).collect();
+    assert_eq!(keys, vec![0, 1, 3], "the others still list");
+    assert_eq!(listing.corrupt.len(), 1, "{:?}", listing.corrupt);
+    match &listing.corrupt[0] {
+        StoreError::Corrupt { key, .. } => {
+            assert!(
+                key.contains(group.as_str()) && key.ends_with('2'),
+                "key {key}"
+            )
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let single = store.get_lease(&group, PartitionId(2)).await;
+    assert!(
+        matches!(single, Err(StoreError::Corrupt { .. })),
+        "{single:?}"
+    );
+}
+
+/// `writers` tasks each perform `increments` read-modify-write increments of one record's
+/// epoch with compare-and-set, retrying on conflict. Exactly `writers × increments` writes
+/// succeed and the final epoch equals that number: no update is lost and none is doubled.
+pub async fn concurrent_increments_race(store: Arc<dyn LeaseStore>, writers: u32, increments: u32) {
+    let group = unique_group("race");
+    create(&*store, &group, 0).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for writer in 0..writers {
+        let store = Arc::clone(&store);
+        let group = group.clone();
+        tasks.spawn(async move { increment_loop(&*store, &group, writer, increments).await });
+    }
+    let mut successes = 0;
+    while let Some(result) = tasks.join_next().await {
+        successes += result.expect("writer task panicked");
+    }
+    let total = u64::from(writers) * u64::from(increments);
+    assert_eq!(successes, total, "successful compare-and-sets");
+    let last = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.value.epoch, Epoch(total), "final value");
+}
+
+/// The writer side of [`concurrent_increments_race`]; returns its successful writes.
+pub async fn increment_loop(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    writer: u32,
+    increments: u32,
+) -> u64 {
+    const MAX_ATTEMPTS: u32 = 1_000_000;
+    let owner = node(&format!("writer-{writer}"));
+    let mut done = 0;
+    let mut attempts = 0;
+    while done < increments {
+        attempts += 1;
+        assert!(attempts < MAX_ATTEMPTS, "writer {writer} made no progress");
+        let current = store
+            .get_lease(group, PartitionId(0))
+            .await
+            .expect("read")
+            .expect("record exists");
+        let mut next = current.value.clone();
+        next.epoch = current.value.epoch.next();
+        next.owner = Some(owner.clone());
+        match store
+            .put_lease(
+                group,
+                PartitionId(0),
+                &next,
+                PutMode::Update(current.version),
+            )
+            .await
+        {
+            Ok(_) => done += 1,
+            Err(StoreError::Conflict { .. }) => tokio::task::yield_now().await,
+            // A transient failure leaves the write's effect unknown, which would make the
+            // count meaningless: fail loudly instead of guessing.
+            Err(error) => panic!("writer {writer}: {error}"),
+        }
+    }
+    u64::from(done)
+}

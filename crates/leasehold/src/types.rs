@@ -1,0 +1,246 @@
+//! Identifiers shared by every part of leasehold.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// The number of a partition, from `0` to `partitions - 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PartitionId(pub u32);
+
+impl fmt::Display for PartitionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<u32> for PartitionId {
+    fn from(value: u32) -> Self {
+        PartitionId(value)
+    }
+}
+
+/// The fencing token of one tenure of a lease.
+///
+/// Every acquisition writes `epoch + 1`, so a resource that remembers the highest epoch it
+/// has accepted for a partition can refuse work from an owner whose lease has since moved on
+/// (Chubby's sequencers).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Epoch(pub u64);
+
+impl Epoch {
+    /// The epoch the next acquisition writes.
+    #[must_use]
+    pub fn next(self) -> Epoch {
+        Epoch(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A name that failed validation, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {kind} {value:?}: {reason}")]
+pub struct InvalidName {
+    /// What kind of name it was ("node id", "group name").
+    pub kind: &'static str,
+    /// The rejected value.
+    pub value: String,
+    /// Why it was rejected.
+    pub reason: &'static str,
+}
+
+const MAX_NAME_LEN: usize = 128;
+
+fn check_name(
+    kind: &'static str,
+    value: &str,
+    allowed: fn(char) -> bool,
+) -> Result<(), InvalidName> {
+    let fail = |reason| {
+        Err(InvalidName {
+            kind,
+            value: value.to_owned(),
+            reason,
+        })
+    };
+    if value.is_empty() {
+        return fail("must not be empty");
+    }
+    if value.len() > MAX_NAME_LEN {
+        return fail("must be at most 128 bytes");
+    }
+    if !value.chars().all(allowed) {
+        return fail("may hold only letters, digits and the characters - _ . :");
+    }
+    Ok(())
+}
+
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':')
+}
+
+/// The name of a server taking part in a group.
+///
+/// Letters, digits and `- _ . :`, 1 to 128 bytes: names appear in store keys, log lines and
+/// space-separated audit logs, so they must carry no spaces or path separators.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NodeId(Arc<str>);
+
+impl NodeId {
+    /// Validates and wraps a node name.
+    pub fn new(name: impl AsRef<str>) -> Result<NodeId, InvalidName> {
+        let name = name.as_ref();
+        check_name("node id", name, name_char)?;
+        Ok(NodeId(Arc::from(name)))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A group name: one independent lease table inside a store.
+///
+/// Letters, digits and `- _ .`, 1 to 128 bytes, so that it is valid as an etcd key segment, a
+/// ZooKeeper node name, an Azure PartitionKey and a SQL value alike.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GroupName(Arc<str>);
+
+impl GroupName {
+    /// Validates and wraps a group name.
+    pub fn new(name: impl AsRef<str>) -> Result<GroupName, InvalidName> {
+        let name = name.as_ref();
+        check_name("group name", name, |c| c != ':' && name_char(c))?;
+        Ok(GroupName(Arc::from(name)))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+macro_rules! string_name {
+    ($ty:ident) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl TryFrom<String> for $ty {
+            type Error = InvalidName;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $ty::new(value)
+            }
+        }
+        impl From<$ty> for String {
+            fn from(value: $ty) -> String {
+                value.0.to_string()
+            }
+        }
+        impl std::str::FromStr for $ty {
+            type Err = InvalidName;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $ty::new(s)
+            }
+        }
+    };
+}
+string_name!(NodeId);
+string_name!(GroupName);
+
+/// The store-assigned version of a record: opaque, compared only for equality.
+///
+/// Each backend maps its own notion here (SQLite and PostgreSQL row versions, etcd
+/// `mod_revision`, ZooKeeper `mzxid`, Azure ETags). A store changes the version on every
+/// write and never reuses one for the same key, even after a delete and a re-create.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version(VersionRepr);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum VersionRepr {
+    Number(u64),
+    Tag(Arc<str>),
+}
+
+impl Version {
+    /// A version that is a number (a counter or a revision).
+    pub fn from_number(number: u64) -> Version {
+        Version(VersionRepr::Number(number))
+    }
+
+    /// A version that is an opaque tag (for example an HTTP ETag).
+    pub fn from_tag(tag: impl AsRef<str>) -> Version {
+        Version(VersionRepr::Tag(Arc::from(tag.as_ref())))
+    }
+
+    /// The number, if this version was made by [`Version::from_number`].
+    pub fn as_number(&self) -> Option<u64> {
+        match &self.0 {
+            VersionRepr::Number(n) => Some(*n),
+            VersionRepr::Tag(_) => None,
+        }
+    }
+
+    /// The tag, if this version was made by [`Version::from_tag`].
+    pub fn as_tag(&self) -> Option<&str> {
+        match &self.0 {
+            VersionRepr::Number(_) => None,
+            VersionRepr::Tag(tag) => Some(tag),
+        }
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            VersionRepr::Number(n) => n.fmt(f),
+            VersionRepr::Tag(tag) => f.write_str(tag),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        assert!(NodeId::new("node-1.example:7000").is_ok());
+        assert_eq!(NodeId::new("").unwrap_err().reason, "must not be empty");
+        assert!(NodeId::new("a b").is_err());
+        assert!(NodeId::new("a/b").is_err());
+        assert!(NodeId::new("x".repeat(129)).is_err());
+        assert!(GroupName::new("orders-v2").is_ok());
+        assert!(GroupName::new("a:b").is_err());
+        let err = NodeId::new("a b").unwrap_err().to_string();
+        assert!(err.contains("node id") && err.contains("\"a b\""), "{err}");
+    }
+
+    #[test]
+    fn names_round_trip_through_serde() {
+        let node: NodeId = serde_json::from_str("\"n1\"").unwrap();
+        assert_eq!(serde_json::to_string(&node).unwrap(), "\"n1\"");
+        assert!(serde_json::from_str::<NodeId>("\"\"").is_err());
+    }
+
+    #[test]
+    fn versions_compare_by_kind_and_value() {
+        assert_eq!(Version::from_number(3), Version::from_number(3));
+        assert_ne!(Version::from_number(3), Version::from_tag("3"));
+        assert_eq!(Version::from_tag("W/\"x\"").as_tag(), Some("W/\"x\""));
+    }
+}
