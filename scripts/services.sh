@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs, starts and stops the store servers the test suite talks to, all on loopback.
+#
+#   scripts/services.sh install|start|stop|status [SERVICE...]
+#
+# SERVICE is the name of a script in scripts/services/ (postgres, etcd, zookeeper, azurite);
+# with none, every one. `start` leaves, per service, .services/<service>.env with the
+# `export` lines tests read (for example LEASEHOLD_TEST_POSTGRES_URL) and a pid file, so that
+# `stop` ends exactly the processes it started.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export SERVICES_DIR="$root/.services"
+mkdir -p "$SERVICES_DIR"
+
+action=${1:-}
+case "$action" in
+  install|start|stop|status) shift ;;
+  *) echo "usage: $0 install|start|stop|status [SERVICE...]" >&2; exit 2 ;;
+esac
+
+services=("$@")
+if [ ${#services[@]} -eq 0 ]; then
+  for script in "$root"/scripts/services/*.sh; do
+    [ -e "$script" ] || continue
+    name=$(basename "$script" .sh)
+    [ "$name" = common ] || services+=("$name")
+  done
+fi
+
+status=0
+for service in "${services[@]}"; do
+  script="$root/scripts/services/$service.sh"
+  if [ ! -f "$script" ]; then
+    echo "services: no such service: $service" >&2
+    exit 2
+  fi
+  bash "$script" "$action" || { echo "services: $service $action failed" >&2; status=1; }
+done
+exit $status
