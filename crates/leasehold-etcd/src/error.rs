@@ -1,0 +1,26 @@
+//! Turning etcd client errors into [`StoreError`]s.
+
+use std::time::Duration;
+
+use etcd_client::Error;
+use leasehold::StoreError;
+use tonic::Code;
+
+/// Maps a client error, naming what this layer was doing in `action`.
+pub(crate) fn map_error(action: &str, limit: Duration, error: Error) -> StoreError {
+    if let Error::GRpcStatus(status) = &error {
+        match status.code() {
+            Code::DeadlineExceeded => return StoreError::Timeout(limit),
+            Code::ResourceExhausted => {
+                return StoreError::Throttled {
+                    message: format!("{action}: {}", status.message()),
+                }
+            }
+            Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
+                return StoreError::Invalid(format!("{action}: {}", status.message()))
+            }
+            _ => {}
+        }
+    }
+    StoreError::unavailable(action, error)
+}
