@@ -5,8 +5,9 @@
 #
 # Members e1, e2, e3 listen for clients on 127.0.0.1:52379, 52389, 52399 and for peers on
 # 52380, 52390, 52400, with data in $SERVICES_DIR/etcd/<name>. Each member is its own daemon
-# (pid file $SERVICES_DIR/etcd-<name>.pid), and $SERVICES_DIR/etcd-<name>.start starts it again
-# with the same flags, so a test can stop one member and bring it back.
+# (pid file $SERVICES_DIR/etcd-<name>.pid); $SERVICES_DIR/etcd-<name>.stop stops it and
+# $SERVICES_DIR/etcd-<name>.start starts it again with the same flags, so a test can take one
+# member down and bring it back.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -22,8 +23,9 @@ install() {
   apt_install etcd-server etcd-client protobuf-compiler libprotobuf-dev
 }
 
-# write_start_script NAME: a script that starts member NAME with start_daemon.
-write_start_script() {
+# write_member_scripts NAME: scripts that start member NAME again with the same flags, and stop
+# it (waiting until it has exited, so a restart finds its ports free).
+write_member_scripts() {
   local name=$1 script="$SERVICES_DIR/etcd-$1.start"
   cat >"$script" <<SCRIPT
 #!/usr/bin/env bash
@@ -41,7 +43,15 @@ start_daemon etcd-$name etcd --name $name \\
   --initial-cluster-token leasehold-test \\
   --initial-cluster-state new
 SCRIPT
-  chmod +x "$script"
+  cat >"$SERVICES_DIR/etcd-$name.stop" <<SCRIPT
+#!/usr/bin/env bash
+# Stops etcd member $name of the test cluster and waits until it has exited.
+set -euo pipefail
+export SERVICES_DIR="$SERVICES_DIR"
+. "$here/common.sh"
+stop_daemon etcd-$name
+SCRIPT
+  chmod +x "$script" "$SERVICES_DIR/etcd-$name.stop"
 }
 
 healthy() {
@@ -56,7 +66,7 @@ start() {
   rm -rf "$SERVICES_DIR/etcd"
   mkdir -p "$SERVICES_DIR/etcd"
   for name in "${members[@]}"; do
-    write_start_script "$name"
+    write_member_scripts "$name"
     bash "$SERVICES_DIR/etcd-$name.start"
   done
   wait_until 30 "etcd cluster" healthy

@@ -24,3 +24,12 @@ pub(crate) fn map_error(action: &str, limit: Duration, error: Error) -> StoreErr
     }
     StoreError::unavailable(action, error)
 }
+
+/// Whether the request failed for want of a connection, so another endpoint may answer.
+pub(crate) fn is_unreachable(error: &Error) -> bool {
+    match error {
+        Error::GRpcStatus(status) => status.code() == Code::Unavailable,
+        Error::TransportError(_) | Error::IoError(_) => true,
+        _ => false,
+    }
+}

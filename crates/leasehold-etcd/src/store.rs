@@ -15,12 +15,16 @@ use leasehold::{
     StoredMember, Version,
 };
 
-use crate::error::map_error;
+use crate::error::{is_unreachable, map_error};
 use crate::keys::{parse_partition, Keys};
 use crate::options::EtcdOptions;
 
 /// etcd's default `--max-txn-ops`: a transaction with more compares or operations is refused.
 pub const MAX_TXN_OPS: usize = 128;
+
+/// How many endpoints a read tries before it reports the cluster unreachable.
+const READ_ATTEMPTS: u32 = 3;
+const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Keys read per range request when listing, so a large group never needs one huge reply.
 const LIST_PAGE: i64 = 1000;
@@ -79,26 +83,44 @@ impl EtcdStore {
         })
     }
 
-    /// Runs one request on a fresh handle, bounded by the request timeout even while no
-    /// endpoint is reachable (when the client itself would wait for one to come back).
+    /// Runs one request, bounded by the request timeout even while no endpoint is reachable
+    /// (when the client itself would wait for one to come back).
+    ///
+    /// A read that finds its endpoint unreachable is sent again, to another member if one is
+    /// up, within the same time limit. Writes are sent once: a write whose connection broke
+    /// may have been applied, and sending it again would report the writer's own success as
+    /// a conflict.
     async fn call<T, F>(
         &self,
         action: &str,
-        request: impl FnOnce(KvClient) -> F,
+        attempts: u32,
+        mut request: impl FnMut(KvClient) -> F,
     ) -> Result<T, StoreError>
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
         let limit = self.options.request_timeout;
-        match tokio::time::timeout(limit, request(self.client.kv_client())).await {
-            Ok(result) => result.map_err(|e| map_error(action, limit, e)),
-            Err(_) => Err(StoreError::Timeout(limit)),
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut attempt = 1;
+        loop {
+            match tokio::time::timeout_at(deadline, request(self.client.kv_client())).await {
+                Err(_) => return Err(StoreError::Timeout(limit)),
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(error)) if attempt < attempts && is_unreachable(&error) => {
+                    attempt += 1;
+                    tokio::time::sleep(RETRY_DELAY).await;
+                }
+                Ok(Err(error)) => return Err(map_error(action, limit, error)),
+            }
         }
     }
 
     async fn get_one(&self, key: String) -> Result<Option<KeyValue>, StoreError> {
         let mut response = self
-            .call("get", |mut kv| async move { kv.get(key, None).await })
+            .call("get", READ_ATTEMPTS, |mut kv| {
+                let key = key.clone();
+                async move { kv.get(key, None).await }
+            })
             .await?;
         Ok(response.take_kvs().into_iter().next())
     }
@@ -117,12 +139,11 @@ impl EtcdStore {
             if revision != 0 {
                 options = options.with_revision(revision);
             }
-            let key = start.clone();
             let mut response = self
-                .call(
-                    "list",
-                    |mut kv| async move { kv.get(key, Some(options)).await },
-                )
+                .call("list", READ_ATTEMPTS, |mut kv| {
+                    let (key, options) = (start.clone(), options.clone());
+                    async move { kv.get(key, Some(options)).await }
+                })
                 .await?;
             if revision == 0 {
                 revision = response.header().map_or(0, |h| h.revision());
@@ -144,8 +165,15 @@ impl EtcdStore {
     }
 
     async fn run_txn(&self, txn: Txn) -> Result<TxnResponse, StoreError> {
-        self.call("transaction", |mut kv| async move { kv.txn(txn).await })
-            .await
+        let mut txn = Some(txn);
+        self.call("transaction", 1, |mut kv| {
+            let txn = txn.take();
+            async move {
+                let txn = txn.expect("a write is sent once");
+                kv.txn(txn).await
+            }
+        })
+        .await
     }
 
     /// Writes `value` at `key` under `mode`; `name` is the key errors report.
