@@ -53,8 +53,27 @@ struct Listener {
 enum Ended {
     /// The feed was dropped: stop.
     ReaderGone,
-    /// The connection failed or was lost.
-    Lost(StoreError),
+    /// The connection failed, or was lost after listening.
+    Lost {
+        error: StoreError,
+        was_listening: bool,
+    },
+}
+
+impl Ended {
+    fn not_listening(error: StoreError) -> Ended {
+        Ended::Lost {
+            error,
+            was_listening: false,
+        }
+    }
+
+    fn lost(error: StoreError) -> Ended {
+        Ended::Lost {
+            error,
+            was_listening: true,
+        }
+    }
 }
 
 impl Listener {
@@ -63,24 +82,32 @@ impl Listener {
         let mut failures = 0;
         let mut delay = self.options.min_reconnect_delay;
         loop {
-            let error = match self.listen_once(&mut ready).await {
+            let (error, was_listening) = match self.listen_once(&mut ready).await {
                 Ended::ReaderGone => return,
-                Ended::Lost(error) => error,
+                Ended::Lost {
+                    error,
+                    was_listening,
+                } => (error, was_listening),
             };
             if let Some(ready) = ready.take() {
                 // The first connection failed: `watch` reports why.
                 let _ = ready.send(Err(error));
                 return;
             }
-            tracing::debug!(%error, channel = %self.channel, "listening connection lost");
+            if was_listening {
+                tracing::debug!(%error, channel = %self.channel, "listening connection lost");
+                failures = 0;
+                delay = self.options.min_reconnect_delay;
+                // Changes may be missed from now on: whatever the reader knows may be stale.
+                if let Err(mpsc::error::TrySendError::Closed(_)) =
+                    self.sender.try_send(Change::Unknown)
+                {
+                    return;
+                }
+            }
             failures += 1;
             if failures > MAX_REOPEN_ATTEMPTS {
                 tracing::warn!(channel = %self.channel, "cannot listen again; change hints end");
-                return;
-            }
-            // Changes may have been missed: whatever the reader knows may be stale.
-            if let Err(mpsc::error::TrySendError::Closed(_)) = self.sender.try_send(Change::Unknown)
-            {
                 return;
             }
             tokio::time::sleep(delay).await;
@@ -98,8 +125,10 @@ impl Listener {
         let connecting = tokio::time::timeout(limit, self.config.connect(NoTls)).await;
         let (client, mut connection) = match connecting {
             Ok(Ok(pair)) => pair,
-            Ok(Err(error)) => return Ended::Lost(map_error("connect to listen", timeout, error)),
-            Err(_) => return Ended::Lost(StoreError::Timeout(limit)),
+            Ok(Err(error)) => {
+                return Ended::not_listening(map_error("connect to listen", timeout, error))
+            }
+            Err(_) => return Ended::not_listening(StoreError::Timeout(limit)),
         };
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         let listen = format!("LISTEN {}", self.channel);
@@ -122,7 +151,7 @@ impl Listener {
         .await
         .unwrap_or(Err(StoreError::Timeout(limit)));
         if let Err(error) = started {
-            return Ended::Lost(error);
+            return Ended::not_listening(error);
         }
         match ready.take() {
             Some(ready) => {
@@ -148,9 +177,9 @@ impl Listener {
                     }
                 }
                 Some(Ok(_)) => {}
-                Some(Err(error)) => return Ended::Lost(map_error("listen", timeout, error)),
+                Some(Err(error)) => return Ended::lost(map_error("listen", timeout, error)),
                 None => {
-                    return Ended::Lost(StoreError::Unavailable {
+                    return Ended::lost(StoreError::Unavailable {
                         message: "listening connection closed".to_owned(),
                         source: None,
                     })
