@@ -265,7 +265,8 @@ impl EtcdStore {
     }
 
     fn decode_lease(&self, group: &GroupName, kv: &KeyValue) -> Result<StoredLease, StoreError> {
-        let rest = &kv.key()[self.keys.leases(group).len()..];
+        let leases = self.keys.leases(group);
+        let rest = kv.key().strip_prefix(leases.as_bytes()).unwrap_or_default();
         let partition = std::str::from_utf8(rest)
             .ok()
             .and_then(parse_partition)
@@ -282,7 +283,11 @@ impl EtcdStore {
     }
 
     fn decode_member(&self, group: &GroupName, kv: &KeyValue) -> Result<StoredMember, StoreError> {
-        let rest = &kv.key()[self.keys.members(group).len()..];
+        let members = self.keys.members(group);
+        let rest = kv
+            .key()
+            .strip_prefix(members.as_bytes())
+            .unwrap_or_default();
         let node = std::str::from_utf8(rest)
             .ok()
             .and_then(|name| NodeId::new(name).ok())

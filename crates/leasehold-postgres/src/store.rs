@@ -187,6 +187,14 @@ impl PostgresStore {
     }
 }
 
+/// The one row a conditional update or delete always returns.
+fn single(rows: &[Row]) -> Result<&Row, StoreError> {
+    rows.first().ok_or_else(|| StoreError::Unavailable {
+        message: "PostgreSQL returned no row for a conditional write".to_owned(),
+        source: None,
+    })
+}
+
 /// Whether a write failed only because its condition did not hold.
 fn is_refusal(error: &StoreError) -> bool {
     matches!(
@@ -362,7 +370,7 @@ impl LeaseStore for PostgresStore {
                     &[&group.as_str(), &partition_column, &expected],
                 )
                 .await?;
-            let row = rows.first().expect("the statement returns one row");
+            let row = single(&rows)?;
             conditional(row.get(0), row.get(1), lease_key(group, partition))
         })
         .await
@@ -453,7 +461,7 @@ impl LeaseStore for PostgresStore {
                             ],
                         )
                         .await?;
-                    updated(rows.first().expect("the statement returns one row"), key())
+                    updated(single(&rows)?, key())
                 }
             }
         })
@@ -475,7 +483,7 @@ impl LeaseStore for PostgresStore {
                     &[&group.as_str(), &node.as_str(), &expected],
                 )
                 .await?;
-            let row = rows.first().expect("the statement returns one row");
+            let row = single(&rows)?;
             conditional(row.get(0), row.get(1), member_key(group, node))
         })
         .await
