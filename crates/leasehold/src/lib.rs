@@ -1,15 +1,20 @@
 //! leasehold divides N partitions among a changing set of servers so that no partition is
 //! ever served by two servers at once.
 
+mod clock;
 pub mod codec;
+mod config;
 mod error;
 mod memory;
+pub mod planner;
 mod record;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 
+pub use clock::{Clock, DriftClock, SeededRng, Sleep, TokioClock};
+pub use config::{ConfigError, ParticipantConfig};
 pub use error::{BoxError, StoreError};
 pub use memory::MemoryStore;
 pub use record::{
