@@ -66,6 +66,10 @@
 //!     "select partition, owner, epoch, state from leases where grp = 'orders' order by partition"
 //! ```
 //!
+//! SQLite keeps `leasehold.db-wal` and `leasehold.db-shm` beside the file while it is in use,
+//! so every process needs write access to the directory, not only to the file. To copy a
+//! live file, use `sqlite3 leasehold.db '.backup copy.db'` rather than `cp`.
+//!
 //! Edit rows by hand only with care: a row that no longer decodes (an unknown state, a bad
 //! node id, a negative epoch...) is reported as [`StoreError::Corrupt`](leasehold::StoreError)
 //! naming its key, and listings carry on with the other rows. Change leases with the

@@ -50,3 +50,17 @@ async fn sqlite_store_passes_the_conformance_suite() {
     let store = SqliteStore::open(&path).await.expect("open the store");
     run_conformance(&SqliteHarness { store, path }).await;
 }
+
+#[tokio::test]
+async fn sqlite_store_offers_no_change_feed() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let store = SqliteStore::open(directory.path().join("watch.db"))
+        .await
+        .expect("open the store");
+    let group = leasehold::testing::unique_group("watch");
+    let feed = store.watch(&group).await;
+    assert!(
+        matches!(feed, Err(StoreError::NotSupported(_))),
+        "participants must fall back to polling: {feed:?}"
+    );
+}
