@@ -1,0 +1,392 @@
+//! Operator actions on a group's table: initial build-out, manual controls and the stale
+//! check. The `leasehold` command-line tool is a thin shell over these.
+//!
+//! Every change is a compare-and-set on the current record, retried a bounded number of times
+//! if a participant writes in between, so an operator never overwrites a renewal blindly.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::error::StoreError;
+use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, StoredLease};
+use crate::store::{LeaseStore, PutMode};
+use crate::types::{GroupName, NodeId, PartitionId, Version};
+
+/// Attempts for one read-modify-write against participants renewing the same record.
+const MAX_ATTEMPTS: usize = 16;
+
+/// Why an operator action could not be done.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The store call failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The group has no lease records.
+    #[error("group {0} does not exist (no lease records; create it with init)")]
+    NoSuchGroup(GroupName),
+    /// The partition has no lease record.
+    #[error("partition {partition} does not exist in group {group}")]
+    NoSuchPartition {
+        /// The group.
+        group: GroupName,
+        /// The missing partition.
+        partition: PartitionId,
+    },
+    /// The node has no member record.
+    #[error("node {node} is not a member of group {group}")]
+    NoSuchNode {
+        /// The group.
+        group: GroupName,
+        /// The missing node.
+        node: NodeId,
+    },
+    /// `init` found the group with a different partition count.
+    #[error(
+        "group {group} already has {existing} partitions; refusing to change it to {requested}"
+    )]
+    PartitionCountMismatch {
+        /// The group.
+        group: GroupName,
+        /// The partitions already there.
+        existing: u32,
+        /// The count asked for.
+        requested: u32,
+    },
+    /// Participants kept writing the record; the change was not made.
+    #[error("{key} kept changing; gave up after {MAX_ATTEMPTS} attempts")]
+    Contended {
+        /// The record's key.
+        key: String,
+    },
+}
+
+/// What [`init`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitOutcome {
+    /// Records created now.
+    pub created: u32,
+    /// Records that were already there.
+    pub existing: u32,
+}
+
+/// Creates released lease records `0..partitions` in `group` (initial build-out). Running it
+/// again with the same count creates whatever is missing; a group that already has records
+/// beyond `partitions` is refused rather than silently shrunk.
+pub async fn init(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partitions: u32,
+) -> Result<InitOutcome, AdminError> {
+    let listing = store.list_leases(group).await?;
+    let beyond = listing
+        .records
+        .iter()
+        .map(|r| r.key.0)
+        .chain(listing.corrupt.iter().filter_map(corrupt_partition))
+        .filter(|p| *p >= partitions)
+        .max();
+    if let Some(highest) = beyond {
+        return Err(AdminError::PartitionCountMismatch {
+            group: group.clone(),
+            existing: highest + 1,
+            requested: partitions,
+        });
+    }
+    let mut outcome = InitOutcome {
+        created: 0,
+        existing: 0,
+    };
+    for partition in 0..partitions {
+        let record = LeaseRecord {
+            written_at_unix_ms: Some(unix_ms_now()),
+            ..LeaseRecord::released()
+        };
+        match store
+            .put_lease(group, PartitionId(partition), &record, PutMode::Create)
+            .await
+        {
+            Ok(_) => outcome.created += 1,
+            Err(StoreError::AlreadyExists { .. }) => outcome.existing += 1,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(outcome)
+}
+
+fn corrupt_partition(error: &StoreError) -> Option<u32> {
+    match error {
+        StoreError::Corrupt { key, .. } => key.rsplit('/').next()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Deletes every lease and member record of `group`. Returns how many records were removed.
+pub async fn destroy(store: &dyn LeaseStore, group: &GroupName) -> Result<usize, AdminError> {
+    let mut removed = 0;
+    for lease in store.list_leases(group).await?.records {
+        match store.delete_lease(group, lease.key, &lease.version).await {
+            Ok(()) | Err(StoreError::NotFound { .. }) => removed += 1,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    for member in store.list_members(group).await?.records {
+        match store
+            .delete_member(group, &member.key, &member.version)
+            .await
+        {
+            Ok(()) | Err(StoreError::NotFound { .. }) => removed += 1,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(removed)
+}
+
+/// Applies `change` to the lease record of `partition` with compare-and-set, re-reading and
+/// retrying if a participant renewed it in between. Returns the record as written.
+pub async fn update_lease(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+    change: impl Fn(&mut LeaseRecord),
+) -> Result<LeaseRecord, AdminError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(current) = store.get_lease(group, partition).await? else {
+            return Err(AdminError::NoSuchPartition {
+                group: group.clone(),
+                partition,
+            });
+        };
+        let mut record = current.value;
+        change(&mut record);
+        record.written_at_unix_ms = Some(unix_ms_now());
+        match store
+            .put_lease(group, partition, &record, PutMode::Update(current.version))
+            .await
+        {
+            Ok(_) => return Ok(record),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(AdminError::Contended {
+        key: crate::store::lease_key(group, partition),
+    })
+}
+
+/// Bumps a partition: changes its record's version so the holder's next renewal fails and it
+/// drops the partition; another node takes it after `acquire_after`. Only the holder can
+/// release, so this never lets two nodes serve at once.
+pub async fn kick(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+) -> Result<LeaseRecord, AdminError> {
+    update_lease(store, group, partition, |r| r.note = Some("kicked".into())).await
+}
+
+/// Keeps `node` off `partition`. The record changes, so the current holder drops it and it
+/// is re-acquired by a permitted node.
+pub async fn prohibit(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+    node: &NodeId,
+) -> Result<LeaseRecord, AdminError> {
+    update_lease(store, group, partition, |r| {
+        if !r.is_prohibited(node) {
+            r.prohibited.push(node.clone());
+        }
+        r.note = Some(format!("prohibited {node}"));
+    })
+    .await
+}
+
+/// Lets `node` take `partition` again.
+pub async fn allow(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+    node: &NodeId,
+) -> Result<LeaseRecord, AdminError> {
+    update_lease(store, group, partition, |r| {
+        r.prohibited.retain(|p| p != node);
+        r.note = Some(format!("allowed {node}"));
+    })
+    .await
+}
+
+/// Takes `partition` out of service: its holder drops it at its next renewal and no node
+/// takes it until [`online`].
+pub async fn offline(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+) -> Result<LeaseRecord, AdminError> {
+    update_lease(store, group, partition, |r| {
+        r.state = LeaseState::Offline;
+        r.owner = None;
+        r.note = Some("offline".into());
+    })
+    .await
+}
+
+/// Puts an offline partition back in service. It is written as held by nobody, so it is
+/// taken after `acquire_after` — long enough for a holder that was mid-renewal when it was
+/// taken offline to have stopped.
+pub async fn online(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+) -> Result<LeaseRecord, AdminError> {
+    update_lease(store, group, partition, |r| {
+        if r.state == LeaseState::Offline {
+            r.state = LeaseState::Held;
+            r.owner = None;
+        }
+        r.note = Some("online".into());
+    })
+    .await
+}
+
+/// Sets or clears a node's drain flag. A draining node targets zero partitions and hands its
+/// leases off cooperatively (one scan, no expiry): the graceful way to take a server out.
+pub async fn set_draining(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    node: &NodeId,
+    draining: bool,
+) -> Result<MemberRecord, AdminError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(current) = store.get_member(group, node).await? else {
+            return Err(AdminError::NoSuchNode {
+                group: group.clone(),
+                node: node.clone(),
+            });
+        };
+        let mut record = current.value;
+        record.draining = draining;
+        match store
+            .put_member(group, node, &record, PutMode::Update(current.version))
+            .await
+        {
+            Ok(_) => return Ok(record),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(AdminError::Contended {
+        key: crate::store::member_key(group, node),
+    })
+}
+
+/// What one [`stale_check`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StaleReport {
+    /// Partitions held in both samples with the same version: their holder did not renew.
+    pub unrenewed: Vec<(PartitionId, Option<NodeId>)>,
+    /// Partitions held by nobody (released, or held with no owner) in the second sample.
+    pub unowned: Vec<PartitionId>,
+    /// Partitions below `expected` with no record at all.
+    pub missing: Vec<PartitionId>,
+    /// Partitions taken out of service by an operator.
+    pub offline: Vec<PartitionId>,
+    /// Records that could not be read.
+    pub corrupt: Vec<String>,
+    /// Members whose record changed between the two samples.
+    pub live_nodes: Vec<NodeId>,
+    /// The member count below which the report counts as a problem.
+    pub min_nodes: usize,
+}
+
+impl StaleReport {
+    /// Whether anything needs an operator's attention.
+    pub fn has_problems(&self) -> bool {
+        !self.unrenewed.is_empty()
+            || !self.unowned.is_empty()
+            || !self.missing.is_empty()
+            || !self.corrupt.is_empty()
+            || self.live_nodes.len() < self.min_nodes
+    }
+}
+
+/// Samples the table twice, `watch` apart, and reports unrenewed leases, unowned and missing
+/// partitions and the live node count, as a monitoring probe would. `watch` should exceed the
+/// heartbeat so that every live holder renews in between. `expected` is the partition count
+/// (defaults to one past the highest partition seen).
+pub async fn stale_check(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    watch: Duration,
+    min_nodes: usize,
+    expected: Option<u32>,
+) -> Result<StaleReport, AdminError> {
+    let first_leases = store.list_leases(group).await?;
+    let first_members = store.list_members(group).await?;
+    if first_leases.records.is_empty() && first_leases.corrupt.is_empty() {
+        return Err(AdminError::NoSuchGroup(group.clone()));
+    }
+    tokio::time::sleep(watch).await;
+    let second_leases = store.list_leases(group).await?;
+    let second_members = store.list_members(group).await?;
+
+    let before: BTreeMap<PartitionId, &StoredLease> =
+        first_leases.records.iter().map(|r| (r.key, r)).collect();
+    let versions_before: BTreeMap<&NodeId, &Version> = first_members
+        .records
+        .iter()
+        .map(|m| (&m.key, &m.version))
+        .collect();
+    let mut report = StaleReport {
+        min_nodes,
+        corrupt: second_leases
+            .corrupt
+            .iter()
+            .map(|e| e.to_string())
+            .collect(),
+        ..StaleReport::default()
+    };
+    let highest = second_leases
+        .records
+        .iter()
+        .map(|r| r.key.0 + 1)
+        .max()
+        .unwrap_or(0);
+    let expected = expected.unwrap_or(highest);
+    let mut present = vec![false; expected.max(highest) as usize];
+    for lease in &second_leases.records {
+        present[lease.key.0 as usize] = true;
+        let record = &lease.value;
+        match record.state {
+            LeaseState::Offline => report.offline.push(lease.key),
+            LeaseState::Released => report.unowned.push(lease.key),
+            LeaseState::Held if record.owner.is_none() => report.unowned.push(lease.key),
+            LeaseState::Held => {
+                if before
+                    .get(&lease.key)
+                    .is_some_and(|b| b.version == lease.version)
+                {
+                    report.unrenewed.push((lease.key, record.owner.clone()));
+                }
+            }
+        }
+    }
+    for error in &second_leases.corrupt {
+        if let Some(partition) = corrupt_partition(error) {
+            if let Some(slot) = present.get_mut(partition as usize) {
+                *slot = true;
+            }
+        }
+    }
+    report.missing = (0..expected)
+        .filter(|p| !present[*p as usize])
+        .map(PartitionId)
+        .collect();
+    report.live_nodes = second_members
+        .records
+        .iter()
+        .filter(|m| versions_before.get(&m.key) != Some(&&m.version))
+        .map(|m| m.key.clone())
+        .collect();
+    Ok(report)
+}

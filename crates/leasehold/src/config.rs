@@ -1,0 +1,316 @@
+//! Participant configuration and its validation.
+
+use std::time::Duration;
+
+use crate::types::{GroupName, NodeId};
+
+/// How one participant takes part in a group. Plain fields with documented defaults; call
+/// [`ParticipantConfig::validate`] (done by [`crate::Participant::start`]) before use.
+///
+/// The defaults follow the classic parameterization: renew every 10 s, stop serving 30 s
+/// after the last renewal was sent, take over a lease whose record has not changed for 45 s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParticipantConfig {
+    /// This node's name, unique in the group.
+    pub node: NodeId,
+    /// The lease table to take part in. Default `default`.
+    pub group: GroupName,
+    /// How many partitions the group has (`0..partitions`).
+    pub partitions: u32,
+    /// How often held leases are renewed and the member record rewritten. Default 10 s.
+    pub heartbeat: Duration,
+    /// How long a renewal keeps a lease valid, counted from when it was sent. Default 30 s.
+    pub lease_validity: Duration,
+    /// How long a lease record must stay unchanged before another node may take it.
+    /// Default 45 s. Must exceed `lease_validity` with the drift bound (see
+    /// [`ParticipantConfig::validate`]).
+    pub acquire_after: Duration,
+    /// How often the whole table is read to find free partitions. Default 10 s.
+    pub scan_interval: Duration,
+    /// The most partitions this node will hold. Default: no cap beyond `partitions`.
+    pub max_partitions_per_node: u32,
+    /// The most partitions taken in one scan, so a starting node ramps up gently. Default 16.
+    pub max_acquires_per_scan: u32,
+    /// Bound ρ on the clock-rate drift between any two nodes, as a fraction. Default 0.01.
+    pub max_clock_drift: f64,
+    /// Time limit on every store call. Default 5 s; at most `heartbeat`.
+    pub store_timeout: Duration,
+    /// This node's relative capacity. Default 1.
+    pub weight: u32,
+    /// Fraction by which periods are randomly shortened or stretched, so a fleet does not
+    /// hit the store in lock-step. Default 0.1.
+    pub jitter: f64,
+}
+
+impl ParticipantConfig {
+    /// The default configuration for `node` in group `default` with `partitions` partitions.
+    pub fn new(node: NodeId, partitions: u32) -> ParticipantConfig {
+        ParticipantConfig {
+            node,
+            group: GroupName::new("default").expect("valid"),
+            partitions,
+            heartbeat: Duration::from_secs(10),
+            lease_validity: Duration::from_secs(30),
+            acquire_after: Duration::from_secs(45),
+            scan_interval: Duration::from_secs(10),
+            max_partitions_per_node: partitions,
+            max_acquires_per_scan: 16,
+            max_clock_drift: 0.01,
+            store_timeout: Duration::from_secs(5),
+            weight: 1,
+            jitter: 0.1,
+        }
+    }
+
+    /// Short timings for tests and demos: renew every 250 ms, validity 1 s, take over after
+    /// 1.5 s, scan every 250 ms, store calls limited to 250 ms.
+    pub fn fast(node: NodeId, partitions: u32) -> ParticipantConfig {
+        ParticipantConfig {
+            heartbeat: Duration::from_millis(250),
+            lease_validity: Duration::from_secs(1),
+            acquire_after: Duration::from_millis(1500),
+            scan_interval: Duration::from_millis(250),
+            store_timeout: Duration::from_millis(250),
+            ..ParticipantConfig::new(node, partitions)
+        }
+    }
+
+    /// Sets the group.
+    #[must_use]
+    pub fn with_group(mut self, group: GroupName) -> Self {
+        self.group = group;
+        self
+    }
+
+    /// Sets the cap on partitions held by this node.
+    #[must_use]
+    pub fn with_max_partitions_per_node(mut self, cap: u32) -> Self {
+        self.max_partitions_per_node = cap;
+        self
+    }
+
+    /// Checks the configuration, naming the offending values on failure.
+    ///
+    /// The safety rule: a taker waits `acquire_after` on its clock after first seeing a record
+    /// unchanged; the holder stops `lease_validity` on its clock after sending the renewal that
+    /// wrote it. With clock rates within ρ of true time, the taker cannot start before the
+    /// holder stopped if `acquire_after × (1 − ρ) > lease_validity × (1 + ρ)`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, value) in [
+            ("heartbeat", self.heartbeat),
+            ("lease_validity", self.lease_validity),
+            ("acquire_after", self.acquire_after),
+            ("scan_interval", self.scan_interval),
+            ("store_timeout", self.store_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::ZeroDuration { name });
+            }
+        }
+        if self.partitions == 0 {
+            return Err(ConfigError::ZeroPartitions);
+        }
+        if self.max_partitions_per_node < 1 {
+            return Err(ConfigError::ZeroCap);
+        }
+        if self.max_acquires_per_scan < 1 {
+            return Err(ConfigError::ZeroAcquiresPerScan);
+        }
+        if self.weight < 1 {
+            return Err(ConfigError::ZeroWeight);
+        }
+        if !(0.0..0.5).contains(&self.max_clock_drift) {
+            return Err(ConfigError::DriftOutOfRange {
+                max_clock_drift: self.max_clock_drift,
+            });
+        }
+        if !(0.0..0.5).contains(&self.jitter) {
+            return Err(ConfigError::JitterOutOfRange {
+                jitter: self.jitter,
+            });
+        }
+        if self.heartbeat > self.lease_validity / 2 {
+            return Err(ConfigError::HeartbeatTooLong {
+                heartbeat: self.heartbeat,
+                lease_validity: self.lease_validity,
+            });
+        }
+        let rho = self.max_clock_drift;
+        let taker_waits = self.acquire_after.as_secs_f64() * (1.0 - rho);
+        let holder_serves = self.lease_validity.as_secs_f64() * (1.0 + rho);
+        if taker_waits <= holder_serves {
+            return Err(ConfigError::UnsafeAcquireAfter {
+                acquire_after: self.acquire_after,
+                lease_validity: self.lease_validity,
+                max_clock_drift: rho,
+            });
+        }
+        if self.store_timeout > self.heartbeat {
+            return Err(ConfigError::StoreTimeoutTooLong {
+                store_timeout: self.store_timeout,
+                heartbeat: self.heartbeat,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A configuration that [`ParticipantConfig::validate`] refused, with the offending values.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A duration was zero.
+    #[error("{name} must be greater than zero")]
+    ZeroDuration {
+        /// The field's name.
+        name: &'static str,
+    },
+    /// `partitions` was zero.
+    #[error("partitions must be at least 1")]
+    ZeroPartitions,
+    /// `max_partitions_per_node` was zero.
+    #[error("max_partitions_per_node must be at least 1")]
+    ZeroCap,
+    /// `max_acquires_per_scan` was zero.
+    #[error("max_acquires_per_scan must be at least 1")]
+    ZeroAcquiresPerScan,
+    /// `weight` was zero.
+    #[error("weight must be at least 1")]
+    ZeroWeight,
+    /// The drift bound was outside `[0, 0.5)`.
+    #[error("max_clock_drift = {max_clock_drift} must be in [0, 0.5)")]
+    DriftOutOfRange {
+        /// The rejected value.
+        max_clock_drift: f64,
+    },
+    /// The jitter fraction was outside `[0, 0.5)`.
+    #[error("jitter = {jitter} must be in [0, 0.5)")]
+    JitterOutOfRange {
+        /// The rejected value.
+        jitter: f64,
+    },
+    /// A lease must be renewable at least twice within its validity.
+    #[error("heartbeat = {heartbeat:?} must be at most lease_validity / 2 (lease_validity = {lease_validity:?})")]
+    HeartbeatTooLong {
+        /// The rejected heartbeat.
+        heartbeat: Duration,
+        /// The lease validity it was checked against.
+        lease_validity: Duration,
+    },
+    /// A taker could start before the holder stops: two owners at once.
+    #[error(
+        "unsafe timings: acquire_after × (1 − ρ) must exceed lease_validity × (1 + ρ), \
+         but acquire_after = {acquire_after:?}, lease_validity = {lease_validity:?}, ρ = {max_clock_drift}"
+    )]
+    UnsafeAcquireAfter {
+        /// The rejected wait before taking over.
+        acquire_after: Duration,
+        /// The lease validity.
+        lease_validity: Duration,
+        /// The drift bound ρ.
+        max_clock_drift: f64,
+    },
+    /// A store call could outlast a heartbeat, delaying renewals.
+    #[error("store_timeout = {store_timeout:?} must be at most heartbeat = {heartbeat:?}")]
+    StoreTimeoutTooLong {
+        /// The rejected time limit.
+        store_timeout: Duration,
+        /// The heartbeat it was checked against.
+        heartbeat: Duration,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ParticipantConfig {
+        ParticipantConfig::new(NodeId::new("n1").unwrap(), 64)
+    }
+
+    #[test]
+    fn defaults_and_fast_preset_are_valid() {
+        config().validate().unwrap();
+        ParticipantConfig::fast(NodeId::new("n1").unwrap(), 8)
+            .validate()
+            .unwrap();
+        assert_eq!(config().heartbeat, Duration::from_secs(10));
+        assert_eq!(config().lease_validity, Duration::from_secs(30));
+        assert_eq!(config().acquire_after, Duration::from_secs(45));
+    }
+
+    #[test]
+    fn each_bad_value_is_named() {
+        let cases: Vec<(ParticipantConfig, &str)> = vec![
+            (
+                ParticipantConfig {
+                    partitions: 0,
+                    ..config()
+                },
+                "partitions",
+            ),
+            (
+                ParticipantConfig {
+                    heartbeat: Duration::from_secs(16),
+                    ..config()
+                },
+                "heartbeat = 16s",
+            ),
+            (
+                ParticipantConfig {
+                    acquire_after: Duration::from_secs(30),
+                    ..config()
+                },
+                "acquire_after = 30s",
+            ),
+            (
+                ParticipantConfig {
+                    acquire_after: Duration::from_millis(30_500),
+                    max_clock_drift: 0.01,
+                    ..config()
+                },
+                "ρ = 0.01",
+            ),
+            (
+                ParticipantConfig {
+                    max_partitions_per_node: 0,
+                    ..config()
+                },
+                "max_partitions_per_node",
+            ),
+            (
+                ParticipantConfig {
+                    max_clock_drift: 0.7,
+                    ..config()
+                },
+                "0.7",
+            ),
+            (
+                ParticipantConfig {
+                    heartbeat: Duration::ZERO,
+                    ..config()
+                },
+                "heartbeat",
+            ),
+            (
+                ParticipantConfig {
+                    store_timeout: Duration::from_secs(11),
+                    ..config()
+                },
+                "store_timeout = 11s",
+            ),
+        ];
+        for (bad, needle) in cases {
+            let message = bad.validate().unwrap_err().to_string();
+            assert!(
+                message.contains(needle),
+                "{message:?} should name {needle:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_node_id_is_rejected() {
+        assert!(NodeId::new("").is_err());
+    }
+}

@@ -1,0 +1,318 @@
+//! The participant: a server's membership in a group, holding and renewing leases in the
+//! background.
+
+mod guard;
+mod runner;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::clock::{Clock, SeededRng, TokioClock};
+use crate::config::{ConfigError, ParticipantConfig};
+use crate::store::{LeaseStore, TimeoutStore};
+use crate::types::{Epoch, NodeId, PartitionId};
+
+pub use guard::{Callbacks, LeaseGuard, Loss, LossReason};
+use runner::{Command, Runner};
+
+/// Commands queued from handles to the task; a full queue makes `release` wait.
+const COMMAND_CAPACITY: usize = 64;
+
+/// Where a participant's time and randomness come from.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    /// The node's monotonic clock.
+    pub clock: Arc<dyn Clock>,
+    /// Seed for jitter and for the order in which free partitions are tried.
+    pub seed: u64,
+}
+
+impl Default for Environment {
+    fn default() -> Self {
+        Environment {
+            clock: Arc::new(TokioClock),
+            seed: SeededRng::from_entropy().next_u64(),
+        }
+    }
+}
+
+/// A snapshot of what a participant's background loop last decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// How many partitions this node aims to hold.
+    pub target: u32,
+    /// Members counted live at the last decision, this node included.
+    pub live_members: usize,
+    /// Whether an operator has asked this node to drain.
+    pub draining: bool,
+    /// Completed scans of the table.
+    pub scans: u64,
+    /// Why the last scan failed, if it did.
+    pub last_scan_error: Option<String>,
+}
+
+/// State shared between handles and the task. Locks are held only for map operations,
+/// never across an await.
+struct Shared {
+    clock: Arc<dyn Clock>,
+    leases: RwLock<BTreeMap<PartitionId, (Epoch, Instant)>>,
+    status: RwLock<Status>,
+}
+
+impl Shared {
+    fn insert(&self, partition: PartitionId, epoch: Epoch, valid_until: Instant) {
+        self.leases
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(partition, (epoch, valid_until));
+    }
+
+    /// Moves the deadline of a lease still held; never re-adds one released meanwhile.
+    fn extend(&self, partition: PartitionId, valid_until: Instant) {
+        let mut leases = self.leases.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = leases.get_mut(&partition) {
+            entry.1 = valid_until;
+        }
+    }
+
+    fn remove(&self, partition: PartitionId) -> bool {
+        self.leases
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&partition)
+            .is_some()
+    }
+
+    fn update_status(&self, change: impl FnOnce(&mut Status)) {
+        change(&mut self.status.write().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+/// A server's membership in a group: holds, renews, balances and hands off leases in a
+/// background task, and answers "do I hold partition p?" from memory.
+///
+/// Cheap to clone; every clone talks to the same task. [`Participant::shutdown`] releases
+/// every held lease and ends the task. Dropping every handle without shutting down stops the
+/// task without writing anything, so leases then expire on schedule, as after a crash.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use leasehold::{admin, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId};
+///
+/// let store = Arc::new(MemoryStore::new());
+/// let config = ParticipantConfig::fast(NodeId::new("server-1").unwrap(), 8);
+/// admin::init(&*store, &config.group, 8).await.unwrap();
+///
+/// let participant = Participant::start(store, config, ()).unwrap();
+/// tokio::time::sleep(Duration::from_secs(1)).await;
+/// let lease = participant.lease(PartitionId(3)).expect("a lone node takes every partition");
+/// assert!(lease.is_valid());
+/// println!("serving partition 3 with fencing token {}", lease.epoch());
+/// participant.shutdown().await;
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct Participant {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: NodeId,
+    shared: Arc<Shared>,
+    commands: mpsc::Sender<Command>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for Participant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Participant")
+            .field("node", &self.inner.node)
+            .field("owned", &self.owned())
+            .finish()
+    }
+}
+
+impl Participant {
+    /// Validates `config` and starts taking part in its group, on the current Tokio runtime,
+    /// with the real clock. Every store call is limited to `config.store_timeout`.
+    pub fn start(
+        store: Arc<dyn LeaseStore>,
+        config: ParticipantConfig,
+        callbacks: impl Callbacks,
+    ) -> Result<Participant, ConfigError> {
+        Participant::start_with(store, config, callbacks, Environment::default())
+    }
+
+    /// Like [`Participant::start`], with an injected clock and seed (tests, simulation).
+    pub fn start_with(
+        store: Arc<dyn LeaseStore>,
+        config: ParticipantConfig,
+        callbacks: impl Callbacks,
+        environment: Environment,
+    ) -> Result<Participant, ConfigError> {
+        config.validate()?;
+        let store: Arc<dyn LeaseStore> = Arc::new(TimeoutStore::new(store, config.store_timeout));
+        Ok(Participant::spawn(
+            store,
+            config,
+            Arc::new(callbacks),
+            environment,
+        ))
+    }
+
+    /// Starts without validating `config`: for the simulator's deliberately unsafe
+    /// negative controls only. A configuration that breaks the safety rule can let two
+    /// nodes hold one partition at once.
+    #[doc(hidden)]
+    pub fn start_unchecked(
+        store: Arc<dyn LeaseStore>,
+        config: ParticipantConfig,
+        callbacks: Arc<dyn Callbacks>,
+        environment: Environment,
+    ) -> Participant {
+        Participant::spawn(store, config, callbacks, environment)
+    }
+
+    fn spawn(
+        store: Arc<dyn LeaseStore>,
+        config: ParticipantConfig,
+        callbacks: Arc<dyn Callbacks>,
+        environment: Environment,
+    ) -> Participant {
+        let shared = Arc::new(Shared {
+            clock: Arc::clone(&environment.clock),
+            leases: RwLock::new(BTreeMap::new()),
+            status: RwLock::new(Status::default()),
+        });
+        let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
+        let node = config.node.clone();
+        let runner = Runner::new(
+            store,
+            config,
+            environment.clock,
+            SeededRng::new(environment.seed),
+            callbacks,
+            Arc::clone(&shared),
+            receiver,
+        );
+        let task = tokio::spawn(runner.run());
+        Participant {
+            inner: Arc::new(Inner {
+                node,
+                shared,
+                commands,
+                task: Mutex::new(Some(task)),
+            }),
+        }
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &NodeId {
+        &self.inner.node
+    }
+
+    /// The lease on `partition`, if this node holds it and its deadline has not passed on
+    /// the local clock. Answers from memory; never waits for the background task.
+    pub fn lease(&self, partition: PartitionId) -> Option<LeaseGuard> {
+        let shared = &self.inner.shared;
+        let (epoch, valid_until) = *shared
+            .leases
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&partition)?;
+        let guard = LeaseGuard::new(partition, epoch, valid_until, Arc::clone(&shared.clock));
+        guard.is_valid().then_some(guard)
+    }
+
+    /// The partitions this node holds now, in order.
+    pub fn owned(&self) -> Vec<PartitionId> {
+        let shared = &self.inner.shared;
+        let now = shared.clock.now();
+        shared
+            .leases
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, (_, valid_until))| now < *valid_until)
+            .map(|(partition, _)| *partition)
+            .collect()
+    }
+
+    /// What the background loop last decided.
+    pub fn status(&self) -> Status {
+        self.inner
+            .shared
+            .status
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Gives up `partition` so another node can take it at once. Stop processing it before
+    /// calling: from this call on, [`Participant::lease`] answers `None` for it. Returns
+    /// whether this node held it.
+    pub async fn release(&self, partition: PartitionId) -> bool {
+        let held = self.inner.shared.remove(partition);
+        if held {
+            // If the task is gone the lease simply expires; nothing else to do.
+            let _ = self.inner.commands.send(Command::Release(partition)).await;
+        }
+        held
+    }
+
+    /// Releases every held lease (a graceful hand-off), removes this node's member record and
+    /// waits for the background task to end. Later calls return at once.
+    pub async fn shutdown(&self) {
+        let task = self
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(task) = task else {
+            return;
+        };
+        let (done, finished) = oneshot::channel();
+        if self
+            .inner
+            .commands
+            .send(Command::Shutdown(done))
+            .await
+            .is_ok()
+        {
+            let _ = finished.await;
+        }
+        if let Err(error) = task.await {
+            if error.is_panic() {
+                std::panic::resume_unwind(error.into_panic());
+            }
+        }
+    }
+
+    /// Stops the background task at once without writing anything, as a crash would: held
+    /// leases stay in the store until they expire. For tests, demos and simulations.
+    pub fn abort(&self) {
+        self.inner
+            .shared
+            .leases
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        if let Some(task) = self
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+}

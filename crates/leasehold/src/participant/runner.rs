@@ -1,0 +1,569 @@
+//! The participant's background task: executes plans against the store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::clock::{Clock, SeededRng};
+use crate::config::ParticipantConfig;
+use crate::error::StoreError;
+use crate::planner::{self, Acquisition, Holding, Observed, PlanInput};
+use crate::record::{unix_ms_now, LeaseState, MemberRecord};
+use crate::store::{ChangeFeed, LeaseStore, LeaseWrite, PutMode};
+use crate::types::{PartitionId, Version};
+
+use super::guard::{Callbacks, LeaseGuard, Loss, LossReason};
+use super::Shared;
+
+/// Requests from handles to the task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Release(PartitionId),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Scans back off to at most this many scan intervals while the store fails or throttles.
+const MAX_SCAN_BACKOFF_FACTOR: u32 = 16;
+/// A change notice brings the next scan forward to this soon, coalescing bursts.
+const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
+
+enum Event {
+    Command(Option<Command>),
+    Expire,
+    Tick,
+    Change(Option<crate::store::Change>),
+}
+
+pub(crate) struct Runner {
+    pub(crate) store: Arc<dyn LeaseStore>,
+    pub(crate) config: ParticipantConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rng: SeededRng,
+    pub(crate) callbacks: Arc<dyn Callbacks>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) commands: mpsc::Receiver<Command>,
+    holdings: BTreeMap<PartitionId, Holding>,
+    observed: Observed,
+    member_version: Option<Version>,
+    heartbeats: u64,
+    draining: bool,
+    feed: Option<ChangeFeed>,
+    next_heartbeat: Instant,
+    next_scan: Instant,
+    wake_at: Option<Instant>,
+    scan_failures: u32,
+    reported_corrupt: BTreeSet<String>,
+}
+
+impl Runner {
+    pub(crate) fn new(
+        store: Arc<dyn LeaseStore>,
+        config: ParticipantConfig,
+        clock: Arc<dyn Clock>,
+        rng: SeededRng,
+        callbacks: Arc<dyn Callbacks>,
+        shared: Arc<Shared>,
+        commands: mpsc::Receiver<Command>,
+    ) -> Runner {
+        let now = clock.now();
+        Runner {
+            store,
+            config,
+            clock,
+            rng,
+            callbacks,
+            shared,
+            commands,
+            holdings: BTreeMap::new(),
+            observed: Observed::default(),
+            member_version: None,
+            heartbeats: 0,
+            draining: false,
+            feed: None,
+            next_heartbeat: now,
+            next_scan: now,
+            wake_at: None,
+            scan_failures: 0,
+            reported_corrupt: BTreeSet::new(),
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        match store.watch(&group).await {
+            Ok(feed) => self.feed = Some(feed),
+            Err(StoreError::NotSupported(_)) => {}
+            Err(error) => tracing::warn!(%error, "change notifications unavailable; polling"),
+        }
+        loop {
+            let expire = self.sleep_until(self.earliest_deadline());
+            let next_tick = [
+                Some(self.next_heartbeat),
+                Some(self.next_scan),
+                self.wake_at,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let tick = self.sleep_until(next_tick);
+            let event = tokio::select! {
+                biased;
+                command = self.commands.recv() => Event::Command(command),
+                _ = expire => Event::Expire,
+                change = next_change(&mut self.feed) => Event::Change(change),
+                _ = tick => Event::Tick,
+            };
+            match event {
+                // Every handle is gone: stop without I/O; held leases expire on schedule.
+                Event::Command(None) => return,
+                Event::Command(Some(Command::Release(partition))) => {
+                    self.release(vec![partition]).await
+                }
+                Event::Command(Some(Command::Shutdown(done))) => {
+                    self.shutdown().await;
+                    let _ = done.send(());
+                    return;
+                }
+                Event::Expire => self.expire_due(),
+                Event::Change(Some(_)) => {
+                    let soon = self.clock.now() + CHANGE_DEBOUNCE;
+                    self.next_scan = self.next_scan.min(soon);
+                }
+                Event::Change(None) => self.feed = None,
+                Event::Tick => self.tick().await,
+            }
+        }
+    }
+
+    fn sleep_until(&self, deadline: Option<Instant>) -> crate::clock::Sleep {
+        match deadline {
+            Some(deadline) => self.clock.sleep_until(deadline),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    fn earliest_deadline(&self) -> Option<Instant> {
+        self.holdings.values().map(|h| h.valid_until).min()
+    }
+
+    /// Awaits a store call while still dropping leases at their deadlines, so a hung store
+    /// can delay the loop but never the end of a lease.
+    async fn call<T>(&mut self, call: impl Future<Output = T>) -> T {
+        tokio::pin!(call);
+        loop {
+            let expire = self.sleep_until(self.earliest_deadline());
+            tokio::select! {
+                output = &mut call => return output,
+                _ = expire => self.expire_due(),
+            }
+        }
+    }
+
+    async fn tick(&mut self) {
+        let now = self.clock.now();
+        if now >= self.next_heartbeat {
+            self.next_heartbeat = now + self.rng.shorten(self.config.heartbeat, self.config.jitter);
+            self.renew().await;
+            self.write_member().await;
+        }
+        let now = self.clock.now();
+        if now >= self.next_scan {
+            self.scan().await;
+        } else if self.wake_at.is_some_and(|wake| wake <= now) {
+            self.wake_at = None;
+            self.act().await;
+        }
+    }
+
+    fn expire_due(&mut self) {
+        let now = self.clock.now();
+        let due: Vec<(PartitionId, Instant)> = self
+            .holdings
+            .iter()
+            .filter(|(_, h)| h.valid_until <= now)
+            .map(|(p, h)| (*p, h.valid_until))
+            .collect();
+        for (partition, deadline) in due {
+            self.lose(partition, LossReason::Expired, deadline);
+        }
+    }
+
+    fn lose(&mut self, partition: PartitionId, reason: LossReason, at: Instant) {
+        let Some(holding) = self.holdings.remove(&partition) else {
+            return;
+        };
+        self.shared.remove(partition);
+        tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, reason = reason.as_str(), "lease lost");
+        self.callbacks.on_lost(&Loss {
+            partition,
+            epoch: holding.epoch,
+            reason,
+            at,
+        });
+    }
+
+    async fn renew(&mut self) {
+        self.expire_due();
+        if self.holdings.is_empty() {
+            return;
+        }
+        let written_at = Some(unix_ms_now());
+        let writes: Vec<LeaseWrite> = self
+            .holdings
+            .iter()
+            .map(|(partition, holding)| {
+                let mut record = holding.record.clone();
+                record.written_at_unix_ms = written_at;
+                record.load = self.callbacks.load(*partition);
+                LeaseWrite {
+                    partition: *partition,
+                    record,
+                    mode: PutMode::Update(holding.version.clone()),
+                }
+            })
+            .collect();
+        // Validity counts from before the request leaves: the write can only land later.
+        let sent_at = self.clock.now();
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let batch = writes.clone();
+        let results = self
+            .call(async move { store.put_leases(&group, &batch).await })
+            .await;
+        let results = self.settle("renewal", writes, results).await;
+        let valid_until = sent_at + self.config.lease_validity;
+        for (write, result) in results {
+            match result {
+                Ok(version) => {
+                    if let Some(holding) = self.holdings.get_mut(&write.partition) {
+                        holding.version = version;
+                        holding.record = write.record;
+                        holding.valid_until = valid_until;
+                        self.shared.extend(write.partition, valid_until);
+                    }
+                }
+                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                    let now = self.clock.now();
+                    self.lose(write.partition, LossReason::Conflict, now);
+                }
+                // Outcome still unknown: the lease stands until its deadline, and the next
+                // renewal will tell.
+                Err(_) => {}
+            }
+        }
+        self.expire_due();
+    }
+
+    /// Pairs each write with its result, and resolves writes whose outcome is unknown
+    /// (time-out, lost connection) by reading the records back once: a record equal to what
+    /// we sent is our write, landed. Any other writer changes the owner, epoch, note or
+    /// timestamp, so equality cannot be a coincidence.
+    async fn settle(
+        &mut self,
+        what: &'static str,
+        writes: Vec<LeaseWrite>,
+        results: Result<Vec<Result<Version, StoreError>>, StoreError>,
+    ) -> Vec<(LeaseWrite, Result<Version, StoreError>)> {
+        let results: Vec<Result<Version, StoreError>> = match results {
+            Ok(results) => results,
+            Err(error) => writes.iter().map(|_| Err(error.summarize())).collect(),
+        };
+        let mut settled: Vec<(LeaseWrite, Result<Version, StoreError>)> =
+            writes.into_iter().zip(results).collect();
+        let unknown = settled
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
+            .count();
+        if unknown == 0 {
+            return settled;
+        }
+        tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let Ok(listing) = self
+            .call(async move { store.list_leases(&group).await })
+            .await
+        else {
+            return settled;
+        };
+        let current: BTreeMap<PartitionId, crate::record::StoredLease> =
+            listing.records.into_iter().map(|r| (r.key, r)).collect();
+        for (write, result) in &mut settled {
+            if !result.as_ref().is_err_and(StoreError::is_transient) {
+                continue;
+            }
+            if let Some(stored) = current.get(&write.partition) {
+                if stored.value == write.record {
+                    *result = Ok(stored.version.clone());
+                }
+            }
+        }
+        settled
+    }
+
+    async fn write_member(&mut self) {
+        // Two attempts: the second after adopting what an operator changed (drain/undrain).
+        for _ in 0..2 {
+            self.heartbeats += 1;
+            let record = MemberRecord {
+                weight: self.config.weight,
+                draining: self.draining,
+                load: None,
+                heartbeat: self.heartbeats,
+                written_at_unix_ms: Some(unix_ms_now()),
+            };
+            let mode = match &self.member_version {
+                Some(version) => PutMode::Update(version.clone()),
+                None => PutMode::Create,
+            };
+            let (store, group, node) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                self.config.node.clone(),
+            );
+            let result = self
+                .call(async move { store.put_member(&group, &node, &record, mode).await })
+                .await;
+            match result {
+                Ok(version) => {
+                    self.member_version = Some(version);
+                    return;
+                }
+                Err(StoreError::NotFound { .. }) => self.member_version = None,
+                Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
+                    self.adopt_member_record().await
+                }
+                Err(error) => {
+                    tracing::warn!(node = %self.config.node, %error, "member heartbeat failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn adopt_member_record(&mut self) {
+        let (store, group, node) = (
+            Arc::clone(&self.store),
+            self.config.group.clone(),
+            self.config.node.clone(),
+        );
+        match self
+            .call(async move { store.get_member(&group, &node).await })
+            .await
+        {
+            Ok(Some(stored)) => {
+                self.set_draining(stored.value.draining);
+                self.member_version = Some(stored.version);
+            }
+            Ok(None) => self.member_version = None,
+            Err(error) => {
+                tracing::warn!(node = %self.config.node, %error, "reading own member record failed")
+            }
+        }
+    }
+
+    fn set_draining(&mut self, draining: bool) {
+        if draining != self.draining {
+            tracing::info!(node = %self.config.node, draining, "drain state changed by an operator");
+            self.draining = draining;
+            self.shared
+                .update_status(|status| status.draining = draining);
+        }
+    }
+
+    async fn scan(&mut self) {
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let result = self
+            .call(async move {
+                let leases = store.list_leases(&group).await?;
+                let members = store.list_members(&group).await?;
+                Ok::<_, StoreError>((leases, members))
+            })
+            .await;
+        // Observations are stamped when the reply arrived, after every write they reflect.
+        let now = self.clock.now();
+        let (leases, members) = match result {
+            Ok(listings) => listings,
+            Err(error) => {
+                self.scan_failures = self.scan_failures.saturating_add(1);
+                let factor = 2u32
+                    .saturating_pow(self.scan_failures.min(8))
+                    .min(MAX_SCAN_BACKOFF_FACTOR);
+                let backoff = self.config.scan_interval * factor;
+                self.next_scan = now + self.rng.spread(backoff, self.config.jitter);
+                tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
+                let message = error.to_string();
+                self.shared
+                    .update_status(|status| status.last_scan_error = Some(message));
+                return;
+            }
+        };
+        self.scan_failures = 0;
+        self.next_scan = now
+            + self
+                .rng
+                .spread(self.config.scan_interval, self.config.jitter);
+        for error in leases.corrupt.iter().chain(&members.corrupt) {
+            if self.reported_corrupt.insert(error.to_string()) {
+                tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
+            }
+        }
+        self.observed.observe_leases(now, leases.records);
+        self.observed.observe_members(now, members.records);
+        if let Some(own) = self.observed.members.get(&self.config.node) {
+            let draining = own.record.draining;
+            self.set_draining(draining);
+        }
+        self.shared.update_status(|status| {
+            status.scans += 1;
+            status.last_scan_error = None;
+        });
+        self.act().await;
+    }
+
+    async fn act(&mut self) {
+        let now = self.clock.now();
+        let plan = planner::plan(
+            &PlanInput {
+                now,
+                config: &self.config,
+                observed: &self.observed,
+                holdings: &self.holdings,
+                draining: self.draining,
+            },
+            &mut self.rng,
+        );
+        self.shared.update_status(|status| {
+            status.target = plan.target;
+            status.live_members = plan.live_members;
+        });
+        self.wake_at = plan.wake_at;
+        for partition in plan.drop {
+            let deadline = self.holdings[&partition].valid_until;
+            self.lose(partition, LossReason::Expired, deadline);
+        }
+        if !plan.release.is_empty() {
+            self.release(plan.release).await;
+        }
+        if !plan.acquire.is_empty() {
+            self.acquire(plan.acquire).await;
+        }
+    }
+
+    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) {
+        let written_at = Some(unix_ms_now());
+        let writes: Vec<LeaseWrite> = acquisitions
+            .into_iter()
+            .map(|a| {
+                let mut record = a.record;
+                record.written_at_unix_ms = written_at;
+                LeaseWrite {
+                    partition: a.partition,
+                    record,
+                    mode: PutMode::Update(a.expected),
+                }
+            })
+            .collect();
+        let sent_at = self.clock.now();
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let batch = writes.clone();
+        let results = self
+            .call(async move { store.put_leases(&group, &batch).await })
+            .await;
+        let valid_until = sent_at + self.config.lease_validity;
+        for (write, result) in self.settle("acquisition", writes, results).await {
+            // Whatever the outcome, our view of this row is now out of date: if the write's
+            // fate stays unknown, the row waits a full acquire_after from its next sighting.
+            self.observed.leases.remove(&write.partition);
+            let Ok(version) = result else {
+                continue;
+            };
+            if self.clock.now() >= valid_until {
+                // The reply came too late to serve at all; the lease runs out unused.
+                continue;
+            }
+            let epoch = write.record.epoch;
+            self.holdings.insert(
+                write.partition,
+                Holding {
+                    epoch,
+                    version,
+                    record: write.record,
+                    valid_until,
+                    acquired_at: sent_at,
+                },
+            );
+            self.shared.insert(write.partition, epoch, valid_until);
+            tracing::info!(node = %self.config.node, partition = %write.partition, %epoch, "lease acquired");
+            let guard =
+                LeaseGuard::new(write.partition, epoch, valid_until, Arc::clone(&self.clock));
+            self.callbacks.on_acquired(&guard);
+        }
+    }
+
+    /// Hands leases off: stop serving first, then write them released.
+    async fn release(&mut self, partitions: Vec<PartitionId>) {
+        let now = self.clock.now();
+        let written_at = Some(unix_ms_now());
+        let mut writes = Vec::new();
+        for partition in partitions {
+            let Some(holding) = self.holdings.get(&partition) else {
+                continue;
+            };
+            let mut record = holding.record.clone();
+            record.state = LeaseState::Released;
+            record.owner = None;
+            record.load = None;
+            record.written_at_unix_ms = written_at;
+            writes.push(LeaseWrite {
+                partition,
+                record,
+                mode: PutMode::Update(holding.version.clone()),
+            });
+            self.lose(partition, LossReason::Released, now);
+        }
+        if writes.is_empty() {
+            return;
+        }
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let batch = writes.clone();
+        let outcome = self
+            .call(async move { store.put_leases(&group, &batch).await })
+            .await;
+        let failed = match outcome {
+            Ok(results) => results.iter().filter(|r| r.is_err()).count(),
+            Err(_) => writes.len(),
+        };
+        if failed > 0 {
+            // Not fatal: an unreleased lease simply expires and is taken after acquire_after.
+            tracing::warn!(node = %self.config.node, failed, "some releases were not written");
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
+        self.release(all).await;
+        if let Some(version) = self.member_version.take() {
+            let (store, group, node) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                self.config.node.clone(),
+            );
+            let result = self
+                .call(async move { store.delete_member(&group, &node, &version).await })
+                .await;
+            if let Err(error) = result {
+                tracing::warn!(node = %self.config.node, %error, "could not remove member record");
+            }
+        }
+    }
+}
+
+async fn next_change(feed: &mut Option<ChangeFeed>) -> Option<crate::store::Change> {
+    match feed {
+        Some(feed) => feed.next().await,
+        None => std::future::pending().await,
+    }
+}

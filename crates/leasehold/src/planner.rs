@@ -1,0 +1,310 @@
+//! Deciding, apart from doing: a pure function from (now, observed table, holdings, config) to
+//! a [`Plan`]. It reads no clock, touches no store and spawns nothing, so it is tested
+//! exhaustively here and driven at scale by the simulator; the participant's runner executes
+//! what it returns.
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use crate::clock::SeededRng;
+use crate::config::ParticipantConfig;
+use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
+use crate::types::{Epoch, NodeId, PartitionId, Version};
+
+/// A record as this node last saw it, and since when it has looked exactly so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation<T> {
+    /// The record.
+    pub record: T,
+    /// Its version.
+    pub version: Version,
+    /// The local instant at which this version was first seen: the start of its
+    /// unchanged-for-`acquire_after` wait.
+    pub first_seen: Instant,
+}
+
+/// This node's view of its group's table, built from successive scans.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// Lease records by partition.
+    pub leases: BTreeMap<PartitionId, Observation<LeaseRecord>>,
+    /// Member records by node.
+    pub members: BTreeMap<NodeId, Observation<MemberRecord>>,
+}
+
+fn merge<K: Ord + Clone, T>(
+    view: &mut BTreeMap<K, Observation<T>>,
+    now: Instant,
+    records: Vec<Stored<K, T>>,
+) {
+    let mut fresh = BTreeMap::new();
+    for stored in records {
+        let first_seen = match view.remove(&stored.key) {
+            Some(old) if old.version == stored.version => old.first_seen,
+            _ => now,
+        };
+        fresh.insert(
+            stored.key,
+            Observation {
+                record: stored.value,
+                version: stored.version,
+                first_seen,
+            },
+        );
+    }
+    *view = fresh;
+}
+
+impl Observed {
+    /// Replaces the lease view with a listing received at `now` (the instant the reply
+    /// arrived, which is after every write it reflects), keeping `first_seen` for records
+    /// whose version did not change.
+    pub fn observe_leases(&mut self, now: Instant, records: Vec<Stored<PartitionId, LeaseRecord>>) {
+        merge(&mut self.leases, now, records);
+    }
+
+    /// Replaces the member view with a listing received at `now`.
+    pub fn observe_members(&mut self, now: Instant, records: Vec<Stored<NodeId, MemberRecord>>) {
+        merge(&mut self.members, now, records);
+    }
+
+    /// Members whose record changed within `liveness` before `now`, with their weight and
+    /// whether they are draining.
+    pub fn live_members(&self, now: Instant, liveness: std::time::Duration) -> Vec<MemberShare> {
+        self.members
+            .iter()
+            .filter(|(_, seen)| now < seen.first_seen + liveness)
+            .map(|(node, seen)| MemberShare {
+                node: node.clone(),
+                weight: seen.record.weight,
+                draining: seen.record.draining,
+            })
+            .collect()
+    }
+}
+
+/// A lease this node holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holding {
+    /// The fencing token of this tenure.
+    pub epoch: Epoch,
+    /// The version of this node's last successful write of the record.
+    pub version: Version,
+    /// The record as last written.
+    pub record: LeaseRecord,
+    /// When the lease ends unless renewed: the send time of the last successful write plus
+    /// the lease validity, on this node's clock.
+    pub valid_until: Instant,
+    /// When this tenure began, on this node's clock.
+    pub acquired_at: Instant,
+}
+
+/// One compare-and-set that would take a partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acquisition {
+    /// The partition to take.
+    pub partition: PartitionId,
+    /// The version observed, which must still be current for the write to succeed.
+    pub expected: Version,
+    /// The record to write: owner = this node, state held, epoch + 1.
+    pub record: LeaseRecord,
+}
+
+/// What the runner should do now.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Leases whose validity has run out: stop serving them now.
+    pub drop: Vec<PartitionId>,
+    /// Leases still valid, to renew at the heartbeat.
+    pub renew: Vec<PartitionId>,
+    /// Leases to hand off cooperatively: stop work, then write them released.
+    pub release: Vec<PartitionId>,
+    /// Partitions to take now.
+    pub acquire: Vec<Acquisition>,
+    /// How many partitions this node should hold.
+    pub target: u32,
+    /// How many members were counted live, this node included.
+    pub live_members: usize,
+    /// The next instant at which a wanted partition becomes takeable, if any: the runner
+    /// sets a timer for it instead of waiting for the next scan.
+    pub wake_at: Option<Instant>,
+}
+
+/// A live member's claim on the partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberShare {
+    /// The member.
+    pub node: NodeId,
+    /// Its relative capacity.
+    pub weight: u32,
+    /// Whether it is handing its partitions off.
+    pub draining: bool,
+}
+
+/// Divides `partitions` among `members` in proportion to weight, none above `cap`, draining
+/// members getting zero. The result sums to `partitions` unless caps make that impossible.
+///
+/// Every node computes the same answer from the same view: shares are exact integer
+/// apportionments (largest remainder, ties to the smaller node name), so 64 partitions over
+/// three equal nodes give 22/21/21, never 22/22/20.
+pub fn fair_targets(partitions: u32, members: &[MemberShare], cap: u32) -> BTreeMap<NodeId, u32> {
+    let mut targets: BTreeMap<NodeId, u32> = members.iter().map(|m| (m.node.clone(), 0)).collect();
+    let mut open: Vec<&MemberShare> = members
+        .iter()
+        .filter(|m| !m.draining && m.weight > 0)
+        .collect();
+    let mut remaining = u64::from(partitions);
+    loop {
+        let total_weight: u64 = open.iter().map(|m| u64::from(m.weight)).sum();
+        if open.is_empty() || total_weight == 0 || remaining == 0 {
+            break;
+        }
+        // Members whose proportional share exceeds the cap get the cap; the rest is shared
+        // again among the others (water-filling).
+        let capped: Vec<usize> = (0..open.len())
+            .filter(|&i| remaining * u64::from(open[i].weight) > u64::from(cap) * total_weight)
+            .collect();
+        if capped.is_empty() {
+            let mut shares: Vec<(u64, u64, &NodeId)> = open
+                .iter()
+                .map(|m| {
+                    let numerator = remaining * u64::from(m.weight);
+                    (numerator / total_weight, numerator % total_weight, &m.node)
+                })
+                .collect();
+            let mut leftover = remaining - shares.iter().map(|s| s.0).sum::<u64>();
+            shares.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(b.2)));
+            for (base, _, node) in shares {
+                let extra = u64::from(leftover > 0);
+                leftover -= extra;
+                targets.insert(node.clone(), (base + extra) as u32);
+            }
+            break;
+        }
+        for &i in capped.iter().rev() {
+            targets.insert(open[i].node.clone(), cap);
+            remaining = remaining.saturating_sub(u64::from(cap));
+            open.remove(i);
+        }
+    }
+    targets
+}
+
+/// Everything the planner reads.
+#[derive(Debug)]
+pub struct PlanInput<'a> {
+    /// The current instant on this node's clock.
+    pub now: Instant,
+    /// This node's configuration.
+    pub config: &'a ParticipantConfig,
+    /// This node's view of the table.
+    pub observed: &'a Observed,
+    /// The leases this node holds.
+    pub holdings: &'a BTreeMap<PartitionId, Holding>,
+    /// Whether this node has been asked to drain.
+    pub draining: bool,
+}
+
+/// Decides what to drop, renew, release and acquire. `rng` only orders equally good
+/// candidates, so nodes starting together do not all race for the same rows.
+pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
+    let PlanInput {
+        now,
+        config,
+        observed,
+        holdings,
+        draining,
+    } = *input;
+    let mut plan = Plan::default();
+    for (partition, holding) in holdings {
+        if holding.valid_until <= now {
+            plan.drop.push(*partition);
+        } else {
+            plan.renew.push(*partition);
+        }
+    }
+
+    let mut members = observed.live_members(now, config.acquire_after);
+    members.retain(|m| m.node != config.node);
+    members.push(MemberShare {
+        node: config.node.clone(),
+        weight: config.weight,
+        draining,
+    });
+    let available = observed
+        .leases
+        .values()
+        .filter(|seen| seen.record.state != LeaseState::Offline)
+        .count() as u32;
+    let cap = config.max_partitions_per_node;
+    plan.target = fair_targets(available.min(config.partitions), &members, cap)
+        .get(&config.node)
+        .copied()
+        .unwrap_or(0);
+    plan.live_members = members.len();
+
+    let held = plan.renew.len() as u32;
+    if held > plan.target {
+        let mut surplus: Vec<(Instant, PartitionId)> = plan
+            .renew
+            .iter()
+            .map(|p| (holdings[p].acquired_at, *p))
+            .collect();
+        // The most recently acquired go first: they have the least warm state to lose.
+        surplus.sort_by(|a, b| b.cmp(a));
+        plan.release = surplus
+            .into_iter()
+            .take((held - plan.target) as usize)
+            .map(|(_, p)| p)
+            .collect();
+        plan.release.sort();
+        plan.renew.retain(|p| !plan.release.contains(p));
+        return plan;
+    }
+
+    let wanted = (plan.target - held).min(config.max_acquires_per_scan) as usize;
+    if wanted == 0 {
+        return plan;
+    }
+    let mut ready = Vec::new();
+    for (partition, seen) in &observed.leases {
+        if holdings.contains_key(partition)
+            || partition.0 >= config.partitions
+            || seen.record.state == LeaseState::Offline
+            || seen.record.is_prohibited(&config.node)
+        {
+            continue;
+        }
+        let ready_at = match seen.record.state {
+            LeaseState::Released => now,
+            _ => seen.first_seen + config.acquire_after,
+        };
+        if ready_at <= now {
+            ready.push((*partition, seen));
+        } else {
+            plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
+        }
+    }
+    rng.shuffle(&mut ready);
+    for (partition, seen) in ready.into_iter().take(wanted) {
+        let mut record = seen.record.clone();
+        record.owner = Some(config.node.clone());
+        record.state = LeaseState::Held;
+        record.epoch = seen.record.epoch.next();
+        record.note = None;
+        plan.acquire.push(Acquisition {
+            partition,
+            expected: seen.version.clone(),
+            record,
+        });
+    }
+    plan.acquire.sort_by_key(|a| a.partition);
+    if plan.acquire.len() >= wanted {
+        plan.wake_at = None;
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests;

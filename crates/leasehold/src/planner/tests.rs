@@ -1,0 +1,326 @@
+use std::time::Duration;
+
+use super::*;
+
+fn node(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+fn share(name: &str, weight: u32, draining: bool) -> MemberShare {
+    MemberShare {
+        node: node(name),
+        weight,
+        draining,
+    }
+}
+
+fn targets(partitions: u32, members: &[MemberShare], cap: u32) -> Vec<u32> {
+    fair_targets(partitions, members, cap)
+        .into_values()
+        .collect()
+}
+
+#[test]
+fn fair_targets_apportion_exactly() {
+    let three = [
+        share("a", 1, false),
+        share("b", 1, false),
+        share("c", 1, false),
+    ];
+    assert_eq!(targets(64, &three, 64), vec![22, 21, 21]);
+    let four = [three.to_vec(), vec![share("d", 1, false)]].concat();
+    assert_eq!(targets(64, &four, 64), vec![16, 16, 16, 16]);
+    assert_eq!(targets(2, &three, 64), vec![1, 1, 0]);
+}
+
+#[test]
+fn fair_targets_respect_weight_drain_and_cap() {
+    let weighted = [
+        share("a", 2, false),
+        share("b", 1, false),
+        share("c", 1, false),
+    ];
+    assert_eq!(targets(64, &weighted, 64), vec![32, 16, 16]);
+    let draining = [
+        share("a", 1, false),
+        share("b", 1, true),
+        share("c", 1, false),
+    ];
+    assert_eq!(targets(64, &draining, 64), vec![32, 0, 32]);
+    // The heavy node is capped; the others share what it cannot take.
+    let capped = [
+        share("a", 10, false),
+        share("b", 1, false),
+        share("c", 1, false),
+    ];
+    assert_eq!(targets(64, &capped, 24), vec![24, 20, 20]);
+    // Not enough capacity: every node at its cap, the rest unowned.
+    assert_eq!(targets(64, &three_equal(), 10), vec![10, 10, 10]);
+}
+
+fn three_equal() -> Vec<MemberShare> {
+    vec![
+        share("a", 1, false),
+        share("b", 1, false),
+        share("c", 1, false),
+    ]
+}
+
+struct Fixture {
+    start: Instant,
+    config: ParticipantConfig,
+    observed: Observed,
+    holdings: BTreeMap<PartitionId, Holding>,
+}
+
+impl Fixture {
+    fn new(partitions: u32) -> Fixture {
+        let start = Instant::now();
+        let mut observed = Observed::default();
+        let records = (0..partitions)
+            .map(|p| Stored {
+                key: PartitionId(p),
+                value: LeaseRecord::released(),
+                version: Version::from_number(u64::from(p) + 1),
+            })
+            .collect();
+        observed.observe_leases(start, records);
+        Fixture {
+            start,
+            config: ParticipantConfig::new(node("me"), partitions),
+            observed,
+            holdings: BTreeMap::new(),
+        }
+    }
+
+    fn set(&mut self, partition: u32, record: LeaseRecord, version: u64, seen: Instant) {
+        self.observed.leases.insert(
+            PartitionId(partition),
+            Observation {
+                record,
+                version: Version::from_number(version),
+                first_seen: seen,
+            },
+        );
+    }
+
+    fn hold(&mut self, partition: u32, valid_until: Instant) {
+        self.holdings.insert(
+            PartitionId(partition),
+            Holding {
+                epoch: Epoch(1),
+                version: Version::from_number(1000 + u64::from(partition)),
+                record: LeaseRecord::default(),
+                valid_until,
+                acquired_at: self.start,
+            },
+        );
+    }
+
+    fn plan_at(&self, now: Instant) -> Plan {
+        plan(
+            &PlanInput {
+                now,
+                config: &self.config,
+                observed: &self.observed,
+                holdings: &self.holdings,
+                draining: false,
+            },
+            &mut SeededRng::new(1),
+        )
+    }
+}
+
+fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
+    LeaseRecord {
+        owner: Some(node(owner)),
+        epoch: Epoch(epoch),
+        state: LeaseState::Held,
+        ..LeaseRecord::default()
+    }
+}
+
+#[test]
+fn released_partitions_are_taken_at_once_with_the_next_epoch() {
+    let mut fixture = Fixture::new(4);
+    fixture.set(
+        2,
+        LeaseRecord {
+            epoch: Epoch(5),
+            ..LeaseRecord::released()
+        },
+        77,
+        fixture.start,
+    );
+    let plan = fixture.plan_at(fixture.start);
+    assert_eq!(plan.target, 4);
+    assert_eq!(plan.acquire.len(), 4);
+    let take = plan
+        .acquire
+        .iter()
+        .find(|a| a.partition == PartitionId(2))
+        .unwrap();
+    assert_eq!(take.expected, Version::from_number(77));
+    assert_eq!(take.record.epoch, Epoch(6));
+    assert_eq!(take.record.owner, Some(node("me")));
+    assert_eq!(take.record.state, LeaseState::Held);
+}
+
+#[test]
+fn a_held_record_is_taken_only_after_acquire_after_unchanged() {
+    let mut fixture = Fixture::new(1);
+    let seen = fixture.start;
+    fixture.set(0, held_by("other", 3), 10, seen);
+    let wait = fixture.config.acquire_after;
+    let early = fixture.plan_at(seen + wait - Duration::from_millis(1));
+    assert!(early.acquire.is_empty());
+    assert_eq!(
+        early.wake_at,
+        Some(seen + wait),
+        "a timer for the moment the wait ends"
+    );
+    let due = fixture.plan_at(seen + wait);
+    assert_eq!(due.acquire.len(), 1);
+    assert_eq!(due.acquire[0].record.epoch, Epoch(4));
+
+    // A new version restarts the wait from when it was first seen.
+    let later = seen + Duration::from_secs(40);
+    fixture.observed.observe_leases(
+        later,
+        vec![Stored {
+            key: PartitionId(0),
+            value: held_by("other", 3),
+            version: Version::from_number(11),
+        }],
+    );
+    assert!(fixture.plan_at(seen + wait).acquire.is_empty());
+    assert_eq!(fixture.plan_at(later + wait).acquire.len(), 1);
+}
+
+#[test]
+fn the_same_version_keeps_its_first_seen_across_scans() {
+    let mut fixture = Fixture::new(1);
+    fixture.set(0, held_by("other", 3), 10, fixture.start);
+    let listing = || {
+        vec![Stored {
+            key: PartitionId(0),
+            value: held_by("other", 3),
+            version: Version::from_number(10),
+        }]
+    };
+    fixture
+        .observed
+        .observe_leases(fixture.start + Duration::from_secs(20), listing());
+    assert_eq!(
+        fixture.observed.leases[&PartitionId(0)].first_seen,
+        fixture.start
+    );
+}
+
+#[test]
+fn offline_prohibited_and_out_of_range_partitions_are_never_taken() {
+    let mut fixture = Fixture::new(3);
+    fixture.set(
+        0,
+        LeaseRecord {
+            state: LeaseState::Offline,
+            ..LeaseRecord::released()
+        },
+        50,
+        fixture.start,
+    );
+    fixture.set(
+        1,
+        LeaseRecord {
+            prohibited: vec![node("me")],
+            ..LeaseRecord::released()
+        },
+        51,
+        fixture.start,
+    );
+    fixture.set(7, LeaseRecord::released(), 52, fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(3600));
+    let taken: Vec<u32> = plan.acquire.iter().map(|a| a.partition.0).collect();
+    assert_eq!(taken, vec![2]);
+}
+
+#[test]
+fn expired_holdings_are_dropped_and_valid_ones_renewed() {
+    let mut fixture = Fixture::new(4);
+    let now = fixture.start + Duration::from_secs(5);
+    fixture.hold(0, now);
+    fixture.hold(1, now + Duration::from_millis(1));
+    let plan = fixture.plan_at(now);
+    assert_eq!(plan.drop, vec![PartitionId(0)]);
+    assert_eq!(plan.renew, vec![PartitionId(1)]);
+}
+
+#[test]
+fn acquisitions_per_scan_and_per_node_are_capped() {
+    let mut fixture = Fixture::new(64);
+    fixture.config.max_acquires_per_scan = 5;
+    assert_eq!(fixture.plan_at(fixture.start).acquire.len(), 5);
+    fixture.config.max_acquires_per_scan = 64;
+    fixture.config.max_partitions_per_node = 10;
+    let plan = fixture.plan_at(fixture.start);
+    assert_eq!((plan.target, plan.acquire.len()), (10, 10));
+}
+
+#[test]
+fn surplus_is_released_newest_first_and_nothing_is_taken() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..4 {
+        fixture.hold(p, far);
+    }
+    fixture
+        .holdings
+        .get_mut(&PartitionId(1))
+        .unwrap()
+        .acquired_at = fixture.start + Duration::from_secs(9);
+    for peer in ["a", "b", "c"] {
+        fixture.observed.members.insert(
+            node(peer),
+            Observation {
+                record: MemberRecord::default(),
+                version: Version::from_number(1),
+                first_seen: fixture.start,
+            },
+        );
+    }
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
+    assert_eq!(plan.target, 1);
+    assert_eq!(plan.live_members, 4);
+    assert_eq!(plan.release.len(), 3);
+    assert!(
+        plan.release.contains(&PartitionId(1)),
+        "newest acquisition released first"
+    );
+    assert_eq!(plan.renew.len(), 1);
+    assert!(plan.acquire.is_empty());
+
+    // Members whose record stopped changing for acquire_after no longer count.
+    let later = fixture.start + fixture.config.acquire_after;
+    let plan = fixture.plan_at(later);
+    assert_eq!((plan.live_members, plan.target), (1, 4));
+}
+
+#[test]
+fn a_draining_node_releases_everything() {
+    let mut fixture = Fixture::new(2);
+    let far = fixture.start + Duration::from_secs(60);
+    fixture.hold(0, far);
+    fixture.hold(1, far);
+    let plan = plan(
+        &PlanInput {
+            now: fixture.start,
+            config: &fixture.config,
+            observed: &fixture.observed,
+            holdings: &fixture.holdings,
+            draining: true,
+        },
+        &mut SeededRng::new(3),
+    );
+    assert_eq!(plan.target, 0);
+    assert_eq!(plan.release, vec![PartitionId(0), PartitionId(1)]);
+}

@@ -1,0 +1,722 @@
+//! Participant behaviour under controlled time: Tokio's clock is paused and advances only
+//! when every task waits, so each run is exact and takes no real time.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use leasehold::{
+    admin, Callbacks, Environment, GroupName, LeaseGuard, LeaseRecord, LeaseState, LeaseStore,
+    LeaseWrite, Listing, Loss, LossReason, MemberRecord, MemoryStore, NodeId, Participant,
+    ParticipantConfig, PartitionId, PutMode, StoreError, StoredLease, StoredMember, TokioClock,
+    Version,
+};
+use tokio::time::{sleep, Instant};
+
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    Acquired,
+    Lost(LossReason),
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    node: NodeId,
+    partition: PartitionId,
+    epoch: u64,
+    kind: Kind,
+    at: Instant,
+}
+
+/// Records every callback of every node and checks, as each happens, that no partition has
+/// two holders at once.
+#[derive(Debug, Default, Clone)]
+struct Recorder {
+    events: Arc<Mutex<Vec<Event>>>,
+    holders: Arc<Mutex<BTreeMap<PartitionId, NodeId>>>,
+}
+
+struct NodeCallbacks {
+    node: NodeId,
+    recorder: Recorder,
+}
+
+impl Callbacks for NodeCallbacks {
+    fn on_acquired(&self, lease: &LeaseGuard) {
+        let mut holders = self.recorder.holders.lock().unwrap();
+        if let Some(other) = holders.insert(lease.partition(), self.node.clone()) {
+            panic!(
+                "{} acquired {} while {other} holds it",
+                self.node,
+                lease.partition()
+            );
+        }
+        self.recorder.events.lock().unwrap().push(Event {
+            node: self.node.clone(),
+            partition: lease.partition(),
+            epoch: lease.epoch().0,
+            kind: Kind::Acquired,
+            at: Instant::now(),
+        });
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        let mut holders = self.recorder.holders.lock().unwrap();
+        assert_eq!(holders.remove(&loss.partition).as_ref(), Some(&self.node));
+        self.recorder.events.lock().unwrap().push(Event {
+            node: self.node.clone(),
+            partition: loss.partition,
+            epoch: loss.epoch.0,
+            kind: Kind::Lost(loss.reason),
+            at: Instant::now(),
+        });
+    }
+}
+
+impl Recorder {
+    fn callbacks(&self, node: &NodeId) -> NodeCallbacks {
+        NodeCallbacks {
+            node: node.clone(),
+            recorder: self.clone(),
+        }
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    fn crashed(&self, node: &NodeId) {
+        // A crashed node's beliefs end with it.
+        self.holders
+            .lock()
+            .unwrap()
+            .retain(|_, holder| holder != node);
+    }
+}
+
+fn node(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+fn config(name: &str, partitions: u32) -> ParticipantConfig {
+    ParticipantConfig::fast(node(name), partitions)
+}
+
+async fn store_with(partitions: u32) -> Arc<MemoryStore> {
+    let store = Arc::new(MemoryStore::new());
+    let group = GroupName::new("default").unwrap();
+    admin::init(&*store, &group, partitions).await.unwrap();
+    store
+}
+
+fn start(store: &Arc<MemoryStore>, config: ParticipantConfig, recorder: &Recorder) -> Participant {
+    let callbacks = recorder.callbacks(&config.node);
+    let environment = Environment {
+        clock: Arc::new(TokioClock),
+        seed: config.node.as_str().bytes().map(u64::from).sum(),
+    };
+    Participant::start_with(store.clone(), config, callbacks, environment).unwrap()
+}
+
+fn counts(participants: &[&Participant]) -> Vec<usize> {
+    participants.iter().map(|p| p.owned().len()).collect()
+}
+
+async fn lease_of(store: &MemoryStore, partition: u32) -> StoredLease {
+    let group = GroupName::new("default").unwrap();
+    store
+        .get_lease(&group, PartitionId(partition))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_lease_is_renewed_and_keeps_its_epoch() {
+    let store = store_with(4).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 4), &recorder);
+    sleep(Duration::from_millis(100)).await;
+    let first = a.lease(PartitionId(0)).expect("held");
+    let version = lease_of(&store, 0).await.version;
+    sleep(Duration::from_secs(30)).await;
+    let later = a
+        .lease(PartitionId(0))
+        .expect("still held after many validity periods");
+    assert_eq!(later.epoch(), first.epoch());
+    assert!(later.valid_until() > first.valid_until() + Duration::from_secs(29));
+    assert_ne!(
+        lease_of(&store, 0).await.version,
+        version,
+        "renewals rewrote the record"
+    );
+    assert_eq!(recorder.events().len(), 4, "four acquisitions, no losses");
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_conflict_loses_the_lease_at_once() {
+    let store = store_with(2).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 2), &recorder);
+    sleep(Duration::from_millis(100)).await;
+    let guard = a.lease(PartitionId(1)).expect("held");
+    let group = GroupName::new("default").unwrap();
+    let kicked_at = Instant::now();
+    admin::kick(&*store, &group, PartitionId(1)).await.unwrap();
+    sleep(Duration::from_millis(260)).await;
+    assert!(
+        a.lease(PartitionId(1)).is_none(),
+        "dropped at the first failed renewal"
+    );
+    let lost = recorder
+        .events()
+        .into_iter()
+        .find(|e| e.kind == Kind::Lost(LossReason::Conflict))
+        .expect("a conflict loss");
+    assert_eq!(lost.partition, PartitionId(1));
+    assert!(
+        lost.at < guard.valid_until(),
+        "lost before its deadline, at the renewal"
+    );
+    assert!(
+        lost.at - kicked_at <= Duration::from_millis(250),
+        "within one heartbeat"
+    );
+    a.shutdown().await;
+}
+
+/// A store whose calls can be made to hang, as a partitioned network would.
+#[derive(Debug, Clone)]
+struct HangingStore {
+    inner: MemoryStore,
+    hang: Arc<Mutex<bool>>,
+}
+
+impl HangingStore {
+    async fn gate(&self) {
+        if *self.hang.lock().unwrap() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for HangingStore {
+    async fn list_leases(&self, g: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        self.gate().await;
+        self.inner.list_leases(g).await
+    }
+    async fn get_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        self.gate().await;
+        self.inner.get_lease(g, p).await
+    }
+    async fn put_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+        r: &LeaseRecord,
+        m: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.gate().await;
+        self.inner.put_lease(g, p, r, m).await
+    }
+    async fn put_leases(
+        &self,
+        g: &GroupName,
+        w: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        self.gate().await;
+        self.inner.put_leases(g, w).await
+    }
+    async fn delete_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+        v: &Version,
+    ) -> Result<(), StoreError> {
+        self.gate().await;
+        self.inner.delete_lease(g, p, v).await
+    }
+    async fn list_members(&self, g: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        self.gate().await;
+        self.inner.list_members(g).await
+    }
+    async fn get_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        self.gate().await;
+        self.inner.get_member(g, n).await
+    }
+    async fn put_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+        r: &MemberRecord,
+        m: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.gate().await;
+        self.inner.put_member(g, n, r, m).await
+    }
+    async fn delete_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+        v: &Version,
+    ) -> Result<(), StoreError> {
+        self.gate().await;
+        self.inner.delete_member(g, n, v).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_the_store_hung_the_lease_ends_exactly_at_its_deadline() {
+    let memory = store_with(3).await;
+    let hang = Arc::new(Mutex::new(false));
+    let store = Arc::new(HangingStore {
+        inner: (*memory).clone(),
+        hang: hang.clone(),
+    });
+    let recorder = Recorder::default();
+    let mut cfg = config("a", 3);
+    // A long store timeout, so the hung call is still in flight when the deadline comes.
+    cfg.store_timeout = cfg.heartbeat;
+    let a = Participant::start(store, cfg, recorder.callbacks(&node("a"))).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let guard = a.lease(PartitionId(0)).expect("held");
+    *hang.lock().unwrap() = true;
+    let deadline = guard.valid_until();
+    sleep_until_just_before(deadline).await;
+    assert!(
+        a.lease(PartitionId(0)).is_some(),
+        "valid until the deadline"
+    );
+    sleep(Duration::from_millis(2)).await;
+    assert!(
+        a.lease(PartitionId(0)).is_none(),
+        "None once the deadline passed"
+    );
+    assert!(!guard.is_valid());
+    let losses: Vec<Event> = recorder
+        .events()
+        .into_iter()
+        .filter(|e| e.kind == Kind::Lost(LossReason::Expired))
+        .collect();
+    assert_eq!(losses.len(), 3, "every lease lost by expiry");
+    for loss in losses {
+        assert!(
+            loss.at <= deadline + Duration::from_millis(1),
+            "callback fired at the deadline, not later"
+        );
+        assert!(loss.at >= deadline - Duration::from_millis(1));
+    }
+    a.abort();
+}
+
+async fn sleep_until_just_before(deadline: Instant) {
+    tokio::time::sleep_until(deadline - Duration::from_millis(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_nodes_partitions_are_taken_only_after_acquire_after() {
+    let store = store_with(4).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 4), &recorder);
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(a.owned().len(), 4);
+    a.abort();
+    recorder.crashed(&node("a"));
+    let b_started = Instant::now();
+    let b = start(&store, config("b", 4), &recorder);
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(b.owned().len(), 4, "b took over everything");
+    let acquire_after = config("b", 4).acquire_after;
+    for event in recorder.events().iter().filter(|e| e.node == node("b")) {
+        assert_eq!(event.kind, Kind::Acquired);
+        assert!(
+            event.at >= b_started + acquire_after,
+            "taken {:?} after start",
+            event.at - b_started
+        );
+        assert!(
+            event.at <= b_started + acquire_after + Duration::from_millis(300),
+            "taken at the timer, not much later"
+        );
+        assert_eq!(event.epoch, 2, "epoch + 1 on takeover");
+    }
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_partition_is_taken_at_the_next_scan() {
+    let store = store_with(2).await;
+    let group = GroupName::new("default").unwrap();
+    // Partition 1 looks freshly held by another node, so it must wait acquire_after...
+    let current = lease_of(&store, 1).await;
+    let ghost = LeaseRecord {
+        owner: Some(node("ghost")),
+        epoch: leasehold::Epoch(1),
+        state: LeaseState::Held,
+        ..LeaseRecord::released()
+    };
+    let v = store
+        .put_lease(
+            &group,
+            PartitionId(1),
+            &ghost,
+            PutMode::Update(current.version),
+        )
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 2), &recorder);
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(a.owned(), vec![PartitionId(0)]);
+    // ...until its holder releases it: then it is taken within one scan interval.
+    let released = LeaseRecord {
+        state: LeaseState::Released,
+        owner: None,
+        ..ghost
+    };
+    store
+        .put_lease(&group, PartitionId(1), &released, PutMode::Update(v))
+        .await
+        .unwrap();
+    let at = Instant::now();
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.owned(), vec![PartitionId(0), PartitionId(1)]);
+    let taken = recorder
+        .events()
+        .into_iter()
+        .find(|e| e.partition == PartitionId(1))
+        .unwrap();
+    assert!(
+        taken.at - at <= Duration::from_millis(280),
+        "within a scan interval: {:?}",
+        taken.at - at
+    );
+    assert_eq!(taken.epoch, 2);
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_partitions_per_node_is_respected() {
+    let store = store_with(16).await;
+    let recorder = Recorder::default();
+    let a = start(
+        &store,
+        config("a", 16).with_max_partitions_per_node(5),
+        &recorder,
+    );
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(a.owned().len(), 5);
+    assert_eq!(a.status().target, 5);
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_nodes_converge_and_a_fourth_gets_its_share_by_cooperative_release() {
+    let store = store_with(64).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 64), &recorder);
+    let b = start(&store, config("b", 64), &recorder);
+    let c = start(&store, config("c", 64), &recorder);
+    sleep(Duration::from_secs(15)).await;
+    let mut three = counts(&[&a, &b, &c]);
+    three.sort();
+    assert_eq!(three, vec![21, 21, 22]);
+
+    let joined = Instant::now();
+    let d = start(&store, config("d", 64), &recorder);
+    sleep(Duration::from_secs(15)).await;
+    assert_eq!(counts(&[&a, &b, &c, &d]), vec![16, 16, 16, 16]);
+    let events = recorder.events();
+    assert!(
+        events.iter().all(|e| !matches!(
+            e.kind,
+            Kind::Lost(LossReason::Expired | LossReason::Conflict)
+        )),
+        "hand-off was cooperative: no expiry, no conflict"
+    );
+    let d_first = events
+        .iter()
+        .filter(|e| e.node == node("d"))
+        .map(|e| e.at)
+        .min()
+        .unwrap();
+    assert!(
+        d_first - joined < config("d", 64).acquire_after,
+        "d was handed released partitions without waiting for an expiry"
+    );
+    for p in [&a, &b, &c, &d] {
+        p.shutdown().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn epochs_strictly_increase_per_partition_through_churn() {
+    let store = store_with(12).await;
+    let recorder = Recorder::default();
+    let mut nodes: Vec<Participant> = ["a", "b", "c"]
+        .iter()
+        .map(|n| start(&store, config(n, 12), &recorder))
+        .collect();
+    for round in 0..6 {
+        sleep(Duration::from_secs(4)).await;
+        // Crash one node and bring a fresh one in, alternating with graceful shutdowns.
+        let victim = nodes.remove(0);
+        if round % 2 == 0 {
+            victim.abort();
+            recorder.crashed(victim.node());
+        } else {
+            victim.shutdown().await;
+        }
+        nodes.push(start(&store, config(&format!("n{round}"), 12), &recorder));
+    }
+    sleep(Duration::from_secs(6)).await;
+    let mut last: BTreeMap<PartitionId, u64> = BTreeMap::new();
+    let mut acquisitions = 0;
+    for event in recorder
+        .events()
+        .iter()
+        .filter(|e| e.kind == Kind::Acquired)
+    {
+        acquisitions += 1;
+        if let Some(previous) = last.insert(event.partition, event.epoch) {
+            assert!(
+                event.epoch > previous,
+                "partition {} epoch {} after {previous}",
+                event.partition,
+                event.epoch
+            );
+        }
+    }
+    assert!(
+        acquisitions > 24,
+        "churn moved partitions: {acquisitions} acquisitions"
+    );
+    let total: usize = nodes.iter().map(|n| n.owned().len()).sum();
+    assert_eq!(total, 12, "every partition owned after churn");
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_leaves_every_held_row_released() {
+    let store = store_with(8).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 8), &recorder);
+    let b = start(&store, config("b", 8), &recorder);
+    sleep(Duration::from_secs(5)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+    let group = GroupName::new("default").unwrap();
+    let rows = store.list_leases(&group).await.unwrap().records;
+    assert_eq!(rows.len(), 8);
+    for row in rows {
+        assert_eq!(
+            row.value.state,
+            LeaseState::Released,
+            "partition {}",
+            row.key
+        );
+        assert_eq!(row.value.owner, None);
+    }
+    assert!(
+        store.list_members(&group).await.unwrap().records.is_empty(),
+        "member records removed"
+    );
+    assert!(a.owned().is_empty() && b.owned().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_hands_a_nodes_partitions_off_without_expiry() {
+    let store = store_with(8).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 8), &recorder);
+    let b = start(&store, config("b", 8), &recorder);
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(counts(&[&a, &b]), vec![4, 4]);
+    let group = GroupName::new("default").unwrap();
+    admin::set_draining(&*store, &group, &node("a"), true)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(counts(&[&a, &b]), vec![0, 8]);
+    assert!(a.status().draining);
+    assert!(recorder
+        .events()
+        .iter()
+        .all(|e| !matches!(e.kind, Kind::Lost(LossReason::Expired))));
+    admin::set_draining(&*store, &group, &node("a"), false)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        counts(&[&a, &b]),
+        vec![4, 4],
+        "undrained node gets its share back"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn explicit_release_stops_serving_at_once() {
+    let store = store_with(2).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 2), &recorder);
+    sleep(Duration::from_millis(100)).await;
+    assert!(a.release(PartitionId(0)).await);
+    assert!(
+        a.lease(PartitionId(0)).is_none(),
+        "None immediately after release"
+    );
+    assert!(!a.release(PartitionId(0)).await, "not held any more");
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_config_is_refused_at_start() {
+    let store = Arc::new(MemoryStore::new());
+    let mut bad = config("a", 4);
+    bad.acquire_after = bad.lease_validity;
+    let error = Participant::start(store, bad, ()).unwrap_err().to_string();
+    assert!(error.contains("acquire_after"), "{error}");
+}
+
+/// A store that applies batch writes but, when told to, loses the reply: the caller sees a
+/// time-out although the write landed.
+#[derive(Debug, Clone)]
+struct LostReplyStore {
+    inner: HangingStore,
+    lose_replies: Arc<Mutex<u32>>,
+}
+
+#[async_trait]
+impl LeaseStore for LostReplyStore {
+    async fn list_leases(&self, g: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        self.inner.list_leases(g).await
+    }
+    async fn get_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        self.inner.get_lease(g, p).await
+    }
+    async fn put_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+        r: &LeaseRecord,
+        m: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.inner.put_lease(g, p, r, m).await
+    }
+    async fn put_leases(
+        &self,
+        g: &GroupName,
+        w: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let results = self.inner.put_leases(g, w).await;
+        let mut remaining = self.lose_replies.lock().unwrap();
+        if *remaining > 0 {
+            *remaining -= 1;
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
+        results
+    }
+    async fn delete_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+        v: &Version,
+    ) -> Result<(), StoreError> {
+        self.inner.delete_lease(g, p, v).await
+    }
+    async fn list_members(&self, g: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        self.inner.list_members(g).await
+    }
+    async fn get_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        self.inner.get_member(g, n).await
+    }
+    async fn put_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+        r: &MemberRecord,
+        m: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.inner.put_member(g, n, r, m).await
+    }
+    async fn delete_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+        v: &Version,
+    ) -> Result<(), StoreError> {
+        self.inner.delete_member(g, n, v).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_whose_reply_was_lost_is_recognised_and_the_lease_kept() {
+    let memory = store_with(3).await;
+    let lose_replies = Arc::new(Mutex::new(0));
+    let store = Arc::new(LostReplyStore {
+        inner: HangingStore {
+            inner: (*memory).clone(),
+            hang: Arc::new(Mutex::new(false)),
+        },
+        lose_replies: lose_replies.clone(),
+    });
+    let recorder = Recorder::default();
+    let a = Participant::start(store, config("a", 3), recorder.callbacks(&node("a"))).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(a.owned().len(), 3);
+    // The next two renewal batches land but their replies are lost.
+    *lose_replies.lock().unwrap() = 2;
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(*lose_replies.lock().unwrap(), 0, "the replies were lost");
+    assert_eq!(
+        a.owned().len(),
+        3,
+        "leases kept: the landed writes were recognised as ours"
+    );
+    assert!(
+        recorder.events().iter().all(|e| e.kind == Kind::Acquired),
+        "no loss at all: {:?}",
+        recorder.events()
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquisition_whose_reply_was_lost_is_recognised() {
+    let memory = store_with(2).await;
+    let store = Arc::new(LostReplyStore {
+        inner: HangingStore {
+            inner: (*memory).clone(),
+            hang: Arc::new(Mutex::new(false)),
+        },
+        lose_replies: Arc::new(Mutex::new(1)),
+    });
+    let recorder = Recorder::default();
+    let a = Participant::start(store, config("a", 2), recorder.callbacks(&node("a"))).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(a.owned().len(), 2, "taken at once despite the lost reply");
+    a.shutdown().await;
+}
