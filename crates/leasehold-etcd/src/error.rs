@@ -33,3 +33,18 @@ pub(crate) fn is_unreachable(error: &Error) -> bool {
         _ => false,
     }
 }
+
+/// Whether the request certainly never reached a server: its connection was refused. Only
+/// then may a write be sent again without risking applying it twice.
+pub(crate) fn never_sent(error: &Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        cause = current.source();
+    }
+    false
+}

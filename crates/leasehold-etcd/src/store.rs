@@ -15,15 +15,15 @@ use leasehold::{
     StoredMember, Version,
 };
 
-use crate::error::{is_unreachable, map_error};
+use crate::error::{is_unreachable, map_error, never_sent};
 use crate::keys::{parse_partition, Keys};
 use crate::options::EtcdOptions;
 
 /// etcd's default `--max-txn-ops`: a transaction with more compares or operations is refused.
 pub const MAX_TXN_OPS: usize = 128;
 
-/// How many endpoints a read tries before it reports the cluster unreachable.
-const READ_ATTEMPTS: u32 = 3;
+/// How many endpoints a request tries before it reports the cluster unreachable.
+const ATTEMPTS: u32 = 3;
 const RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Keys read per range request when listing, so a large group never needs one huge reply.
@@ -86,14 +86,14 @@ impl EtcdStore {
     /// Runs one request, bounded by the request timeout even while no endpoint is reachable
     /// (when the client itself would wait for one to come back).
     ///
-    /// A read that finds its endpoint unreachable is sent again, to another member if one is
-    /// up, within the same time limit. Writes are sent once: a write whose connection broke
-    /// may have been applied, and sending it again would report the writer's own success as
-    /// a conflict.
+    /// A request that finds its endpoint unreachable is sent again, to another member if one
+    /// is up, within the same time limit: a read whenever the connection failed, a write only
+    /// when the connection was refused. A write whose connection broke later may have been
+    /// applied, and sending it again would report the writer's own success as a conflict.
     async fn call<T, F>(
         &self,
         action: &str,
-        attempts: u32,
+        kind: Request,
         mut request: impl FnMut(KvClient) -> F,
     ) -> Result<T, StoreError>
     where
@@ -106,7 +106,7 @@ impl EtcdStore {
             match tokio::time::timeout_at(deadline, request(self.client.kv_client())).await {
                 Err(_) => return Err(StoreError::Timeout(limit)),
                 Ok(Ok(reply)) => return Ok(reply),
-                Ok(Err(error)) if attempt < attempts && is_unreachable(&error) => {
+                Ok(Err(error)) if attempt < ATTEMPTS && kind.may_resend(&error) => {
                     attempt += 1;
                     tokio::time::sleep(RETRY_DELAY).await;
                 }
@@ -117,7 +117,7 @@ impl EtcdStore {
 
     async fn get_one(&self, key: String) -> Result<Option<KeyValue>, StoreError> {
         let mut response = self
-            .call("get", READ_ATTEMPTS, |mut kv| {
+            .call("get", Request::Read, |mut kv| {
                 let key = key.clone();
                 async move { kv.get(key, None).await }
             })
@@ -140,7 +140,7 @@ impl EtcdStore {
                 options = options.with_revision(revision);
             }
             let mut response = self
-                .call("list", READ_ATTEMPTS, |mut kv| {
+                .call("list", Request::Read, |mut kv| {
                     let (key, options) = (start.clone(), options.clone());
                     async move { kv.get(key, Some(options)).await }
                 })
@@ -165,13 +165,9 @@ impl EtcdStore {
     }
 
     async fn run_txn(&self, txn: Txn) -> Result<TxnResponse, StoreError> {
-        let mut txn = Some(txn);
-        self.call("transaction", 1, |mut kv| {
-            let txn = txn.take();
-            async move {
-                let txn = txn.expect("a write is sent once");
-                kv.txn(txn).await
-            }
+        self.call("transaction", Request::Write, |mut kv| {
+            let txn = txn.clone();
+            async move { kv.txn(txn).await }
         })
         .await
     }
@@ -301,6 +297,22 @@ impl EtcdStore {
             value,
             version: version_of(kv),
         })
+    }
+}
+
+/// What a request does, which decides when it may be sent again.
+#[derive(Clone, Copy)]
+enum Request {
+    Read,
+    Write,
+}
+
+impl Request {
+    fn may_resend(self, error: &etcd_client::Error) -> bool {
+        match self {
+            Request::Read => is_unreachable(error),
+            Request::Write => never_sent(error),
+        }
     }
 }
 

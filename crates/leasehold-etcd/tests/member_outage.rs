@@ -2,67 +2,13 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{kill_member, leader_index, NAMES};
 use etcd_client::Client;
 use leasehold::testing::unique_group;
 use leasehold::{LeaseRecord, LeaseStore, PartitionId, PutMode};
 use leasehold_etcd::EtcdStore;
-
-const NAMES: [&str; 3] = ["e1", "e2", "e3"];
-
-/// Starts the stopped member again when dropped, so a failing test leaves a whole cluster.
-struct StoppedMember {
-    start_script: PathBuf,
-}
-
-impl Drop for StoppedMember {
-    fn drop(&mut self) {
-        let status = Command::new("bash").arg(&self.start_script).status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "restart: {status:?}"
-        );
-    }
-}
-
-/// Kills member `name` outright (no graceful leadership hand-off), as a crash would.
-fn kill_member(pids_dir: &str, name: &str) -> StoppedMember {
-    let dir = PathBuf::from(pids_dir);
-    let pid = std::fs::read_to_string(dir.join(format!("etcd-{name}.pid"))).expect("pid file");
-    let pid = pid.trim();
-    let status = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
-        .status();
-    assert!(
-        matches!(status, Ok(s) if s.success()),
-        "kill {name}: {status:?}"
-    );
-    // Wait until it is gone so that the restart finds its ports free.
-    let gone = (0..50).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        !PathBuf::from(format!("/proc/{pid}")).exists()
-    });
-    assert!(gone, "{name} did not exit");
-    StoppedMember {
-        start_script: dir.join(format!("etcd-{name}.start")),
-    }
-}
-
-/// The index in `endpoints` of the member that is the raft leader now.
-async fn leader_index(endpoints: &[String]) -> usize {
-    for (index, endpoint) in endpoints.iter().enumerate() {
-        let mut client = Client::connect([endpoint], None).await.expect("client");
-        let status = client.status().await.expect("member status");
-        let member = status.header().expect("header").member_id();
-        if status.leader() == member {
-            return index;
-        }
-    }
-    panic!("no member says it is the leader");
-}
 
 /// Renews partition 0 until it works, checking that no call takes longer than its bound.
 async fn renew_until_it_works(store: &EtcdStore, deadline: Duration) -> u32 {
