@@ -143,3 +143,105 @@ fn keep_unless_transient(
         other => Ok(other),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold::testing::unique_group;
+    use leasehold::{LeaseRecord, LeaseStore, PartitionId};
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::{ZookeeperOptions, ZookeeperStore};
+
+    /// A record written by someone else between the stat read and the multi fails the whole
+    /// multi; the fallback still gives each write its own result.
+    #[tokio::test]
+    async fn a_multi_failing_on_one_write_falls_back_to_single_writes() {
+        let Ok(address) = std::env::var("LEASEHOLD_TEST_ZOOKEEPER") else {
+            assert!(
+                std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "LEASEHOLD_TEST_ZOOKEEPER is required"
+            );
+            println!("skipped: no ZooKeeper server (set LEASEHOLD_TEST_ZOOKEEPER or run scripts/test.sh)");
+            return;
+        };
+        let store =
+            ZookeeperStore::connect(&address, "/leasehold-test", ZookeeperOptions::default())
+                .await
+                .unwrap();
+        let group = unique_group("multi-fallback");
+        let mut writes = Vec::new();
+        for partition in 0..3 {
+            let version = store
+                .put_lease(
+                    &group,
+                    PartitionId(partition),
+                    &LeaseRecord::released(),
+                    PutMode::Create,
+                )
+                .await
+                .unwrap();
+            let mut record = LeaseRecord::released();
+            record.note = Some(format!("renewal {partition}"));
+            writes.push(LeaseWrite {
+                partition: PartitionId(partition),
+                record,
+                mode: PutMode::Update(version),
+            });
+        }
+        let layout = &store.shared.layout;
+        let paths: Vec<String> = writes
+            .iter()
+            .map(|w| layout.lease(&group, w.partition))
+            .collect();
+        let keys: Vec<String> = writes
+            .iter()
+            .map(|w| lease_key(&group, w.partition))
+            .collect();
+        let client = store
+            .shared
+            .connection
+            .client(Instant::now() + std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        let ready: Vec<Ready> = (0..3)
+            .map(|index| Ready {
+                index,
+                znode_version: 0,
+            })
+            .collect();
+        // Someone else writes partition 1 after "our" stat read.
+        let PutMode::Update(version) = writes[1].mode.clone() else {
+            unreachable!()
+        };
+        store
+            .put_lease(
+                &group,
+                PartitionId(1),
+                &LeaseRecord::released(),
+                PutMode::Update(version),
+            )
+            .await
+            .unwrap();
+
+        let mut results: Vec<Option<Result<Version, StoreError>>> = vec![None, None, None];
+        write_chunk(&client, &writes, &paths, &keys, &ready, &mut results)
+            .await
+            .expect("chunk attempted");
+        let results: Vec<_> = results.into_iter().map(Option::unwrap).collect();
+        assert!(
+            matches!(results[1], Err(StoreError::Conflict { .. })),
+            "{results:?}"
+        );
+        for index in [0, 2] {
+            let version = results[index].as_ref().expect("written alone");
+            let got = store
+                .get_lease(&group, PartitionId(index as u32))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(&got.version, version);
+            assert_eq!(got.value, writes[index].record);
+        }
+    }
+}

@@ -11,11 +11,11 @@ use crate::connection::map_error;
 use crate::paths::parse_partition;
 use crate::store::Shared;
 
-/// Attempts to watch again after the session expired before the feed ends and its reader
-/// falls back to polling.
-const REWATCH_ATTEMPTS: u32 = 20;
+/// Attempts to watch again after the session expired, about a minute in all, before the feed
+/// ends and its reader falls back to polling.
+const REWATCH_ATTEMPTS: u32 = 30;
 const REWATCH_FIRST_DELAY: Duration = Duration::from_millis(200);
-const REWATCH_MAX_DELAY: Duration = Duration::from_secs(5);
+const REWATCH_MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// Watches everything under the group's znode (ZooKeeper 3.6 or later) and forwards each
 /// event as a hint on a bounded channel, owned by the returned feed.
@@ -57,6 +57,10 @@ async fn forward(
                 match rewatch(&shared, &path).await {
                     Some(renewed) => watcher = renewed,
                     None => return,
+                }
+                // Whatever changed while no watch was set went unreported.
+                if !offer(&sender, Change::Unknown) {
+                    return;
                 }
             }
             continue;
