@@ -9,6 +9,11 @@
 //! becomes [`StoreError::Throttled`](leasehold::StoreError::Throttled) so that callers back
 //! off their scans. The table service has no change notifications: readers poll.
 //!
+//! The service derives an entity's ETag from the time of its last write, so a key never
+//! shows the same ETag twice, even after the entity is deleted and inserted again. Each HTTP
+//! request is bounded by [`AzureConfig::call_timeout`]; a listing of many pages makes one
+//! request per page of 1,000 entities.
+//!
 //! The account key is read from the environment, never from a command line, and never
 //! appears in `Debug` output or logs.
 //!

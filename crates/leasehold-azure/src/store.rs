@@ -231,6 +231,9 @@ impl LeaseStore for AzureTableStore {
                 Err(error) => listing.corrupt.push(error),
             }
         }
+        // The service returns RowKey order, which the zero-padding makes numeric; sorting
+        // again costs little and does not depend on it.
+        listing.records.sort_by_key(|record| record.key);
         Ok(listing)
     }
 
@@ -334,6 +337,7 @@ impl LeaseStore for AzureTableStore {
                 Err(error) => listing.corrupt.push(error),
             }
         }
+        listing.records.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(listing)
     }
 
