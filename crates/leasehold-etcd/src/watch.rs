@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, WatchOptions, WatchStream};
-use leasehold::{Change, ChangeFeed, StoreError};
+use etcd_client::{Client, EventType, WatchOptions, WatchStream};
+use leasehold::{Change, ChangeFeed, LeaseRecord, StoreError};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
@@ -111,8 +111,22 @@ async fn forward(
         for event in response.events() {
             let Some(kv) = event.kv() else { continue };
             let rest = kv.key().strip_prefix(prefix.as_bytes()).unwrap_or_default();
+            let deleted = event.event_type() == EventType::Delete;
             let change = match parse_in_group(rest) {
+                KeyName::Lease(partition) if !deleted => {
+                    match leasehold::codec::decode::<LeaseRecord>("", kv.value()) {
+                        Ok(record) => Change::LeaseWritten {
+                            partition,
+                            state: record.state,
+                        },
+                        Err(_) => Change::Lease(partition),
+                    }
+                }
                 KeyName::Lease(partition) => Change::Lease(partition),
+                // A put of an existing key is a heartbeat or a drain flag, not a join.
+                KeyName::Member(node) if !deleted && kv.create_revision() != kv.mod_revision() => {
+                    Change::MemberUpdated(node)
+                }
                 KeyName::Member(node) => Change::Member(node),
                 KeyName::Other => Change::Unknown,
             };

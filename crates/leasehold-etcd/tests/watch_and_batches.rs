@@ -45,7 +45,13 @@ async fn etcd_watch_reports_writes_in_the_group_only() {
         )
         .await
         .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::Lease(PartitionId(7)));
+    assert_eq!(
+        next_change(&mut feed).await,
+        Change::LeaseWritten {
+            partition: PartitionId(7),
+            state: leasehold::LeaseState::Released
+        }
+    );
 
     // The watch outlives the per-request timeout (3 s in the tests' options).
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -55,6 +61,18 @@ async fn etcd_watch_reports_writes_in_the_group_only() {
         .await
         .unwrap();
     assert_eq!(next_change(&mut feed).await, Change::Member(node));
+    // A heartbeat rewrites an existing member: a hint that readers may ignore.
+    let member = store.get_member(&group, &node).await.unwrap().unwrap();
+    store
+        .put_member(
+            &group,
+            &node,
+            &MemberRecord::default(),
+            PutMode::Update(member.version),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut feed).await, Change::MemberUpdated(node));
 
     store
         .delete_lease(&group, PartitionId(7), &version)

@@ -78,7 +78,7 @@ impl Names {
                  IF TG_OP = 'DELETE' THEN
                      PERFORM pg_notify('{channel}', OLD.grp || ' lease ' || OLD.partition);
                  ELSE
-                     PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition);
+                     PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition || ' ' || NEW.state);
                  END IF;
                  RETURN NULL;
              END $$;
@@ -87,7 +87,7 @@ impl Names {
                  IF TG_OP = 'DELETE' THEN
                      PERFORM pg_notify('{channel}', OLD.grp || ' member ' || OLD.node);
                  ELSE
-                     PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node);
+                     PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node || ' ' || lower(TG_OP));
                  END IF;
                  RETURN NULL;
              END $$;

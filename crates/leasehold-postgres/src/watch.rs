@@ -1,7 +1,7 @@
 //! Change hints from `LISTEN` on the store's channel, over a connection of their own.
 
 use futures_util::StreamExt;
-use leasehold::{Change, ChangeFeed, GroupName, NodeId, PartitionId, StoreError};
+use leasehold::{Change, ChangeFeed, GroupName, LeaseState, NodeId, PartitionId, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::{AsyncMessage, Config, NoTls};
 
@@ -189,15 +189,25 @@ impl Listener {
     }
 }
 
-/// The hint for a payload `<group> lease <partition>` or `<group> member <node>` of `group`.
+/// The hint for a payload `<group> lease <partition> [<state>]` or
+/// `<group> member <node> [insert|update|delete]` of `group`.
 fn parse(group: &GroupName, payload: &str) -> Option<Change> {
     let mut words = payload.split(' ');
     if words.next()? != group.as_str() {
         return None;
     }
-    let change = match (words.next(), words.next()) {
-        (Some("lease"), Some(number)) => number.parse().ok().map(|n| Change::Lease(PartitionId(n))),
-        (Some("member"), Some(name)) => NodeId::new(name).ok().map(Change::Member),
+    let change = match (words.next(), words.next(), words.next()) {
+        (Some("lease"), Some(number), detail) => number.parse().ok().map(|n| {
+            let partition = PartitionId(n);
+            match detail.and_then(LeaseState::parse) {
+                Some(state) => Change::LeaseWritten { partition, state },
+                None => Change::Lease(partition),
+            }
+        }),
+        (Some("member"), Some(name), detail) => NodeId::new(name).ok().map(|node| match detail {
+            Some("update") => Change::MemberUpdated(node),
+            _ => Change::Member(node),
+        }),
         _ => None,
     };
     Some(change.unwrap_or(Change::Unknown))
@@ -216,6 +226,21 @@ mod tests {
         );
         assert_eq!(
             parse(&group, "orders member node-1"),
+            Some(Change::Member(NodeId::new("node-1").unwrap()))
+        );
+        assert_eq!(
+            parse(&group, "orders lease 12 released"),
+            Some(Change::LeaseWritten {
+                partition: PartitionId(12),
+                state: LeaseState::Released
+            })
+        );
+        assert_eq!(
+            parse(&group, "orders member node-1 update"),
+            Some(Change::MemberUpdated(NodeId::new("node-1").unwrap()))
+        );
+        assert_eq!(
+            parse(&group, "orders member node-1 insert"),
             Some(Change::Member(NodeId::new("node-1").unwrap()))
         );
         assert_eq!(parse(&group, "orders-2 lease 12"), None);

@@ -46,7 +46,13 @@ async fn postgres_watch_reports_writes_in_the_group_only() {
         )
         .await
         .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::Lease(PartitionId(7)));
+    assert_eq!(
+        next_change(&mut feed).await,
+        Change::LeaseWritten {
+            partition: PartitionId(7),
+            state: leasehold::LeaseState::Released
+        }
+    );
 
     let node = NodeId::new("node-1").unwrap();
     store
@@ -54,6 +60,18 @@ async fn postgres_watch_reports_writes_in_the_group_only() {
         .await
         .unwrap();
     assert_eq!(next_change(&mut feed).await, Change::Member(node));
+    // A heartbeat rewrites an existing member: a hint that readers may ignore.
+    let member = store.get_member(&group, &node).await.unwrap().unwrap();
+    store
+        .put_member(
+            &group,
+            &node,
+            &MemberRecord::default(),
+            PutMode::Update(member.version),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut feed).await, Change::MemberUpdated(node));
     store
         .delete_lease(&group, PartitionId(7), &version)
         .await

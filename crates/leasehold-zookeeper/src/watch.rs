@@ -99,7 +99,8 @@ async fn rewatch(shared: &Shared, path: &str) -> Option<PersistentWatcher> {
 }
 
 /// The hint for an event at `<group path>/lease/<partition>` or `<group path>/member/<node>`;
-/// `None` for the group's own directories.
+/// `None` for the group's own directories. ZooKeeper events carry no data, so a lease hint
+/// cannot tell a renewal from a release: readers treat it as "look soon".
 fn change_for(group_path: &str, event: &WatchedEvent) -> Option<Change> {
     let relative = event
         .path
@@ -111,11 +112,14 @@ fn change_for(group_path: &str, event: &WatchedEvent) -> Option<Change> {
                 .map(Change::Lease)
                 .unwrap_or(Change::Unknown),
         ),
-        Some(("member", name)) => Some(
-            NodeId::new(name)
-                .map(Change::Member)
-                .unwrap_or(Change::Unknown),
-        ),
+        Some(("member", name)) => Some(match NodeId::new(name) {
+            // A data change of an existing member znode is a heartbeat or a drain flag.
+            Ok(node) if event.event_type == EventType::NodeDataChanged => {
+                Change::MemberUpdated(node)
+            }
+            Ok(node) => Change::Member(node),
+            Err(_) => Change::Unknown,
+        }),
         None if relative == "lease" || relative == "member" => None,
         _ => Some(Change::Unknown),
     }

@@ -222,7 +222,11 @@ impl LeaseStore for MemoryStore {
         });
         if result.is_ok() {
             inner.next_version = version;
-            inner.notify(group, Change::Lease(partition));
+            let change = Change::LeaseWritten {
+                partition,
+                state: record.state,
+            };
+            inner.notify(group, change);
         }
         result
     }
@@ -300,7 +304,11 @@ impl LeaseStore for MemoryStore {
         });
         if result.is_ok() {
             inner.next_version = version;
-            inner.notify(group, Change::Member(node.clone()));
+            let change = match mode {
+                PutMode::Create => Change::Member(node.clone()),
+                PutMode::Update(_) => Change::MemberUpdated(node.clone()),
+            };
+            inner.notify(group, change);
         }
         result
     }

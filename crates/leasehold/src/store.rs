@@ -51,12 +51,25 @@ impl<T> Default for Listing<T> {
 }
 
 /// A hint that something in a group changed; the receiver re-reads what it needs.
+///
+/// Stores say as much as they know: a participant ignores renewals
+/// ([`Change::LeaseWritten`] with state held) and member heartbeats
+/// ([`Change::MemberUpdated`]), and rescans for anything else.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// A lease record was written or deleted.
+    /// A lease record was written or deleted; what it now holds is not known.
     Lease(PartitionId),
-    /// A member record was written or deleted.
+    /// A lease record was written and now has this state.
+    LeaseWritten {
+        /// The partition.
+        partition: PartitionId,
+        /// The state written.
+        state: crate::record::LeaseState,
+    },
+    /// A member record was created or deleted, or changed in an unknown way.
     Member(NodeId),
+    /// An existing member record was rewritten (a heartbeat, or its drain flag).
+    MemberUpdated(NodeId),
     /// Something changed, or notices were lost; re-read everything.
     Unknown,
 }

@@ -28,3 +28,13 @@ async fn memory_store_release_is_taken_at_once_with_notifications() {
         "notified, not scanned: {delay:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_scans_back_off_under_throttling_while_renewals_continue() {
+    let store = std::sync::Arc::new(leasehold::MemoryStore::new());
+    leasehold::testing::scenarios::throttled_scans(
+        store,
+        leasehold::testing::unique_group("throttle"),
+    )
+    .await;
+}

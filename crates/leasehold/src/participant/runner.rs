@@ -13,7 +13,7 @@ use crate::config::ParticipantConfig;
 use crate::error::StoreError;
 use crate::planner::{self, Acquisition, Holding, Observed, PlanInput};
 use crate::record::{unix_ms_now, LeaseState, MemberRecord};
-use crate::store::{ChangeFeed, LeaseStore, LeaseWrite, PutMode};
+use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, PutMode};
 use crate::types::{PartitionId, Version};
 
 use super::guard::{Callbacks, LeaseGuard, Loss, LossReason};
@@ -30,12 +30,15 @@ pub(crate) enum Command {
 const MAX_SCAN_BACKOFF_FACTOR: u32 = 16;
 /// A change notice brings the next scan forward to this soon, coalescing bursts.
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
+/// Scans brought forward by notices start at least this fraction of the scan interval
+/// apart, bounding the extra reads when a store's hints cannot tell renewals from releases.
+const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
 
 enum Event {
     Command(Option<Command>),
     Expire,
     Tick,
-    Change(Option<crate::store::Change>),
+    Change(Option<Change>),
 }
 
 pub(crate) struct Runner {
@@ -56,6 +59,7 @@ pub(crate) struct Runner {
     next_scan: Instant,
     wake_at: Option<Instant>,
     scan_failures: u32,
+    last_scan: Option<Instant>,
     reported_corrupt: BTreeSet<String>,
 }
 
@@ -88,6 +92,7 @@ impl Runner {
             next_scan: now,
             wake_at: None,
             scan_failures: 0,
+            last_scan: None,
             reported_corrupt: BTreeSet::new(),
         }
     }
@@ -129,14 +134,32 @@ impl Runner {
                     return;
                 }
                 Event::Expire => self.expire_due(),
-                Event::Change(Some(_)) => {
-                    let soon = self.clock.now() + CHANGE_DEBOUNCE;
-                    self.next_scan = self.next_scan.min(soon);
-                }
+                Event::Change(Some(change)) => self.on_change(&change),
                 Event::Change(None) => self.feed = None,
                 Event::Tick => self.tick().await,
             }
         }
+    }
+
+    /// Brings the next scan forward for a change that may free a partition or change the
+    /// membership. Renewals and member heartbeats change nothing to act on; and a scan that
+    /// is backing off from a failing or throttling store stays backed off.
+    fn on_change(&mut self, change: &Change) {
+        let routine = matches!(
+            change,
+            Change::LeaseWritten {
+                state: LeaseState::Held,
+                ..
+            } | Change::MemberUpdated(_)
+        );
+        if routine || self.scan_failures > 0 {
+            return;
+        }
+        let mut soon = self.clock.now() + CHANGE_DEBOUNCE;
+        if let Some(last) = self.last_scan {
+            soon = soon.max(last + self.config.scan_interval / NOTICE_SCAN_GAP_DIVISOR);
+        }
+        self.next_scan = self.next_scan.min(soon);
     }
 
     fn sleep_until(&self, deadline: Option<Instant>) -> crate::clock::Sleep {
@@ -374,6 +397,7 @@ impl Runner {
     }
 
     async fn scan(&mut self) {
+        self.last_scan = Some(self.clock.now());
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let result = self
             .call(async move {
@@ -561,7 +585,7 @@ impl Runner {
     }
 }
 
-async fn next_change(feed: &mut Option<ChangeFeed>) -> Option<crate::store::Change> {
+async fn next_change(feed: &mut Option<ChangeFeed>) -> Option<Change> {
     match feed {
         Some(feed) => feed.next().await,
         None => std::future::pending().await,

@@ -14,6 +14,7 @@
 
 mod checks;
 pub mod scenarios;
+pub mod throttle;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

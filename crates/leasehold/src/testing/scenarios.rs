@@ -208,6 +208,23 @@ impl Fleet {
         None
     }
 
+    /// Waits up to `limit` until every partition is held and no two nodes' counts differ by
+    /// more than one.
+    pub async fn wait_balanced(&self, limit: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            let counts: Vec<usize> = self.nodes.iter().map(|n| n.owned().len()).collect();
+            let (low, high) = (counts.iter().min(), counts.iter().max());
+            if self.owned_total() == self.partitions as usize
+                && high.zip(low).is_some_and(|(h, l)| h - l <= 1)
+            {
+                return Some(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
     /// Crashes node `index`: its task stops without releasing anything.
     pub fn crash(&mut self, index: usize) -> NodeId {
         let node = self.nodes.remove(index);
@@ -333,4 +350,71 @@ pub async fn release_latency(store: Arc<dyn LeaseStore>, group: GroupName) -> Du
     );
     fleet.finish().await;
     delay
+}
+
+/// What [`throttled_scans`] measured while listings were throttled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThrottleFigures {
+    /// Listings attempted by the whole fleet.
+    pub listings: u64,
+    /// Listings the fleet would have attempted at its normal scan interval.
+    pub listings_unthrottled: u64,
+    /// Batch writes made (renewals).
+    pub batches: u64,
+    /// Renewal batches expected at the heartbeat.
+    pub batches_expected: u64,
+}
+
+/// Two nodes hold 8 partitions; then every listing is throttled for 5 s. Scans must back off
+/// (far fewer listings than the scan interval would make) while renewals keep their schedule
+/// (no lease lost, renewal batches at the heartbeat rate).
+pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> ThrottleFigures {
+    let throttle = Arc::new(crate::testing::throttle::ThrottledReads::new(store));
+    let fleet = Fleet::start(throttle.clone(), group, 8, 2, |_| {}).await;
+    fleet
+        .wait_balanced(Duration::from_secs(20))
+        .await
+        .expect("two nodes share every partition");
+    let config = scenario_config("x", &fleet.group, 8);
+    let window = Duration::from_secs(5);
+    let (listings_before, batches_before) = (throttle.listings(), throttle.batches());
+    throttle.set_throttled(true);
+    let started = Instant::now();
+    let mut lowest_owned = fleet.owned_total();
+    while started.elapsed() < window {
+        lowest_owned = lowest_owned.min(fleet.owned_total());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    throttle.set_throttled(false);
+    let nodes = fleet.nodes.len() as u64;
+    let figures = ThrottleFigures {
+        listings: throttle.listings() - listings_before,
+        listings_unthrottled: nodes * window.as_millis() as u64
+            / config.scan_interval.as_millis() as u64,
+        batches: throttle.batches() - batches_before,
+        batches_expected: nodes * window.as_millis() as u64 / config.heartbeat.as_millis() as u64,
+    };
+    println!(
+        "throttled_scans: over {window:?} of throttling, {} listings attempted (about {} without back-off), \
+         {} renewal batches (about {} expected at the heartbeat), every lease kept: {}",
+        figures.listings,
+        figures.listings_unthrottled,
+        figures.batches,
+        figures.batches_expected,
+        lowest_owned == 8
+    );
+    assert_eq!(
+        lowest_owned, 8,
+        "renewals kept every lease while scans were throttled"
+    );
+    assert!(
+        figures.listings * 3 <= figures.listings_unthrottled,
+        "scans backed off: {figures:?}"
+    );
+    assert!(
+        figures.batches * 2 >= figures.batches_expected,
+        "renewals kept their schedule: {figures:?}"
+    );
+    fleet.finish().await;
+    figures
 }
