@@ -121,8 +121,7 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
 }
 
 async fn open_sqlite(path: &std::path::Path) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    let _ = path;
-    anyhow::bail!("SQLite support is not built into this binary yet")
+    Ok(Arc::new(leasehold_sqlite::SqliteStore::open(path).await?))
 }
 
 #[cfg(test)]

@@ -74,6 +74,22 @@ impl StoreError {
         )
     }
 
+    /// A copy of a transient error for reporting it again (to each write of a failed batch):
+    /// timeouts and throttling keep their kind, anything else becomes `Unavailable` with this
+    /// error's message.
+    pub fn summarize(&self) -> StoreError {
+        match self {
+            StoreError::Timeout(limit) => StoreError::Timeout(*limit),
+            StoreError::Throttled { message } => StoreError::Throttled {
+                message: message.clone(),
+            },
+            other => StoreError::Unavailable {
+                message: other.to_string(),
+                source: None,
+            },
+        }
+    }
+
     /// An [`StoreError::Unavailable`] wrapping a backend error.
     pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> StoreError {
         StoreError::Unavailable {

@@ -1,5 +1,61 @@
-//! leasehold divides N partitions among a changing set of servers so that no partition is
-//! ever served by two servers at once.
+//! leasehold divides N partitions of a workload (shards, buckets, queues) among a changing set
+//! of servers so that **no partition is ever served by two servers at once**, a dead
+//! server's partitions are taken over quickly, and the load stays balanced.
+//!
+//! Ownership is kept as one lease record per partition in any store with an atomic
+//! compare-and-set ([`LeaseStore`]): [`MemoryStore`] here, embedded SQLite, PostgreSQL, etcd,
+//! ZooKeeper or Azure Table Storage in the backend crates.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use leasehold::{admin, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, Router};
+//!
+//! let store = Arc::new(MemoryStore::new());
+//! let group = leasehold::GroupName::new("orders").unwrap();
+//! admin::init(&*store, &group, 16).await.unwrap();
+//!
+//! // Two servers join the group; each takes its fair share.
+//! let start = |name: &str| {
+//!     let config = ParticipantConfig::fast(NodeId::new(name).unwrap(), 16).with_group(group.clone());
+//!     Participant::start(store.clone(), config, ()).unwrap()
+//! };
+//! let (a, b) = (start("server-a"), start("server-b"));
+//! tokio::time::sleep(Duration::from_secs(3)).await;
+//! assert_eq!(a.owned().len() + b.owned().len(), 16);
+//!
+//! // A client routes a key to its owner.
+//! let router = Router::connect(store.clone(), group.clone(), 16).await.unwrap();
+//! let (partition, owner) = router.owner_of_key("order-42");
+//! let server = if owner.as_ref() == Some(a.node()) { &a } else { &b };
+//!
+//! // The server checks its lease before every state-changing step, and passes the epoch
+//! // along as a fencing token.
+//! let lease = server.lease(partition).expect("the owner holds the lease");
+//! println!("order-42 -> partition {partition} on {} (token {})", server.node(), lease.epoch());
+//!
+//! a.shutdown().await; // graceful hand-off: b takes a's partitions at its next scan
+//! tokio::time::sleep(Duration::from_secs(1)).await;
+//! assert_eq!(b.owned().len(), 16);
+//! b.shutdown().await;
+//! # });
+//! ```
+//!
+//! # How it stays safe
+//!
+//! A holder renews each lease with a compare-and-set on the version it last wrote and stops
+//! serving `lease_validity` after it *sent* the last successful renewal, by its own monotonic
+//! clock, whether or not the store answers. Another node takes a lease only after seeing its
+//! record unchanged for `acquire_after`, with `acquire_after × (1 − ρ) > lease_validity ×
+//! (1 + ρ)` for a clock-rate drift bound ρ, or at once when the holder released it. Every
+//! acquisition increments the epoch, a fencing token that lets a resource refuse a holder
+//! that was paused past its lease.
+//!
+//! The pieces: [`ParticipantConfig`] (timings, validated), [`Participant`] (the background
+//! lease loop), [`planner`] (the pure decision function it runs), [`Router`] (key → owner for
+//! clients), [`admin`] (operator actions) and, with feature `testing`, the store conformance
+//! suite.
 
 pub mod admin;
 mod clock;
@@ -10,6 +66,7 @@ mod memory;
 mod participant;
 pub mod planner;
 mod record;
+mod router;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -23,6 +80,7 @@ pub use participant::{Callbacks, Environment, LeaseGuard, Loss, LossReason, Part
 pub use record::{
     unix_ms_now, LeaseRecord, LeaseState, MemberRecord, Stored, StoredLease, StoredMember,
 };
+pub use router::{fnv1a_32, partition_for_key, NotOwner, Router};
 pub use store::{
     lease_key, member_key, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode,
     TimeoutStore,

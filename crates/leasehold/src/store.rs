@@ -178,7 +178,7 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
                 .await;
             if let Err(error) = &result {
                 if error.is_transient() {
-                    return Err(clone_transient(error));
+                    return Err(error.summarize());
                 }
             }
             results.push(result);
@@ -226,19 +226,6 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
         let _ = group;
         Err(StoreError::NotSupported("change notifications"))
-    }
-}
-
-fn clone_transient(error: &StoreError) -> StoreError {
-    match error {
-        StoreError::Throttled { message } => StoreError::Throttled {
-            message: message.clone(),
-        },
-        StoreError::Timeout(limit) => StoreError::Timeout(*limit),
-        other => StoreError::Unavailable {
-            message: other.to_string(),
-            source: None,
-        },
     }
 }
 

@@ -6,3 +6,25 @@ use leasehold::testing::{run_conformance, MemoryHarness};
 async fn memory_store_passes_the_conformance_suite() {
     run_conformance(&MemoryHarness::default()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_survives_a_crash_with_takeover() {
+    let store = std::sync::Arc::new(leasehold::MemoryStore::new());
+    leasehold::testing::scenarios::crash_takeover(store, leasehold::testing::unique_group("crash"))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_release_is_taken_at_once_with_notifications() {
+    let store = std::sync::Arc::new(leasehold::MemoryStore::new());
+    let delay = leasehold::testing::scenarios::release_latency(
+        store,
+        leasehold::testing::unique_group("release"),
+    )
+    .await;
+    // The scan interval is 5 s: anything well below means a notification woke the taker.
+    assert!(
+        delay < std::time::Duration::from_millis(2500),
+        "notified, not scanned: {delay:?}"
+    );
+}

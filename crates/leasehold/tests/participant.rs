@@ -592,3 +592,131 @@ async fn invalid_config_is_refused_at_start() {
     let error = Participant::start(store, bad, ()).unwrap_err().to_string();
     assert!(error.contains("acquire_after"), "{error}");
 }
+
+/// A store that applies batch writes but, when told to, loses the reply: the caller sees a
+/// time-out although the write landed.
+#[derive(Debug, Clone)]
+struct LostReplyStore {
+    inner: HangingStore,
+    lose_replies: Arc<Mutex<u32>>,
+}
+
+#[async_trait]
+impl LeaseStore for LostReplyStore {
+    async fn list_leases(&self, g: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        self.inner.list_leases(g).await
+    }
+    async fn get_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        self.inner.get_lease(g, p).await
+    }
+    async fn put_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+        r: &LeaseRecord,
+        m: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.inner.put_lease(g, p, r, m).await
+    }
+    async fn put_leases(
+        &self,
+        g: &GroupName,
+        w: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let results = self.inner.put_leases(g, w).await;
+        let mut remaining = self.lose_replies.lock().unwrap();
+        if *remaining > 0 {
+            *remaining -= 1;
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
+        results
+    }
+    async fn delete_lease(
+        &self,
+        g: &GroupName,
+        p: PartitionId,
+        v: &Version,
+    ) -> Result<(), StoreError> {
+        self.inner.delete_lease(g, p, v).await
+    }
+    async fn list_members(&self, g: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        self.inner.list_members(g).await
+    }
+    async fn get_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        self.inner.get_member(g, n).await
+    }
+    async fn put_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+        r: &MemberRecord,
+        m: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.inner.put_member(g, n, r, m).await
+    }
+    async fn delete_member(
+        &self,
+        g: &GroupName,
+        n: &NodeId,
+        v: &Version,
+    ) -> Result<(), StoreError> {
+        self.inner.delete_member(g, n, v).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_whose_reply_was_lost_is_recognised_and_the_lease_kept() {
+    let memory = store_with(3).await;
+    let lose_replies = Arc::new(Mutex::new(0));
+    let store = Arc::new(LostReplyStore {
+        inner: HangingStore {
+            inner: (*memory).clone(),
+            hang: Arc::new(Mutex::new(false)),
+        },
+        lose_replies: lose_replies.clone(),
+    });
+    let recorder = Recorder::default();
+    let a = Participant::start(store, config("a", 3), recorder.callbacks(&node("a"))).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(a.owned().len(), 3);
+    // The next two renewal batches land but their replies are lost.
+    *lose_replies.lock().unwrap() = 2;
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(*lose_replies.lock().unwrap(), 0, "the replies were lost");
+    assert_eq!(
+        a.owned().len(),
+        3,
+        "leases kept: the landed writes were recognised as ours"
+    );
+    assert!(
+        recorder.events().iter().all(|e| e.kind == Kind::Acquired),
+        "no loss at all: {:?}",
+        recorder.events()
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acquisition_whose_reply_was_lost_is_recognised() {
+    let memory = store_with(2).await;
+    let store = Arc::new(LostReplyStore {
+        inner: HangingStore {
+            inner: (*memory).clone(),
+            hang: Arc::new(Mutex::new(false)),
+        },
+        lose_replies: Arc::new(Mutex::new(1)),
+    });
+    let recorder = Recorder::default();
+    let a = Participant::start(store, config("a", 2), recorder.callbacks(&node("a"))).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(a.owned().len(), 2, "taken at once despite the lost reply");
+    a.shutdown().await;
+}

@@ -138,3 +138,18 @@ pub trait Callbacks: Send + Sync + 'static {
 
 /// No callbacks: the application polls [`crate::Participant::lease`] instead.
 impl Callbacks for () {}
+
+/// Shared callbacks: one value serving several participants.
+impl<T: Callbacks + ?Sized> Callbacks for Arc<T> {
+    fn on_acquired(&self, lease: &LeaseGuard) {
+        (**self).on_acquired(lease)
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        (**self).on_lost(loss)
+    }
+
+    fn load(&self, partition: PartitionId) -> Option<f64> {
+        (**self).load(partition)
+    }
+}

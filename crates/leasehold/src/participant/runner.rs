@@ -233,15 +233,9 @@ impl Runner {
         let results = self
             .call(async move { store.put_leases(&group, &batch).await })
             .await;
-        let results = match results {
-            Ok(results) => results,
-            Err(error) => {
-                tracing::warn!(node = %self.config.node, %error, "renewal failed; leases stand until their deadlines");
-                return;
-            }
-        };
+        let results = self.settle("renewal", writes, results).await;
         let valid_until = sent_at + self.config.lease_validity;
-        for (write, result) in writes.into_iter().zip(results) {
+        for (write, result) in results {
             match result {
                 Ok(version) => {
                     if let Some(holding) = self.holdings.get_mut(&write.partition) {
@@ -255,12 +249,58 @@ impl Runner {
                     let now = self.clock.now();
                     self.lose(write.partition, LossReason::Conflict, now);
                 }
-                Err(error) => {
-                    tracing::warn!(node = %self.config.node, partition = %write.partition, %error, "renewal failed")
-                }
+                // Outcome still unknown: the lease stands until its deadline, and the next
+                // renewal will tell.
+                Err(_) => {}
             }
         }
         self.expire_due();
+    }
+
+    /// Pairs each write with its result, and resolves writes whose outcome is unknown
+    /// (time-out, lost connection) by reading the records back once: a record equal to what
+    /// we sent is our write, landed. Any other writer changes the owner, epoch, note or
+    /// timestamp, so equality cannot be a coincidence.
+    async fn settle(
+        &mut self,
+        what: &'static str,
+        writes: Vec<LeaseWrite>,
+        results: Result<Vec<Result<Version, StoreError>>, StoreError>,
+    ) -> Vec<(LeaseWrite, Result<Version, StoreError>)> {
+        let results: Vec<Result<Version, StoreError>> = match results {
+            Ok(results) => results,
+            Err(error) => writes.iter().map(|_| Err(error.summarize())).collect(),
+        };
+        let mut settled: Vec<(LeaseWrite, Result<Version, StoreError>)> =
+            writes.into_iter().zip(results).collect();
+        let unknown = settled
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
+            .count();
+        if unknown == 0 {
+            return settled;
+        }
+        tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let Ok(listing) = self
+            .call(async move { store.list_leases(&group).await })
+            .await
+        else {
+            return settled;
+        };
+        let current: BTreeMap<PartitionId, crate::record::StoredLease> =
+            listing.records.into_iter().map(|r| (r.key, r)).collect();
+        for (write, result) in &mut settled {
+            if !result.as_ref().is_err_and(StoreError::is_transient) {
+                continue;
+            }
+            if let Some(stored) = current.get(&write.partition) {
+                if stored.value == write.record {
+                    *result = Ok(stored.version.clone());
+                }
+            }
+        }
+        settled
     }
 
     async fn write_member(&mut self) {
@@ -433,28 +473,12 @@ impl Runner {
             .call(async move { store.put_leases(&group, &batch).await })
             .await;
         let valid_until = sent_at + self.config.lease_validity;
-        let results = match results {
-            Ok(results) => results,
-            Err(error) => {
-                tracing::warn!(node = %self.config.node, %error, "acquisition failed");
-                // Whether the writes landed is unknown: forget what we saw, so the rows wait a
-                // full acquire_after from their next sighting.
-                for write in &writes {
-                    self.observed.leases.remove(&write.partition);
-                }
-                return;
-            }
-        };
-        for (write, result) in writes.into_iter().zip(results) {
-            // Whatever the outcome, our view of this row is now out of date.
+        for (write, result) in self.settle("acquisition", writes, results).await {
+            // Whatever the outcome, our view of this row is now out of date: if the write's
+            // fate stays unknown, the row waits a full acquire_after from its next sighting.
             self.observed.leases.remove(&write.partition);
-            let version = match result {
-                Ok(version) => version,
-                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => continue,
-                Err(error) => {
-                    tracing::warn!(node = %self.config.node, partition = %write.partition, %error, "acquisition failed");
-                    continue;
-                }
+            let Ok(version) = result else {
+                continue;
             };
             if self.clock.now() >= valid_until {
                 // The reply came too late to serve at all; the lease runs out unused.

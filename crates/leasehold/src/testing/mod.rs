@@ -13,6 +13,7 @@
 //! ```
 
 mod checks;
+pub mod scenarios;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,0 +1,105 @@
+//! The embedded store of leasehold: lease and member records in one SQLite database file.
+//!
+//! [`SqliteStore`] is the default store for a fleet that lives on **one host**: several
+//! processes (workers, the `leasehold` command-line tool, an agent) open the same file and
+//! divide the partitions among themselves with no server to run. When the fleet spans
+//! machines, use a networked store instead (PostgreSQL, etcd, ZooKeeper, Azure Tables); the
+//! file must not live on a network share, where SQLite's locks and WAL mode do not work.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode, StoreError};
+//! use leasehold_sqlite::SqliteStore;
+//!
+//! let directory = tempfile::tempdir().unwrap();
+//! let store = SqliteStore::open(directory.path().join("leasehold.db")).await.unwrap();
+//! let group = GroupName::new("orders").unwrap();
+//! let v1 = store
+//!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
+//!     .await
+//!     .unwrap();
+//! store
+//!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Update(v1.clone()))
+//!     .await
+//!     .unwrap();
+//! // Another writer (in any process) that read v1 has lost the race.
+//! let stale = store
+//!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Update(v1))
+//!     .await;
+//! assert!(matches!(stale, Err(StoreError::Conflict { .. })));
+//! # });
+//! ```
+//!
+//! # Schema
+//!
+//! The store creates the schema in a new file and records its version in
+//! `PRAGMA user_version` (now [`SqliteStore::SCHEMA_VERSION`]). It upgrades a file with an
+//! older version and refuses, with [`StoreError::Invalid`](leasehold::StoreError::Invalid),
+//! a file written by a newer one. Each record is one row of readable columns:
+//!
+//! ```text
+//! leases(grp TEXT, partition INTEGER, owner TEXT NULL, epoch INTEGER,
+//!        state TEXT ('held' | 'released' | 'offline'),
+//!        prohibited TEXT (comma-separated node ids, '' when none),
+//!        load REAL NULL, note TEXT NULL, written_at_unix_ms INTEGER NULL, version INTEGER,
+//!        PRIMARY KEY (grp, partition))
+//! members(grp TEXT, node TEXT, weight INTEGER, draining INTEGER (0 | 1), load REAL NULL,
+//!         heartbeat INTEGER, written_at_unix_ms INTEGER NULL, version INTEGER,
+//!         PRIMARY KEY (grp, node))
+//! meta(key TEXT PRIMARY KEY, value INTEGER)   -- 'next_version': the version counter
+//! ```
+//!
+//! Every write takes its version from the single `next_version` counter in the same
+//! transaction, so a version is never handed out twice, even to a record deleted and created
+//! again. Writes run in `BEGIN IMMEDIATE` transactions, which take the file's write lock
+//! before reading the version they compare, so a compare-and-set is atomic across every
+//! process using the file.
+//!
+//! # Inspecting the file
+//!
+//! Readers never block writers in WAL mode, so an operator can look at a live file with the
+//! `sqlite3` shell:
+//!
+//! ```text
+//! sqlite3 leasehold.db 'select * from leases'
+//! sqlite3 -header -column leasehold.db \
+//!     "select partition, owner, epoch, state from leases where grp = 'orders' order by partition"
+//! ```
+//!
+//! SQLite keeps `leasehold.db-wal` and `leasehold.db-shm` beside the file while it is in use,
+//! so every process needs write access to the directory, not only to the file. To copy a
+//! live file, use `sqlite3 leasehold.db '.backup copy.db'` rather than `cp`.
+//!
+//! Edit rows by hand only with care: a row that no longer decodes (an unknown state, a bad
+//! node id, a negative epoch...) is reported as [`StoreError::Corrupt`](leasehold::StoreError)
+//! naming its key, and listings carry on with the other rows. Change leases with the
+//! `leasehold` command-line tool instead, which keeps versions right.
+//!
+//! # Durability and time limits
+//!
+//! - `journal_mode=WAL`: readers and the single writer do not block each other, across
+//!   processes.
+//! - `synchronous=FULL` by default ([`Synchronous`]): a write reported done survives a power
+//!   loss, so an epoch given out as a fencing token is never given out again after a reboot.
+//!   `NORMAL` is faster but may lose the last commits on power loss.
+//! - `busy_timeout` (default 5 s, [`SqliteOptions::busy_timeout`]): how long a write waits for
+//!   another connection's write lock before failing with
+//!   [`StoreError::Unavailable`](leasehold::StoreError::Unavailable), which callers retry.
+//! - Each call runs on a blocking thread so the async runtime never waits on the disk, and is
+//!   bounded by the call timeout ([`SqliteOptions::call_timeout`]).
+//!
+//! # Change notifications
+//!
+//! [`LeaseStore::watch`](leasehold::LeaseStore::watch) is not supported: a SQLite file offers
+//! no change feed that reaches other processes, so participants poll the table.
+
+mod error;
+mod operations;
+mod options;
+mod pool;
+mod rows;
+mod schema;
+mod store;
+
+pub use options::{SqliteOptions, Synchronous};
+pub use store::SqliteStore;

@@ -1,0 +1,354 @@
+//! The SQL of each store call, run on a connection in a blocking thread.
+//!
+//! Every write runs inside `BEGIN IMMEDIATE`, which takes SQLite's write lock before the
+//! first read: the version check and the write that depends on it cannot interleave with any
+//! other writer, in this process or another.
+
+use leasehold::{
+    lease_key, member_key, GroupName, Listing, NodeId, PartitionId, PutMode, StoreError,
+    StoredLease, StoredMember, Version,
+};
+use rusqlite::types::ValueRef;
+use rusqlite::{
+    params, Connection, OptionalExtension, Params, Row, Transaction, TransactionBehavior,
+};
+
+use crate::error::Context;
+use crate::rows::{
+    decode_lease, decode_member, decode_version, lease_columns, member_columns, LeaseRow, MemberRow,
+};
+
+const LIST_LEASES: &str = concat!(
+    "SELECT ",
+    lease_columns!(),
+    " FROM leases WHERE grp = ?1 ORDER BY partition"
+);
+const GET_LEASE: &str = concat!(
+    "SELECT ",
+    lease_columns!(),
+    " FROM leases WHERE grp = ?1 AND partition = ?2"
+);
+const LEASE_VERSION: &str = "SELECT version FROM leases WHERE grp = ?1 AND partition = ?2";
+const INSERT_LEASE: &str = "INSERT INTO leases (grp, partition, owner, epoch, state, \
+     prohibited, load, note, written_at_unix_ms, version) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+const UPDATE_LEASE: &str = "UPDATE leases SET owner = ?3, epoch = ?4, state = ?5, \
+     prohibited = ?6, load = ?7, note = ?8, written_at_unix_ms = ?9, version = ?10 \
+     WHERE grp = ?1 AND partition = ?2";
+const DELETE_LEASE: &str = "DELETE FROM leases WHERE grp = ?1 AND partition = ?2";
+
+const LIST_MEMBERS: &str = concat!(
+    "SELECT ",
+    member_columns!(),
+    " FROM members WHERE grp = ?1 ORDER BY node"
+);
+const GET_MEMBER: &str = concat!(
+    "SELECT ",
+    member_columns!(),
+    " FROM members WHERE grp = ?1 AND node = ?2"
+);
+const MEMBER_VERSION: &str = "SELECT version FROM members WHERE grp = ?1 AND node = ?2";
+const INSERT_MEMBER: &str = "INSERT INTO members (grp, node, weight, draining, load, \
+     heartbeat, written_at_unix_ms, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const UPDATE_MEMBER: &str = "UPDATE members SET weight = ?3, draining = ?4, load = ?5, \
+     heartbeat = ?6, written_at_unix_ms = ?7, version = ?8 WHERE grp = ?1 AND node = ?2";
+const DELETE_MEMBER: &str = "DELETE FROM members WHERE grp = ?1 AND node = ?2";
+
+// One counter for every record of every group: a version is never handed out twice, so a
+// record deleted and created again can never repeat a version someone still holds.
+const TAKE_VERSION: &str =
+    "UPDATE meta SET value = value + 1 WHERE key = 'next_version' RETURNING value - 1";
+
+type Decode<T> = fn(&GroupName, &Row<'_>) -> Result<T, StoreError>;
+
+fn list<T>(
+    connection: &Connection,
+    sql: &str,
+    group: &GroupName,
+    decode: Decode<T>,
+) -> Result<Listing<T>, StoreError> {
+    let context = format!("listing records of group {group}");
+    let mut statement = connection.prepare_cached(sql).context(&context)?;
+    let mut rows = statement.query([group.as_str()]).context(&context)?;
+    let mut listing = Listing::default();
+    while let Some(row) = rows.next().context(&context)? {
+        match decode(group, row) {
+            Ok(record) => listing.records.push(record),
+            Err(error) => listing.corrupt.push(error),
+        }
+    }
+    Ok(listing)
+}
+
+fn get<T>(
+    connection: &Connection,
+    sql: &str,
+    group: &GroupName,
+    key: impl Params,
+    context: &str,
+    decode: Decode<T>,
+) -> Result<Option<T>, StoreError> {
+    let mut statement = connection.prepare_cached(sql).context(context)?;
+    let mut rows = statement.query(key).context(context)?;
+    match rows.next().context(context)? {
+        Some(row) => decode(group, row).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Every lease of `group`, ordered by partition, undecodable rows reported apart.
+pub(crate) fn list_leases(
+    connection: &Connection,
+    group: &GroupName,
+) -> Result<Listing<StoredLease>, StoreError> {
+    list(connection, LIST_LEASES, group, decode_lease)
+}
+
+/// One lease, or `None`.
+pub(crate) fn get_lease(
+    connection: &Connection,
+    group: &GroupName,
+    partition: PartitionId,
+) -> Result<Option<StoredLease>, StoreError> {
+    let context = format!("reading {}", lease_key(group, partition));
+    let key = params![group.as_str(), partition.0];
+    get(connection, GET_LEASE, group, key, &context, decode_lease)
+}
+
+/// Every member of `group`, ordered by node name, undecodable rows reported apart.
+pub(crate) fn list_members(
+    connection: &Connection,
+    group: &GroupName,
+) -> Result<Listing<StoredMember>, StoreError> {
+    list(connection, LIST_MEMBERS, group, decode_member)
+}
+
+/// One member, or `None`.
+pub(crate) fn get_member(
+    connection: &Connection,
+    group: &GroupName,
+    node: &NodeId,
+) -> Result<Option<StoredMember>, StoreError> {
+    let context = format!("reading {}", member_key(group, node));
+    let key = params![group.as_str(), node.as_str()];
+    get(connection, GET_MEMBER, group, key, &context, decode_member)
+}
+
+/// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits what it did, unless it fails
+/// with a transient error (SQLite itself failed), which rolls everything back.
+///
+/// A condition error (conflict, not found...) is a result, not a failure: what `body` wrote
+/// before it is committed, which is what a batch with per-write results needs.
+pub(crate) fn write<T>(
+    connection: &mut Connection,
+    context: &str,
+    body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .context(context)?;
+    let result = body(&transaction);
+    if let Err(error) = &result {
+        if error.is_transient() {
+            return result;
+        }
+    }
+    transaction.commit().context(context)?;
+    result
+}
+
+/// The version a row holds now: `None` if there is no row, `Some(None)` if its version
+/// column cannot be read (no expected version matches it).
+type CurrentVersion = Option<Option<i64>>;
+
+fn current_version(
+    transaction: &Transaction<'_>,
+    sql: &str,
+    key: impl Params,
+    context: &str,
+) -> Result<CurrentVersion, StoreError> {
+    let mut statement = transaction.prepare_cached(sql).context(context)?;
+    statement
+        .query_row(key, |row| {
+            Ok(match row.get_ref(0)? {
+                ValueRef::Integer(version) => Some(version),
+                _ => None,
+            })
+        })
+        .optional()
+        .context(context)
+}
+
+fn check_condition(
+    current: CurrentVersion,
+    mode: &PutMode,
+    key: impl FnOnce() -> String,
+) -> Result<(), StoreError> {
+    match (current, mode) {
+        (Some(_), PutMode::Create) => Err(StoreError::AlreadyExists { key: key() }),
+        (None, PutMode::Update(_)) => Err(StoreError::NotFound { key: key() }),
+        (Some(found), PutMode::Update(expected)) => {
+            let expected = expected.as_number().and_then(|n| i64::try_from(n).ok());
+            if found.is_some() && found == expected {
+                Ok(())
+            } else {
+                Err(StoreError::Conflict { key: key() })
+            }
+        }
+        (None, PutMode::Create) => Ok(()),
+    }
+}
+
+/// Takes the next version from the counter, in the caller's transaction.
+fn take_version(transaction: &Transaction<'_>, current: CurrentVersion) -> Result<i64, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: "meta/next_version".to_owned(),
+        reason,
+    };
+    let mut statement = transaction
+        .prepare_cached(TAKE_VERSION)
+        .context("taking a version from the counter")?;
+    let taken = statement
+        .query_row([], |row| row.get_ref(0).map(|value| value.as_i64().ok()))
+        .optional()
+        .context("taking a version from the counter")?
+        .ok_or_else(|| corrupt("the version counter row is missing".to_owned()))?
+        .ok_or_else(|| corrupt("the version counter is not an integer".to_owned()))?;
+    decode_version(taken).map_err(corrupt)?;
+    // A counter set back by hand would hand out versions again; refuse rather than reuse.
+    if let Some(Some(found)) = current {
+        if taken <= found {
+            return Err(corrupt(format!(
+                "the version counter ({taken}) is behind a stored version ({found})"
+            )));
+        }
+    }
+    Ok(taken)
+}
+
+fn changed_one_row(changed: usize, key: &str) -> Result<(), StoreError> {
+    // The write lock is held since the version was read, so the row cannot have moved.
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "writing {key} changed {changed} rows instead of one"
+        )))
+    }
+}
+
+/// Writes one lease under `mode`, in the caller's transaction.
+pub(crate) fn put_lease(
+    transaction: &Transaction<'_>,
+    group: &GroupName,
+    partition: PartitionId,
+    row: &LeaseRow,
+    mode: &PutMode,
+) -> Result<Version, StoreError> {
+    let key = lease_key(group, partition);
+    let context = format!("writing {key}");
+    let lookup = params![group.as_str(), partition.0];
+    let current = current_version(transaction, LEASE_VERSION, lookup, &context)?;
+    check_condition(current, mode, || key.clone())?;
+    let version = take_version(transaction, current)?;
+    let sql = if current.is_some() {
+        UPDATE_LEASE
+    } else {
+        INSERT_LEASE
+    };
+    let changed = transaction
+        .prepare_cached(sql)
+        .context(&context)?
+        .execute(params![
+            group.as_str(),
+            partition.0,
+            row.owner,
+            row.epoch,
+            row.state,
+            row.prohibited,
+            row.load,
+            row.note,
+            row.written_at_unix_ms,
+            version,
+        ])
+        .context(&context)?;
+    changed_one_row(changed, &key)?;
+    decode_version(version).map_err(StoreError::Invalid)
+}
+
+/// Writes one member under `mode`, in the caller's transaction.
+pub(crate) fn put_member(
+    transaction: &Transaction<'_>,
+    group: &GroupName,
+    node: &NodeId,
+    row: &MemberRow,
+    mode: &PutMode,
+) -> Result<Version, StoreError> {
+    let key = member_key(group, node);
+    let context = format!("writing {key}");
+    let lookup = params![group.as_str(), node.as_str()];
+    let current = current_version(transaction, MEMBER_VERSION, lookup, &context)?;
+    check_condition(current, mode, || key.clone())?;
+    let version = take_version(transaction, current)?;
+    let sql = if current.is_some() {
+        UPDATE_MEMBER
+    } else {
+        INSERT_MEMBER
+    };
+    let changed = transaction
+        .prepare_cached(sql)
+        .context(&context)?
+        .execute(params![
+            group.as_str(),
+            node.as_str(),
+            row.weight,
+            row.draining,
+            row.load,
+            row.heartbeat,
+            row.written_at_unix_ms,
+            version,
+        ])
+        .context(&context)?;
+    changed_one_row(changed, &key)?;
+    decode_version(version).map_err(StoreError::Invalid)
+}
+
+/// Deletes one lease if its version is `version`, in the caller's transaction.
+pub(crate) fn delete_lease(
+    transaction: &Transaction<'_>,
+    group: &GroupName,
+    partition: PartitionId,
+    version: &Version,
+) -> Result<(), StoreError> {
+    let key = lease_key(group, partition);
+    let context = format!("deleting {key}");
+    let lookup = params![group.as_str(), partition.0];
+    let current = current_version(transaction, LEASE_VERSION, lookup, &context)?;
+    check_condition(current, &PutMode::Update(version.clone()), || key.clone())?;
+    let changed = transaction
+        .prepare_cached(DELETE_LEASE)
+        .context(&context)?
+        .execute(lookup)
+        .context(&context)?;
+    changed_one_row(changed, &key)
+}
+
+/// Deletes one member if its version is `version`, in the caller's transaction.
+pub(crate) fn delete_member(
+    transaction: &Transaction<'_>,
+    group: &GroupName,
+    node: &NodeId,
+    version: &Version,
+) -> Result<(), StoreError> {
+    let key = member_key(group, node);
+    let context = format!("deleting {key}");
+    let lookup = params![group.as_str(), node.as_str()];
+    let current = current_version(transaction, MEMBER_VERSION, lookup, &context)?;
+    check_condition(current, &PutMode::Update(version.clone()), || key.clone())?;
+    let changed = transaction
+        .prepare_cached(DELETE_MEMBER)
+        .context(&context)?
+        .execute(lookup)
+        .context(&context)?;
+    changed_one_row(changed, &key)
+}

@@ -1,0 +1,166 @@
+//! How a [`SqliteStore`](crate::SqliteStore) opens and uses its database file.
+
+use std::time::Duration;
+
+use leasehold::StoreError;
+
+/// How hard SQLite works to keep a committed write through a power loss or an OS crash
+/// (`PRAGMA synchronous`). Either way a commit survives the crash of the writing process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Every commit is flushed to disk before the write returns (`synchronous=FULL`).
+    ///
+    /// The default: a lease write that has been reported done stays done even if the machine
+    /// loses power, so an epoch handed out as a fencing token is never handed out again.
+    #[default]
+    Full,
+    /// Commits are flushed at checkpoints only (`synchronous=NORMAL`): faster, but the last
+    /// commits before a power loss may be rolled back, and with them epochs that were
+    /// already handed out. Choose it only when fencing tokens do not leave the machine.
+    Normal,
+}
+
+impl Synchronous {
+    pub(crate) fn pragma_value(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Settings for [`SqliteStore::open_with`](crate::SqliteStore::open_with).
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_sqlite::{SqliteOptions, Synchronous};
+///
+/// let options = SqliteOptions::default()
+///     .busy_timeout(Duration::from_secs(10))
+///     .synchronous(Synchronous::Full)
+///     .max_connections(2);
+/// assert_eq!(options.call_timeout_limit(), Duration::from_secs(20));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    busy_timeout: Duration,
+    call_timeout: Option<Duration>,
+    synchronous: Synchronous,
+    max_connections: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            call_timeout: None,
+            synchronous: Synchronous::Full,
+            max_connections: 4,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// The most connections one store opens to the file: calls beyond it wait their turn.
+    pub const MAX_CONNECTIONS_LIMIT: usize = 64;
+
+    /// How long a call waits for another connection (in this process or another) to finish
+    /// its write before failing with [`StoreError::Unavailable`]. Default 5 s.
+    #[must_use]
+    pub fn busy_timeout(mut self, busy_timeout: Duration) -> Self {
+        self.busy_timeout = busy_timeout;
+        self
+    }
+
+    /// The limit on a whole call, waiting for a connection included, after which it fails
+    /// with [`StoreError::Timeout`]. Default twice the busy timeout; must not be shorter
+    /// than the busy timeout.
+    #[must_use]
+    pub fn call_timeout(mut self, call_timeout: Duration) -> Self {
+        self.call_timeout = Some(call_timeout);
+        self
+    }
+
+    /// The durability of each commit. Default [`Synchronous::Full`].
+    #[must_use]
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// How many connections the store may keep open, so that reads run side by side.
+    /// Default 4, at most [`SqliteOptions::MAX_CONNECTIONS_LIMIT`].
+    #[must_use]
+    pub fn max_connections(mut self, max_connections: usize) -> Self {
+        self.max_connections = max_connections;
+        self
+    }
+
+    /// The busy timeout in force.
+    pub fn busy_timeout_limit(&self) -> Duration {
+        self.busy_timeout
+    }
+
+    /// The call timeout in force: the one set, or twice the busy timeout.
+    pub fn call_timeout_limit(&self) -> Duration {
+        self.call_timeout.unwrap_or(self.busy_timeout * 2)
+    }
+
+    /// The durability in force.
+    pub fn synchronous_mode(&self) -> Synchronous {
+        self.synchronous
+    }
+
+    /// The connection limit in force.
+    pub fn connection_limit(&self) -> usize {
+        self.max_connections
+    }
+
+    /// Checks that the settings can work together.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if self.max_connections == 0 || self.max_connections > Self::MAX_CONNECTIONS_LIMIT {
+            return Err(StoreError::Invalid(format!(
+                "max_connections is {}; it must be between 1 and {}",
+                self.max_connections,
+                Self::MAX_CONNECTIONS_LIMIT
+            )));
+        }
+        let call_timeout = self.call_timeout_limit();
+        if call_timeout.is_zero() || call_timeout < self.busy_timeout {
+            return Err(StoreError::Invalid(format!(
+                "call_timeout {call_timeout:?} must be positive and at least busy_timeout {:?}",
+                self.busy_timeout
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let options = SqliteOptions::default();
+        options.validate().expect("defaults");
+        assert_eq!(options.busy_timeout_limit(), Duration::from_secs(5));
+        assert_eq!(options.call_timeout_limit(), Duration::from_secs(10));
+        assert_eq!(options.synchronous_mode(), Synchronous::Full);
+    }
+
+    #[test]
+    fn inconsistent_settings_are_refused_with_their_values() {
+        let short_call = SqliteOptions::default()
+            .busy_timeout(Duration::from_secs(5))
+            .call_timeout(Duration::from_secs(1));
+        let message = short_call.validate().unwrap_err().to_string();
+        assert!(
+            message.contains("1s") && message.contains("5s"),
+            "{message}"
+        );
+        let no_connections = SqliteOptions::default().max_connections(0);
+        let message = no_connections.validate().unwrap_err().to_string();
+        assert!(message.contains("max_connections is 0"), "{message}");
+    }
+}

@@ -1,0 +1,145 @@
+//! A small pool of connections, used from blocking threads so the async runtime never waits
+//! on SQLite.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use leasehold::StoreError;
+use rusqlite::Connection;
+use tokio::sync::Semaphore;
+
+use crate::error::is_busy;
+use crate::options::SqliteOptions;
+use crate::schema;
+
+/// Connections to one database file, at most `max_connections` of them.
+pub(crate) struct Pool {
+    path: PathBuf,
+    options: SqliteOptions,
+    /// Connections not in use. Never longer than the number of permits.
+    idle: Mutex<Vec<Connection>>,
+    /// One permit per connection that may be in use at once.
+    permits: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    /// Opens `path`, creating the file and its schema if needed, and keeps that first
+    /// connection for reuse.
+    pub(crate) async fn open(path: &Path, options: SqliteOptions) -> Result<Pool, StoreError> {
+        options.validate()?;
+        let path = std::path::absolute(path).map_err(|error| {
+            StoreError::unavailable(format!("resolving the path {}", path.display()), error)
+        })?;
+        let limit = options.call_timeout_limit();
+        let opening = tokio::task::spawn_blocking({
+            let path = path.clone();
+            let options = options.clone();
+            move || open_first(&path, &options)
+        });
+        let connection = match tokio::time::timeout(limit, opening).await {
+            Ok(joined) => joined.map_err(|error| {
+                StoreError::unavailable("the thread opening the database failed", error)
+            })??,
+            Err(_) => return Err(StoreError::Timeout(limit)),
+        };
+        Ok(Pool {
+            permits: Arc::new(Semaphore::new(options.connection_limit())),
+            idle: Mutex::new(vec![connection]),
+            path,
+            options,
+        })
+    }
+
+    /// The absolute path of the database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The settings the pool was opened with.
+    pub(crate) fn options(&self) -> &SqliteOptions {
+        &self.options
+    }
+
+    /// Runs `operation` on a connection in a blocking thread, within the call timeout.
+    ///
+    /// If the caller stops waiting (time-out or cancellation), the operation still runs to its
+    /// end, bounded by SQLite's busy timeout, and its connection returns to the pool.
+    pub(crate) async fn run<T, F>(self: &Arc<Self>, operation: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let limit = self.options.call_timeout_limit();
+        let pool = Arc::clone(self);
+        let call = async move {
+            let permit = Arc::clone(&pool.permits)
+                .acquire_owned()
+                .await
+                .map_err(|error| StoreError::unavailable("the connection pool is closed", error))?;
+            let work = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                pool.with_connection(operation)
+            });
+            work.await.map_err(|error| {
+                StoreError::unavailable("the thread running the SQLite call failed", error)
+            })?
+        };
+        match tokio::time::timeout(limit, call).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Timeout(limit)),
+        }
+    }
+
+    fn lock_idle(&self) -> MutexGuard<'_, Vec<Connection>> {
+        // The list is only pushed to and popped from, so a panic cannot leave it half-changed.
+        self.idle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn with_connection<T>(
+        &self,
+        operation: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let idle = self.lock_idle().pop();
+        let mut connection = match idle {
+            Some(connection) => connection,
+            None => schema::connect(&self.path, &self.options)?,
+        };
+        let result = operation(&mut connection);
+        // A connection left inside a transaction would hold the write lock; drop it instead.
+        if connection.is_autocommit() {
+            self.lock_idle().push(connection);
+        }
+        result
+    }
+}
+
+/// Opens the first connection and prepares the schema, waiting out lock contention (other
+/// processes opening the same new file) for up to the busy timeout.
+fn open_first(path: &Path, options: &SqliteOptions) -> Result<Connection, StoreError> {
+    const PAUSE: Duration = Duration::from_millis(20);
+    let deadline = Instant::now() + options.busy_timeout_limit();
+    loop {
+        let attempt = schema::connect(path, options).and_then(|mut connection| {
+            schema::prepare(&mut connection, path)?;
+            Ok(connection)
+        });
+        match attempt {
+            Err(error) if is_busy(&error) && Instant::now() + PAUSE < deadline => {
+                std::thread::sleep(PAUSE);
+            }
+            other => return other,
+        }
+    }
+}

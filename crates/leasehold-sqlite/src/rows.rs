@@ -1,0 +1,310 @@
+//! Records as table rows: checked encoding of writes, defensive decoding of reads.
+//!
+//! Rows can be edited by hand with the `sqlite3` shell, so decoding trusts nothing: a value
+//! of the wrong type or out of range makes that one row [`StoreError::Corrupt`].
+
+use leasehold::{
+    lease_key, member_key, Epoch, GroupName, LeaseRecord, LeaseState, MemberRecord, NodeId,
+    PartitionId, StoreError, StoredLease, StoredMember, Version,
+};
+use rusqlite::types::ValueRef;
+use rusqlite::Row;
+
+/// The columns [`decode_lease`] reads, in order, as a literal for `concat!`.
+macro_rules! lease_columns {
+    () => {
+        "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version"
+    };
+}
+pub(crate) use lease_columns;
+
+/// The columns [`decode_member`] reads, in order, as a literal for `concat!`.
+macro_rules! member_columns {
+    () => {
+        "node, weight, draining, load, heartbeat, written_at_unix_ms, version"
+    };
+}
+pub(crate) use member_columns;
+
+/// A lease record as the values of its columns, ready to bind.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseRow {
+    pub(crate) owner: Option<String>,
+    pub(crate) epoch: i64,
+    pub(crate) state: &'static str,
+    pub(crate) prohibited: String,
+    pub(crate) load: Option<f64>,
+    pub(crate) note: Option<String>,
+    pub(crate) written_at_unix_ms: Option<i64>,
+}
+
+/// A member record as the values of its columns, ready to bind.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberRow {
+    pub(crate) weight: i64,
+    pub(crate) draining: bool,
+    pub(crate) load: Option<f64>,
+    pub(crate) heartbeat: i64,
+    pub(crate) written_at_unix_ms: Option<i64>,
+}
+
+fn storable(value: u64, field: &str, key: impl FnOnce() -> String) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| {
+        StoreError::Invalid(format!(
+            "{}: {field} {value} is larger than SQLite's integers can hold",
+            key()
+        ))
+    })
+}
+
+/// Encodes a lease record, refusing values SQLite cannot store exactly.
+pub(crate) fn encode_lease(
+    group: &GroupName,
+    partition: PartitionId,
+    record: &LeaseRecord,
+) -> Result<LeaseRow, StoreError> {
+    let key = || lease_key(group, partition);
+    let prohibited: Vec<&str> = record.prohibited.iter().map(NodeId::as_str).collect();
+    Ok(LeaseRow {
+        owner: record.owner.as_ref().map(|owner| owner.as_str().to_owned()),
+        epoch: storable(record.epoch.0, "epoch", key)?,
+        state: record.state.as_str(),
+        // Node ids cannot contain commas, so the list splits back unambiguously.
+        prohibited: prohibited.join(","),
+        load: record.load,
+        note: record.note.clone(),
+        written_at_unix_ms: record
+            .written_at_unix_ms
+            .map(|ms| storable(ms, "written_at_unix_ms", key))
+            .transpose()?,
+    })
+}
+
+/// Encodes a member record, refusing values SQLite cannot store exactly.
+pub(crate) fn encode_member(
+    group: &GroupName,
+    node: &NodeId,
+    record: &MemberRecord,
+) -> Result<MemberRow, StoreError> {
+    let key = || member_key(group, node);
+    Ok(MemberRow {
+        weight: i64::from(record.weight),
+        draining: record.draining,
+        load: record.load,
+        heartbeat: storable(record.heartbeat, "heartbeat", key)?,
+        written_at_unix_ms: record
+            .written_at_unix_ms
+            .map(|ms| storable(ms, "written_at_unix_ms", key))
+            .transpose()?,
+    })
+}
+
+/// One column of a row being decoded; errors are the reason the row is corrupt.
+struct Column<'row, 'statement> {
+    row: &'row Row<'statement>,
+    index: usize,
+    name: &'static str,
+}
+
+impl<'row> Column<'row, '_> {
+    fn value(&self) -> Result<ValueRef<'row>, String> {
+        self.row
+            .get_ref(self.index)
+            .map_err(|error| format!("{}: {error}", self.name))
+    }
+
+    fn optional_text(&self) -> Result<Option<&'row str>, String> {
+        match self.value()? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(bytes) => std::str::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("{} is not valid UTF-8", self.name)),
+            other => Err(format!(
+                "{} is {:?}, not text",
+                self.name,
+                other.data_type()
+            )),
+        }
+    }
+
+    fn text(&self) -> Result<&'row str, String> {
+        self.optional_text()?
+            .ok_or_else(|| format!("{} is NULL", self.name))
+    }
+
+    fn optional_integer(&self) -> Result<Option<i64>, String> {
+        match self.value()? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(value) => Ok(Some(value)),
+            other => Err(format!(
+                "{} is {:?}, not an integer",
+                self.name,
+                other.data_type()
+            )),
+        }
+    }
+
+    fn integer(&self) -> Result<i64, String> {
+        self.optional_integer()?
+            .ok_or_else(|| format!("{} is NULL", self.name))
+    }
+
+    fn optional_unsigned(&self) -> Result<Option<u64>, String> {
+        self.optional_integer()?
+            .map(|value| {
+                u64::try_from(value).map_err(|_| format!("{} is negative: {value}", self.name))
+            })
+            .transpose()
+    }
+
+    fn unsigned(&self) -> Result<u64, String> {
+        self.optional_unsigned()?
+            .ok_or_else(|| format!("{} is NULL", self.name))
+    }
+
+    fn optional_real(&self) -> Result<Option<f64>, String> {
+        match self.value()? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Real(value) => Ok(Some(value)),
+            // A hand edit may store a whole number as an integer.
+            ValueRef::Integer(value) => Ok(Some(value as f64)),
+            other => Err(format!(
+                "{} is {:?}, not a number",
+                self.name,
+                other.data_type()
+            )),
+        }
+    }
+
+    fn node(&self, text: &str) -> Result<NodeId, String> {
+        NodeId::new(text).map_err(|error| format!("{}: {error}", self.name))
+    }
+}
+
+fn column<'row, 'statement>(
+    row: &'row Row<'statement>,
+    index: usize,
+    name: &'static str,
+) -> Column<'row, 'statement> {
+    Column { row, index, name }
+}
+
+/// The key column of a row whose key is itself unreadable, as the `sqlite3` shell shows it.
+fn raw_key(row: &Row<'_>) -> String {
+    match row.get_ref(0) {
+        Ok(ValueRef::Null) => "NULL".to_owned(),
+        Ok(ValueRef::Integer(value)) => value.to_string(),
+        Ok(ValueRef::Real(value)) => value.to_string(),
+        Ok(ValueRef::Text(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        Ok(ValueRef::Blob(_)) | Err(_) => "?".to_owned(),
+    }
+}
+
+/// A version read from a row: versions are handed out from 1 up.
+pub(crate) fn decode_version(value: i64) -> Result<Version, String> {
+    match u64::try_from(value) {
+        Ok(number) if number > 0 => Ok(Version::from_number(number)),
+        _ => Err(format!("version {value} is not positive")),
+    }
+}
+
+fn decode_lease_fields(row: &Row<'_>) -> Result<(LeaseRecord, Version), String> {
+    let owner = column(row, 1, "owner");
+    let owner = owner
+        .optional_text()?
+        .map(|text| owner.node(text))
+        .transpose()?;
+    let state_text = column(row, 3, "state").text()?;
+    let state = LeaseState::parse(state_text)
+        .ok_or_else(|| format!("state {state_text:?} is not held, released or offline"))?;
+    let prohibited_column = column(row, 4, "prohibited");
+    let prohibited = match prohibited_column.text()? {
+        "" => Vec::new(),
+        list => list
+            .split(',')
+            .map(|name| prohibited_column.node(name))
+            .collect::<Result<_, _>>()?,
+    };
+    let record = LeaseRecord {
+        owner,
+        epoch: Epoch(column(row, 2, "epoch").unsigned()?),
+        state,
+        prohibited,
+        load: column(row, 5, "load").optional_real()?,
+        note: column(row, 6, "note").optional_text()?.map(str::to_owned),
+        written_at_unix_ms: column(row, 7, "written_at_unix_ms").optional_unsigned()?,
+    };
+    let version = decode_version(column(row, 8, "version").integer()?)?;
+    Ok((record, version))
+}
+
+/// Decodes a row of [`lease_columns`]; a bad value makes it [`StoreError::Corrupt`].
+pub(crate) fn decode_lease(group: &GroupName, row: &Row<'_>) -> Result<StoredLease, StoreError> {
+    let partition = column(row, 0, "partition")
+        .integer()
+        .and_then(|value| {
+            u32::try_from(value).map_err(|_| format!("partition {value} is out of range"))
+        })
+        .map(PartitionId);
+    let partition = match partition {
+        Ok(partition) => partition,
+        Err(reason) => {
+            return Err(StoreError::Corrupt {
+                key: format!("{group}/lease/{}", raw_key(row)),
+                reason,
+            });
+        }
+    };
+    decode_lease_fields(row)
+        .map(|(value, version)| StoredLease {
+            key: partition,
+            value,
+            version,
+        })
+        .map_err(|reason| StoreError::Corrupt {
+            key: lease_key(group, partition),
+            reason,
+        })
+}
+
+fn decode_member_fields(row: &Row<'_>) -> Result<(MemberRecord, Version), String> {
+    let weight = column(row, 1, "weight").unsigned()?;
+    let draining = match column(row, 2, "draining").integer()? {
+        0 => false,
+        1 => true,
+        other => return Err(format!("draining is {other}, not 0 or 1")),
+    };
+    let record = MemberRecord {
+        weight: u32::try_from(weight).map_err(|_| format!("weight {weight} is out of range"))?,
+        draining,
+        load: column(row, 3, "load").optional_real()?,
+        heartbeat: column(row, 4, "heartbeat").unsigned()?,
+        written_at_unix_ms: column(row, 5, "written_at_unix_ms").optional_unsigned()?,
+    };
+    let version = decode_version(column(row, 6, "version").integer()?)?;
+    Ok((record, version))
+}
+
+/// Decodes a row of [`member_columns`]; a bad value makes it [`StoreError::Corrupt`].
+pub(crate) fn decode_member(group: &GroupName, row: &Row<'_>) -> Result<StoredMember, StoreError> {
+    let node_column = column(row, 0, "node");
+    let node = match node_column.text().and_then(|text| node_column.node(text)) {
+        Ok(node) => node,
+        Err(reason) => {
+            return Err(StoreError::Corrupt {
+                key: format!("{group}/member/{}", raw_key(row)),
+                reason,
+            });
+        }
+    };
+    decode_member_fields(row)
+        .map(|(value, version)| StoredMember {
+            key: node.clone(),
+            value,
+            version,
+        })
+        .map_err(|reason| StoreError::Corrupt {
+            key: member_key(group, &node),
+            reason,
+        })
+}

@@ -1,0 +1,231 @@
+//! [`SqliteStore`]: the [`LeaseStore`] of one database file.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use leasehold::{
+    lease_key, member_key, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+};
+
+use crate::operations;
+use crate::options::SqliteOptions;
+use crate::pool::Pool;
+use crate::rows::{encode_lease, encode_member};
+use crate::schema;
+
+/// A [`LeaseStore`] kept in a SQLite database file on local disk, shared by every process of
+/// one host that opens the same path.
+///
+/// Cloning gives another handle to the same connections. Calls run on Tokio's blocking
+/// threads, each bounded by the options' call timeout. See the [crate docs](crate) for the
+/// schema and the durability choices.
+///
+/// [`LeaseStore::watch`] is not supported: SQLite has no change feed that reaches other
+/// processes, so participants poll.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.pool.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// The schema version this build writes (`PRAGMA user_version` of the file).
+    pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
+
+    /// Opens the database at `path` with [`SqliteOptions::default`], creating the file and its
+    /// schema if absent.
+    ///
+    /// Fails with [`StoreError::Invalid`] if the file was written by a newer schema version
+    /// or cannot use WAL mode, and [`StoreError::Unavailable`] if it cannot be opened.
+    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Opens the database at `path` with `options`, creating the file and its schema if
+    /// absent. Fails as [`SqliteStore::open`] does, and with [`StoreError::Invalid`] if the
+    /// options do not [validate](SqliteOptions::validate).
+    pub async fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let pool = Pool::open(path.as_ref(), options).await?;
+        Ok(SqliteStore {
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// The absolute path of the database file.
+    pub fn path(&self) -> &Path {
+        self.pool.path()
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        self.pool.options()
+    }
+}
+
+#[async_trait]
+impl LeaseStore for SqliteStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let group = group.clone();
+        self.pool
+            .run(move |connection| operations::list_leases(connection, &group))
+            .await
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        let group = group.clone();
+        self.pool
+            .run(move |connection| operations::get_lease(connection, &group, partition))
+            .await
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let row = encode_lease(group, partition, record)?;
+        let group = group.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("writing {}", lease_key(&group, partition));
+                operations::write(connection, &context, |transaction| {
+                    operations::put_lease(transaction, &group, partition, &row, &mode)
+                })
+            })
+            .await
+    }
+
+    /// Applies the whole batch in one transaction, each write on its own condition.
+    ///
+    /// A write whose condition fails, or whose record cannot be stored, fails alone and the
+    /// others commit. If SQLite itself fails, nothing of the batch is applied.
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encoded: Vec<_> = writes
+            .iter()
+            .map(|write| {
+                let row = encode_lease(group, write.partition, &write.record);
+                (write.partition, row, write.mode.clone())
+            })
+            .collect();
+        let group = group.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("writing a batch of {} leases of {group}", encoded.len());
+                operations::write(connection, &context, |transaction| {
+                    let mut results = Vec::with_capacity(encoded.len());
+                    for (partition, row, mode) in encoded {
+                        let result = row.and_then(|row| {
+                            operations::put_lease(transaction, &group, partition, &row, &mode)
+                        });
+                        match result {
+                            Err(error) if error.is_transient() => return Err(error),
+                            result => results.push(result),
+                        }
+                    }
+                    Ok(results)
+                })
+            })
+            .await
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let group = group.clone();
+        let version = version.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("deleting {}", lease_key(&group, partition));
+                operations::write(connection, &context, |transaction| {
+                    operations::delete_lease(transaction, &group, partition, &version)
+                })
+            })
+            .await
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        let group = group.clone();
+        self.pool
+            .run(move |connection| operations::list_members(connection, &group))
+            .await
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        let group = group.clone();
+        let node = node.clone();
+        self.pool
+            .run(move |connection| operations::get_member(connection, &group, &node))
+            .await
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let row = encode_member(group, node, record)?;
+        let group = group.clone();
+        let node = node.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("writing {}", member_key(&group, &node));
+                operations::write(connection, &context, |transaction| {
+                    operations::put_member(transaction, &group, &node, &row, &mode)
+                })
+            })
+            .await
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let group = group.clone();
+        let node = node.clone();
+        let version = version.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("deleting {}", member_key(&group, &node));
+                operations::write(connection, &context, |transaction| {
+                    operations::delete_member(transaction, &group, &node, &version)
+                })
+            })
+            .await
+    }
+}

@@ -1,0 +1,336 @@
+//! Participant scenarios against a real store, for backend crates' integration tests.
+//!
+//! These run in real time (a server cannot be paused), with short timings, and check the
+//! safety rule as it happens: a [`FenceRecorder`] shared by every participant of the process
+//! fails the test the moment a partition would have two holders, or an epoch would not
+//! increase. Lease logic itself is tested with controlled time in the core; here the question
+//! is whether a backend keeps it safe and live against a real server.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::admin;
+use crate::config::ParticipantConfig;
+use crate::participant::{Callbacks, LeaseGuard, Loss, LossReason, Participant};
+use crate::store::LeaseStore;
+use crate::types::{GroupName, NodeId, PartitionId};
+
+/// Short real-time timings for scenarios: renew every 200 ms, validity 800 ms, take over after
+/// 1.2 s, scan every 200 ms, store calls limited to 200 ms.
+pub fn scenario_config(node: &str, group: &GroupName, partitions: u32) -> ParticipantConfig {
+    let mut config = ParticipantConfig::fast(NodeId::new(node).expect("valid node"), partitions)
+        .with_group(group.clone());
+    config.heartbeat = Duration::from_millis(200);
+    config.scan_interval = Duration::from_millis(200);
+    config.store_timeout = Duration::from_millis(200);
+    config.lease_validity = Duration::from_millis(800);
+    config.acquire_after = Duration::from_millis(1200);
+    config
+}
+
+/// One line of the recorder's audit trail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FenceEvent {
+    /// The node.
+    pub node: NodeId,
+    /// The partition.
+    pub partition: PartitionId,
+    /// The epoch of the tenure.
+    pub epoch: u64,
+    /// `None` for an acquisition, the reason for a loss.
+    pub lost: Option<LossReason>,
+    /// When it happened (for a loss: when the node stopped holding).
+    pub at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct FenceState {
+    holders: BTreeMap<PartitionId, (NodeId, u64)>,
+    highest_epoch: BTreeMap<PartitionId, u64>,
+    events: Vec<FenceEvent>,
+    violations: Vec<String>,
+}
+
+/// Records every participant's acquisitions and losses in this process and checks, as they
+/// happen, that no partition has two holders and that epochs strictly increase.
+#[derive(Debug, Clone, Default)]
+pub struct FenceRecorder {
+    state: Arc<Mutex<FenceState>>,
+}
+
+impl FenceRecorder {
+    /// The callbacks for one node.
+    pub fn callbacks(&self, node: &NodeId) -> Arc<dyn Callbacks> {
+        Arc::new(NodeFence {
+            node: node.clone(),
+            recorder: self.clone(),
+        })
+    }
+
+    /// Forgets a crashed node's beliefs: a dead process holds nothing.
+    pub fn crashed(&self, node: &NodeId) {
+        let mut state = self.lock();
+        state.holders.retain(|_, (holder, _)| holder != node);
+    }
+
+    /// Every event so far.
+    pub fn events(&self) -> Vec<FenceEvent> {
+        self.lock().events.clone()
+    }
+
+    /// Panics with every violation seen, if any.
+    pub fn assert_safe(&self) {
+        let state = self.lock();
+        assert!(
+            state.violations.is_empty(),
+            "safety violations: {:#?}",
+            state.violations
+        );
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FenceState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct NodeFence {
+    node: NodeId,
+    recorder: FenceRecorder,
+}
+
+impl Callbacks for NodeFence {
+    fn on_acquired(&self, lease: &LeaseGuard) {
+        let mut state = self.recorder.lock();
+        let partition = lease.partition();
+        let epoch = lease.epoch().0;
+        if let Some((holder, held_epoch)) = state.holders.get(&partition).cloned() {
+            state.violations.push(format!(
+                "{} acquired partition {partition} (epoch {epoch}) while {holder} holds it (epoch {held_epoch})",
+                self.node
+            ));
+        }
+        let highest = state.highest_epoch.get(&partition).copied().unwrap_or(0);
+        if epoch <= highest {
+            state.violations.push(format!(
+                "partition {partition}: epoch {epoch} acquired after epoch {highest}"
+            ));
+        }
+        state.highest_epoch.insert(partition, epoch);
+        state.holders.insert(partition, (self.node.clone(), epoch));
+        state.events.push(FenceEvent {
+            node: self.node.clone(),
+            partition,
+            epoch,
+            lost: None,
+            at: Instant::now(),
+        });
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        let mut state = self.recorder.lock();
+        if state.holders.get(&loss.partition).map(|(n, _)| n) == Some(&self.node) {
+            state.holders.remove(&loss.partition);
+        }
+        state.events.push(FenceEvent {
+            node: self.node.clone(),
+            partition: loss.partition,
+            epoch: loss.epoch.0,
+            lost: Some(loss.reason),
+            at: loss.at,
+        });
+    }
+}
+
+/// A group of in-process participants on one store.
+pub struct Fleet {
+    /// The store they share.
+    pub store: Arc<dyn LeaseStore>,
+    /// Their group.
+    pub group: GroupName,
+    /// How many partitions it has.
+    pub partitions: u32,
+    /// The running participants.
+    pub nodes: Vec<Participant>,
+    /// Their shared audit trail.
+    pub recorder: FenceRecorder,
+}
+
+impl Fleet {
+    /// Initialises `group` with `partitions` partitions and starts `count` participants named
+    /// `node-0`, `node-1`, … with [`scenario_config`] timings adjusted by `adjust`.
+    pub async fn start(
+        store: Arc<dyn LeaseStore>,
+        group: GroupName,
+        partitions: u32,
+        count: usize,
+        adjust: impl Fn(&mut ParticipantConfig),
+    ) -> Fleet {
+        admin::init(&*store, &group, partitions)
+            .await
+            .expect("init the group");
+        let recorder = FenceRecorder::default();
+        let nodes = (0..count)
+            .map(|index| {
+                let mut config = scenario_config(&format!("node-{index}"), &group, partitions);
+                adjust(&mut config);
+                let callbacks = recorder.callbacks(&config.node);
+                Participant::start(Arc::clone(&store), config, callbacks)
+                    .expect("scenario timings are valid")
+            })
+            .collect();
+        Fleet {
+            store,
+            group,
+            partitions,
+            nodes,
+            recorder,
+        }
+    }
+
+    /// How many partitions the running participants hold between them.
+    pub fn owned_total(&self) -> usize {
+        self.nodes.iter().map(|n| n.owned().len()).sum()
+    }
+
+    /// Waits up to `limit` until every partition is held, returning how long it took.
+    pub async fn wait_all_owned(&self, limit: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.owned_total() == self.partitions as usize {
+                return Some(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// Crashes node `index`: its task stops without releasing anything.
+    pub fn crash(&mut self, index: usize) -> NodeId {
+        let node = self.nodes.remove(index);
+        node.abort();
+        self.recorder.crashed(node.node());
+        node.node().clone()
+    }
+
+    /// Shuts every node down gracefully and checks the audit trail.
+    pub async fn finish(self) {
+        for node in &self.nodes {
+            node.shutdown().await;
+        }
+        self.recorder.assert_safe();
+    }
+}
+
+/// Three nodes share 12 partitions; one crashes; the survivors take its partitions after
+/// `acquire_after`, with no overlap and increasing epochs. Returns the failover time.
+pub async fn crash_takeover(store: Arc<dyn LeaseStore>, group: GroupName) -> Duration {
+    let mut fleet = Fleet::start(store, group, 12, 3, |_| {}).await;
+    fleet
+        .wait_all_owned(Duration::from_secs(20))
+        .await
+        .expect("three nodes own every partition");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let acquire_after = scenario_config("x", &fleet.group, 1).acquire_after;
+    let crashed = fleet.crash(0);
+    let failover = fleet
+        .wait_all_owned(Duration::from_secs(20))
+        .await
+        .expect("survivors take over every partition");
+    println!("crash_takeover: {crashed} crashed; all partitions owned again after {failover:?} (acquire_after {acquire_after:?})");
+    assert!(
+        failover >= acquire_after.mul_f64(0.9),
+        "taken over after {failover:?}, sooner than acquire_after {acquire_after:?}"
+    );
+    fleet.finish().await;
+    failover
+}
+
+/// Three nodes hold every partition; `outage` makes the store unreachable for longer than the
+/// lease validity (for example by stopping the server) and `recovery` brings it back. Every
+/// lease must end by its deadline while the store is gone (loss callbacks fire), nothing
+/// panics, no partition has two holders, and after recovery every partition is held again.
+pub async fn store_outage<O, R>(
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    outage: O,
+    recovery: R,
+) where
+    O: Future<Output = ()>,
+    R: Future<Output = ()>,
+{
+    let fleet = Fleet::start(store, group, 12, 3, |_| {}).await;
+    fleet
+        .wait_all_owned(Duration::from_secs(20))
+        .await
+        .expect("three nodes own every partition");
+    let validity = scenario_config("x", &fleet.group, 1).lease_validity;
+    let started = Instant::now();
+    outage.await;
+    // Stop holding within validity of the last renewal sent before the outage began.
+    let limit = validity + Duration::from_secs(2);
+    while fleet.owned_total() > 0 && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        fleet.owned_total(),
+        0,
+        "every lease ended within {limit:?} of the outage"
+    );
+    let expired = fleet
+        .recorder
+        .events()
+        .iter()
+        .filter(|e| e.lost == Some(LossReason::Expired) && e.at >= started)
+        .count();
+    println!("store_outage: {expired} leases expired on schedule while the store was gone");
+    assert!(expired >= 1, "loss callbacks fired");
+    recovery.await;
+    let back = fleet
+        .wait_all_owned(Duration::from_secs(60))
+        .await
+        .expect("every partition owned again after the store came back");
+    println!("store_outage: all partitions owned again {back:?} after recovery");
+    fleet.finish().await;
+}
+
+/// With change notifications, a released partition is taken by another node without waiting
+/// for its scan: prints the measured delay next to the scan interval (no wall-clock bound is
+/// asserted). Returns the delay.
+pub async fn release_latency(store: Arc<dyn LeaseStore>, group: GroupName) -> Duration {
+    // A long scan interval shows what the notifications save.
+    let scan = Duration::from_secs(5);
+    let fleet = Fleet::start(store, group, 4, 2, |c| {
+        c.scan_interval = scan;
+        c.max_partitions_per_node = 2;
+    })
+    .await;
+    fleet
+        .wait_all_owned(Duration::from_secs(30))
+        .await
+        .expect("two nodes own every partition");
+    let (giver, taker) = (&fleet.nodes[0], &fleet.nodes[1]);
+    let partition = giver.owned()[0];
+    // Let the taker below its cap by giving it room: release one of the giver's partitions.
+    let released_at = Instant::now();
+    assert!(giver.release(partition).await);
+    // The giver is now below its cap too, and may take it back itself; whoever takes it, the
+    // delay is what a notification-driven scan costs.
+    let mut delay = None;
+    while released_at.elapsed() < scan * 3 {
+        if giver.lease(partition).is_some() || taker.lease(partition).is_some() {
+            delay = Some(released_at.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let delay = delay.expect("the released partition was taken again");
+    println!(
+        "release_latency: released partition taken again after {delay:?} (scan interval {scan:?})"
+    );
+    fleet.finish().await;
+    delay
+}
