@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use leasehold::{GroupName, NodeId};
 
 use crate::duration::parse_duration;
-use crate::store_url::{StoreUrl, DEFAULT_STORE};
+use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 
 /// Lease-based partitioning: divide N partitions among servers so that no partition is ever
 /// served by two at once.
@@ -21,7 +21,7 @@ pub struct Cli {
     /// sqlite:///ABSOLUTE/PATH, or memory: (private to this process; for demo and tests)
     /// [default: sqlite:leasehold.db; for demo, a file in a temporary directory]
     #[arg(long, global = true, env = "LEASEHOLD_STORE", value_name = "URL")]
-    pub store: Option<StoreUrl>,
+    pub store: Option<String>,
 
     /// The group: one independent lease table inside the store.
     #[arg(
@@ -205,10 +205,9 @@ pub struct DemoArgs {
 }
 
 impl Cli {
-    /// The store to use: `--store`, or the default file in the current directory.
-    pub fn store_url(&self) -> StoreUrl {
-        self.store
-            .clone()
-            .unwrap_or_else(|| StoreUrl::parse(DEFAULT_STORE).expect("the default URL is valid"))
+    /// The store to use: `--store`, or the default file in the current directory. Parsed
+    /// here rather than by clap so that a bad URL is reported like every other error.
+    pub fn store_url(&self) -> Result<StoreUrl, InvalidStoreUrl> {
+        StoreUrl::parse(self.store.as_deref().unwrap_or(DEFAULT_STORE))
     }
 }

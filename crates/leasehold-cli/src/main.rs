@@ -68,13 +68,12 @@ fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
     }
 }
 
-/// Logs go to stderr, filtered by `RUST_LOG` when set. Long-running commands log at info;
-/// operator commands only warn, so their stdout and stderr stay clean for scripts. The demo
-/// draws its own picture of each lease change, so the core's per-lease lines are kept out.
+/// Logs go to stderr, filtered by `RUST_LOG` when set. `node` logs at info (each lease it
+/// gains or loses); operator commands only warn, so their output stays clean for scripts,
+/// and so does the demo, which narrates on stdout and draws each lease change on its map.
 fn init_logging(command: &Command) {
     let default = match command {
         Command::Node(_) => "info",
-        Command::Demo(_) => "info,leasehold::participant=warn",
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));

@@ -23,7 +23,7 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     configure(cli, args, args.partitions.unwrap_or(1))
         .validate()
         .with_context(|| format!("invalid configuration for node {node}"))?;
-    let store = store_url::open(&cli.store_url()).await?;
+    let store = store_url::open(&cli.store_url()?).await?;
     let table = GroupTable {
         store: Arc::new(TimeoutStore::new(Arc::clone(&store), cli.timeout)),
         group: cli.group.clone(),
@@ -82,26 +82,32 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
     config
 }
 
-/// The group's partition count: taken from the table, or created from `--partitions` when
-/// the group does not exist. A count that disagrees with the table is refused.
+/// The group's partition count: taken from the table, or, with `--partitions`, checked
+/// against it. Records missing below `--partitions` are created only while the group is
+/// unused (every record still at epoch 0), so that nodes started together on a new table
+/// can each finish the build-out, but a group in use is never grown behind its users' back.
 async fn partition_count(table: &GroupTable, requested: Option<u32>) -> anyhow::Result<u32> {
+    let group = &table.group;
     let existing = table.partition_count().await?;
-    match (existing, requested) {
-        (0, None) => anyhow::bail!(
-            "group {} does not exist; pass --partitions N to create it, or run init",
-            table.group
-        ),
-        (0, Some(partitions)) => {
-            let outcome = admin::init(&*table.store, &table.group, partitions).await?;
-            tracing::info!(group = %table.group, created = outcome.created, "created the group");
-            Ok(partitions)
-        }
-        (existing, Some(partitions)) if existing != partitions => anyhow::bail!(
-            "group {} has {existing} partitions, but --partitions {partitions} was given",
-            table.group
-        ),
-        (existing, _) => Ok(existing),
+    let Some(partitions) = requested else {
+        anyhow::ensure!(
+            existing > 0,
+            "group {group} does not exist; pass --partitions N to create it, or run init"
+        );
+        return Ok(existing);
+    };
+    let listing = table.store.list_leases(group).await?;
+    let in_use = listing.records.iter().any(|r| r.value.epoch.0 > 0);
+    if existing > partitions || (existing < partitions && existing > 0 && in_use) {
+        anyhow::bail!(
+            "group {group} has {existing} partitions, but --partitions {partitions} was given"
+        );
     }
+    if listing.records.len() + listing.corrupt.len() < partitions as usize {
+        let outcome = admin::init(&*table.store, group, partitions).await?;
+        tracing::info!(%group, created = outcome.created, "created lease records");
+    }
+    Ok(partitions)
 }
 
 /// Writes the fence log from the participant's notifications.

@@ -113,9 +113,10 @@ fn configs(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Vec<ParticipantConfig>>
 
 /// `--store` if given, otherwise an SQLite file in a temporary directory removed at the end.
 async fn open_store(cli: &Cli) -> anyhow::Result<DemoStore> {
-    if let Some(url) = &cli.store {
+    if cli.store.is_some() {
+        let url = cli.store_url()?;
         return Ok(DemoStore {
-            store: store_url::open(url).await?,
+            store: store_url::open(&url).await?,
             description: url.to_string(),
             private: !url.is_shared(),
             _directory: None,
@@ -233,7 +234,8 @@ impl Fleet {
         .await?;
         let measured = self.measure(&held, crashed_at);
         self.say(&format!(
-            "[{}] failover: {} partitions re-acquired; first after {}, last after {} (acquire_after = {})",
+            "[{}] failover: {} partitions re-acquired; first after {}, last after {} \
+             (acquire_after = {}, counted from each lease's last renewal before the crash)",
             self.clock(),
             measured.partitions,
             format_duration(measured.first),

@@ -57,7 +57,7 @@ impl Screen {
     /// Prints a line of narrative above the map.
     pub fn say(&mut self, line: &str) {
         let mut out = std::io::stdout().lock();
-        let _ = write!(out, "{}{line}\n", self.erase());
+        let _ = writeln!(out, "{}{line}", self.erase());
         self.drawn_lines = 0;
         let _ = out.flush();
     }
