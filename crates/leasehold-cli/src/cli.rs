@@ -13,7 +13,8 @@ use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 /// served by two at once.
 ///
 /// Durations are written with a unit: 500ms, 2s, 1.5s, 1m30s.
-/// Exit codes: 0 success, 1 problems found (stale) or demo check failed, 2 error.
+///
+/// Exit codes: 0 success, 1 problems found (stale) or a demo check failed, 2 error.
 #[derive(Debug, Parser)]
 #[command(name = "leasehold", version)]
 pub struct Cli {

@@ -23,6 +23,7 @@ mod status;
 mod store_url;
 mod table;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -77,8 +78,11 @@ fn init_logging(command: &Command) {
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::stderr().is_terminal());
+    match command {
+        Command::Demo(_) => logs.with_writer(demo::LogWriter::new).init(),
+        _ => logs.with_writer(std::io::stderr).init(),
+    }
 }

@@ -124,6 +124,18 @@ async fn open_sqlite(path: &std::path::Path) -> anyhow::Result<Arc<dyn LeaseStor
     Ok(Arc::new(leasehold_sqlite::SqliteStore::open(path).await?))
 }
 
+/// Opens a throwaway SQLite file (the demo's, in a temporary directory). Commits are not
+/// flushed to disk one by one: nothing needs to survive a machine crash, and per-commit
+/// flushes on a busy disk would slow the demo's fast timings into spurious expiries.
+pub async fn open_scratch_sqlite(path: &std::path::Path) -> anyhow::Result<Arc<dyn LeaseStore>> {
+    use leasehold_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+    let options = SqliteOptions::default().synchronous(Synchronous::Normal);
+    let store = SqliteStore::open_with(path, options)
+        .await
+        .with_context(|| format!("cannot open store sqlite:{}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,3 +168,39 @@ impl Callbacks for NodeCallbacks {
         self.checker.lost(self.index, loss);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use leasehold::{admin, MemoryStore, NodeId, ParticipantConfig};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn an_acquisition_while_another_node_holds_is_reported() {
+        let store = Arc::new(MemoryStore::new());
+        let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 1);
+        admin::init(&*store, &config.group, 1).await.unwrap();
+        let checker = Checker::new(1, vec!["a".into(), "b".into()]);
+        let holder = Participant::start(store, config, checker.callbacks(0)).unwrap();
+        checker.register(holder.clone());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let lease = loop {
+            if let Some(lease) = holder.lease(PartitionId(0)) {
+                break lease;
+            }
+            assert!(Instant::now() < deadline, "the lone node never acquired");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(checker.violations().is_empty());
+
+        // Node b claims the same tenure while a still holds it.
+        checker.callbacks(1).on_acquired(&lease);
+        let violations = checker.violations();
+        assert_eq!(violations.len(), 2, "{violations:?}");
+        assert!(violations[0].contains("b acquired epoch 1 while a still held it"));
+        assert!(violations[1].contains("after epoch 1"));
+        holder.shutdown().await;
+    }
+}

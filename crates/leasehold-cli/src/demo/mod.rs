@@ -8,6 +8,8 @@
 mod checker;
 mod screen;
 
+pub use self::screen::LogWriter;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +23,7 @@ use self::checker::Checker;
 use self::screen::{letter, Frame, NodeState, Screen};
 use crate::cli::{Cli, DemoArgs};
 use crate::duration::format_duration;
-use crate::store_url::{self, StoreUrl};
+use crate::store_url;
 use crate::Outcome;
 
 /// How often the live map is redrawn and conditions are polled.
@@ -33,7 +35,7 @@ struct Fleet {
     nodes: Vec<Participant>,
     states: Mutex<Vec<NodeState>>,
     checker: Arc<Checker>,
-    screen: Mutex<Screen>,
+    screen: Screen,
     store: Arc<dyn LeaseStore>,
     group: GroupName,
     partitions: u32,
@@ -126,12 +128,10 @@ async fn open_store(cli: &Cli) -> anyhow::Result<DemoStore> {
         .prefix("leasehold-demo")
         .tempdir()
         .context("cannot create a temporary directory for the demo's store")?;
-    let url = StoreUrl::Sqlite {
-        path: directory.path().join("demo.db"),
-    };
+    let path = directory.path().join("demo.db");
     Ok(DemoStore {
-        store: store_url::open(&url).await?,
-        description: format!("{url} (temporary)"),
+        store: store_url::open_scratch_sqlite(&path).await?,
+        description: format!("sqlite:{} (temporary)", path.display()),
         private: true,
         _directory: Some(directory),
     })
@@ -161,7 +161,7 @@ impl Fleet {
             states: Mutex::new(vec![NodeState::Running; nodes.len()]),
             nodes,
             checker,
-            screen: Mutex::new(Screen::new()),
+            screen: Screen::new(),
             store,
             group,
             partitions: args.partitions,
@@ -206,10 +206,10 @@ impl Fleet {
         ));
         self.snapshot();
 
-        let failover = self.crash(0, limit).await?;
+        let failover = self.crash(self.busiest(), limit).await?;
         self.wait_until(limit, "the survivors to settle", || self.settled())
             .await?;
-        let handoff = self.drain(1, limit).await?;
+        let handoff = self.drain(self.busiest(), limit).await?;
         Ok((failover, handoff))
     }
 
@@ -358,6 +358,14 @@ impl Fleet {
         }
     }
 
+    /// The running node holding the most partitions, so that each event moves some.
+    fn busiest(&self) -> usize {
+        (0..self.nodes.len())
+            .filter(|i| self.state(*i) == NodeState::Running)
+            .max_by_key(|i| (self.nodes[*i].owned().len(), std::cmp::Reverse(*i)))
+            .expect("the demo keeps at least one node running")
+    }
+
     fn holder(&self, partition: PartitionId) -> Option<usize> {
         self.nodes
             .iter()
@@ -424,21 +432,15 @@ impl Fleet {
         }
     }
 
-    fn screen(&self) -> std::sync::MutexGuard<'_, Screen> {
-        self.screen.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn say(&self, line: &str) {
-        self.screen().say(line);
+        self.screen.say(line);
     }
 
     fn draw(&self) {
-        let frame = self.frame();
-        self.screen().draw(&frame);
+        self.screen.draw(&self.frame());
     }
 
     fn snapshot(&self) {
-        let frame = self.frame();
-        self.screen().snapshot(&frame);
+        self.screen.snapshot(&self.frame());
     }
 }

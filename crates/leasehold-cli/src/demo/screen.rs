@@ -3,6 +3,7 @@
 //! snapshots are printed at phase changes only.
 
 use std::io::{IsTerminal, Write};
+use std::sync::{Mutex, MutexGuard};
 
 /// Cells per row of the grid.
 const ROW_CELLS: usize = 16;
@@ -34,13 +35,29 @@ pub struct Frame {
     pub last_event: Option<String>,
 }
 
-/// Where the demo writes: standard output, redrawn in place when it is a terminal.
+/// Lines of the live map on screen below the narrative, to move back over before anything
+/// else is written. Shared with the log writer, so a log line never lands inside the map.
+static DRAWN_LINES: Mutex<usize> = Mutex::new(0);
+
+fn drawn_lines() -> MutexGuard<'static, usize> {
+    DRAWN_LINES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Erases the live map, if one is drawn, leaving the cursor where it started.
+fn erase(out: &mut impl Write, drawn: &mut usize) {
+    if *drawn > 0 {
+        let _ = write!(out, "\x1b[{}F\x1b[J", *drawn);
+        let _ = out.flush();
+        *drawn = 0;
+    }
+}
+
+/// Where the demo writes: standard output, with a live map redrawn in place below the
+/// narrative when it is a terminal.
 #[derive(Debug)]
 pub struct Screen {
     live: bool,
     colored: bool,
-    /// Lines of the grid currently on screen below the cursor's line, to move back over.
-    drawn_lines: usize,
 }
 
 impl Screen {
@@ -50,53 +67,35 @@ impl Screen {
         Screen {
             live,
             colored: live && std::env::var_os("NO_COLOR").is_none(),
-            drawn_lines: 0,
         }
     }
 
-    /// Prints a line of narrative above the map.
-    pub fn say(&mut self, line: &str) {
+    /// Prints a line of narrative above the live map.
+    pub fn say(&self, line: &str) {
+        let mut drawn = drawn_lines();
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}{line}", self.erase());
-        self.drawn_lines = 0;
+        erase(&mut out, &mut drawn);
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 
-    /// Redraws the map in place (terminal only).
-    pub fn draw(&mut self, frame: &Frame) {
-        if self.live {
-            self.show(frame, true);
-        }
-    }
-
-    /// Prints the map at a phase change: redrawn on a terminal, a snapshot otherwise.
-    pub fn snapshot(&mut self, frame: &Frame) {
-        self.show(frame, self.live);
+    /// Redraws the live map in place (terminal only).
+    pub fn draw(&self, frame: &Frame) {
         if !self.live {
-            println!();
+            return;
         }
-    }
-
-    fn show(&mut self, frame: &Frame, in_place: bool) {
-        let text = self.render(frame, in_place);
+        let text = self.render(frame, true);
+        let mut drawn = drawn_lines();
         let mut out = std::io::stdout().lock();
-        let erase = if in_place {
-            self.erase()
-        } else {
-            String::new()
-        };
-        let _ = write!(out, "{erase}{text}");
+        erase(&mut out, &mut drawn);
+        let _ = write!(out, "{text}");
         let _ = out.flush();
-        self.drawn_lines = if in_place { text.lines().count() } else { 0 };
+        *drawn = text.lines().count();
     }
 
-    /// Moves the cursor back to where the map started and clears to the end of the screen.
-    fn erase(&self) -> String {
-        if self.drawn_lines == 0 {
-            String::new()
-        } else {
-            format!("\x1b[{}F\x1b[J", self.drawn_lines)
-        }
+    /// Prints the map as it stands at a phase change, to stay in the narrative.
+    pub fn snapshot(&self, frame: &Frame) {
+        self.say(&self.render(frame, false));
     }
 
     fn paint(&self, node: usize, text: &str) -> String {
@@ -143,6 +142,31 @@ impl Screen {
     }
 }
 
+/// A writer for log lines that first erases the live map, so that logs and map never mix
+/// on a terminal; the map is redrawn below at the next refresh.
+pub struct LogWriter {
+    _drawn: MutexGuard<'static, usize>,
+}
+
+impl LogWriter {
+    /// Takes the screen for one log line.
+    pub fn new() -> LogWriter {
+        let mut drawn = drawn_lines();
+        erase(&mut std::io::stdout().lock(), &mut drawn);
+        LogWriter { _drawn: drawn }
+    }
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        std::io::stderr().write(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 /// The letter shown for node `index`: A, B, C, ...
 pub fn letter(index: usize) -> char {
     char::from(b'A' + (index % 26) as u8)
@@ -157,7 +181,6 @@ mod tests {
         let screen = Screen {
             live: false,
             colored: false,
-            drawn_lines: 0,
         };
         let frame = Frame {
             holders: vec![Some(0), Some(1), None, Some(0)],
