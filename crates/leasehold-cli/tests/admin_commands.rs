@@ -9,25 +9,36 @@ use common::{partitions, read_log, Site, TAKEOVER};
 
 const SETTLE: Duration = Duration::from_secs(20);
 
-/// Starts nodes `ids` over 4 partitions with a shared fence log and waits until each holds
-/// its fair share.
-fn fleet(site: &Site, ids: &[&str]) -> Vec<common::NodeProcess> {
+/// Starts nodes `ids` over `partitions` partitions with a shared fence log and waits until
+/// every partition is held and each node holds its share.
+fn fleet_of(site: &Site, ids: &[&str], partitions: usize) -> Vec<common::NodeProcess> {
     let fence = site.path("fence.log");
-    let flags = ["--partitions", "4", "--fence-log", fence.to_str().unwrap()];
+    let count = partitions.to_string();
+    let flags = [
+        "--partitions",
+        &count,
+        "--fence-log",
+        fence.to_str().unwrap(),
+    ];
     let nodes = ids.iter().map(|id| site.node(id, &flags)).collect();
-    let share = 4 / ids.len();
+    let share = partitions / ids.len();
     site.wait_for(SETTLE, "the partitions to be spread", || {
         let holders = site.holders();
-        holders.len() == 4
-            && ids.iter().all(|id| {
-                holders
-                    .values()
-                    .filter(|h| h.as_deref() == Some(id))
-                    .count()
-                    == share
-            })
+        let held_by = |id: &str| {
+            holders
+                .values()
+                .filter(|h| h.as_deref() == Some(id))
+                .count()
+        };
+        holders.len() == partitions
+            && holders.values().all(Option::is_some)
+            && ids.iter().all(|id| held_by(id) >= share)
     });
     nodes
+}
+
+fn fleet(site: &Site, ids: &[&str]) -> Vec<common::NodeProcess> {
+    fleet_of(site, ids, 4)
 }
 
 fn holder(site: &Site, partition: u64) -> Option<String> {
@@ -83,19 +94,35 @@ fn offline_keeps_everyone_off_until_online() {
 #[test]
 fn prohibit_keeps_one_node_off_and_allow_lets_it_back() {
     let site = Site::new();
-    let _nodes = fleet(&site, &["n1", "n2"]);
-    let banned = holder(&site, 2).expect("partition 2 held");
-    site.ok(&["prohibit", "2", &banned]);
-    site.wait_for(SETTLE, "partition 2 to move", || {
-        holder(&site, 2).is_some_and(|h| h != banned)
+    // One node alone: kept off partition 0, it must leave it unheld however long it waits.
+    let _n1 = fleet_of(&site, &["n1"], 2);
+    let out = site.ok(&["prohibit", "0", "n1"]);
+    assert!(out.contains("partition 0: node n1 prohibited"), "{out}");
+    site.wait_for(SETTLE, "n1 to drop partition 0", || {
+        read_log(&site.path("fence.log"))
+            .iter()
+            .any(|l| l.partition == 0 && l.event == "lost")
     });
-    let view = &site.status()["partitions"][2];
-    assert_eq!(view["prohibited"][0].as_str(), Some(banned.as_str()));
-    site.ok(&["allow", "2", &banned]);
-    assert_eq!(
-        site.status()["partitions"][2]["prohibited"],
-        serde_json::json!([])
-    );
+    sleep(TAKEOVER * 2);
+    let acquisitions = |partition: u32| {
+        read_log(&site.path("fence.log"))
+            .iter()
+            .filter(|l| l.partition == partition && l.event == "acquired")
+            .count()
+    };
+    assert_eq!(acquisitions(0), 1, "n1 took partition 0 back");
+    let view = &site.status()["partitions"][0];
+    assert_eq!(view["prohibited"][0].as_str(), Some("n1"));
+
+    // A permitted node takes it.
+    let fence = site.path("fence.log");
+    let _n2 = site.node("n2", &["--fence-log", fence.to_str().unwrap()]);
+    site.wait_for(SETTLE, "n2 to take partition 0", || {
+        holder(&site, 0).as_deref() == Some("n2")
+    });
+    site.ok(&["allow", "0", "n1"]);
+    let view = &site.status()["partitions"][0];
+    assert_eq!(view["prohibited"], serde_json::json!([]));
 }
 
 #[test]

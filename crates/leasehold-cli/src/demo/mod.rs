@@ -86,7 +86,15 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Outcome> {
         format_duration(args.validity),
         format_duration(args.acquire_after),
     ));
-    let outcome = fleet.run(args).await;
+    let outcome = tokio::select! {
+        outcome = fleet.run(args) => outcome,
+        _ = tokio::signal::ctrl_c() => {
+            // Stop the nodes properly so the temporary store is removed and a shared one is
+            // left without this demo's group.
+            fleet.stop_all().await;
+            Err(anyhow::anyhow!("interrupted"))
+        }
+    };
     if !demo_store.private {
         admin::destroy(&**store, group).await?;
     }
