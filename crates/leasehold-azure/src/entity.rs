@@ -1,0 +1,295 @@
+//! Records as table entities with one readable column per field.
+//!
+//! PartitionKey is the group, so every record of a group (and so one node's renewals) can go
+//! in one entity-group transaction. RowKey is `lease-<partition, 10 digits>` or
+//! `member-<node>`: zero-padding makes the service's key order the numeric order.
+
+use leasehold::{Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, StoreError};
+use serde_json::{json, Map, Value};
+
+pub(crate) const LEASE_PREFIX: &str = "lease-";
+pub(crate) const MEMBER_PREFIX: &str = "member-";
+const PARTITION_DIGITS: usize = 10;
+
+pub(crate) fn lease_row_key(partition: PartitionId) -> String {
+    format!(
+        "{LEASE_PREFIX}{:0width$}",
+        partition.0,
+        width = PARTITION_DIGITS
+    )
+}
+
+pub(crate) fn member_row_key(node: &NodeId) -> String {
+    format!("{MEMBER_PREFIX}{node}")
+}
+
+/// The partition a lease RowKey stands for, if it is one.
+pub(crate) fn parse_lease_row_key(row_key: &str) -> Option<PartitionId> {
+    let digits = row_key.strip_prefix(LEASE_PREFIX)?;
+    if digits.len() != PARTITION_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(PartitionId)
+}
+
+/// An Edm.Int64 property: OData JSON carries 64-bit integers as strings.
+fn insert_int64(entity: &mut Map<String, Value>, name: &str, value: u64) {
+    entity.insert(name.to_owned(), Value::String(value.to_string()));
+    entity.insert(format!("{name}@odata.type"), json!("Edm.Int64"));
+}
+
+/// An Edm.Double property; OData spells the non-finite values as strings.
+fn insert_double(entity: &mut Map<String, Value>, name: &str, value: f64) {
+    let encoded = if value.is_finite() {
+        json!(value)
+    } else if value.is_nan() {
+        json!("NaN")
+    } else if value > 0.0 {
+        json!("Infinity")
+    } else {
+        json!("-Infinity")
+    };
+    entity.insert(name.to_owned(), encoded);
+    entity.insert(format!("{name}@odata.type"), json!("Edm.Double"));
+}
+
+fn keys(group: &str, row_key: String) -> Map<String, Value> {
+    let mut entity = Map::new();
+    entity.insert("PartitionKey".to_owned(), json!(group));
+    entity.insert("RowKey".to_owned(), json!(row_key));
+    entity
+}
+
+/// The entity of a lease record; absent optional fields are left out (the service stores no
+/// nulls).
+pub(crate) fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRecord) -> Value {
+    let mut entity = keys(group, lease_row_key(partition));
+    if let Some(owner) = &record.owner {
+        entity.insert("owner".to_owned(), json!(owner.as_str()));
+    }
+    insert_int64(&mut entity, "epoch", record.epoch.0);
+    entity.insert("state".to_owned(), json!(record.state.as_str()));
+    let prohibited: Vec<&str> = record.prohibited.iter().map(NodeId::as_str).collect();
+    entity.insert("prohibited".to_owned(), json!(prohibited.join(",")));
+    if let Some(load) = record.load {
+        insert_double(&mut entity, "load", load);
+    }
+    if let Some(note) = &record.note {
+        entity.insert("note".to_owned(), json!(note));
+    }
+    if let Some(written_at) = record.written_at_unix_ms {
+        insert_int64(&mut entity, "written_at_unix_ms", written_at);
+    }
+    Value::Object(entity)
+}
+
+pub(crate) fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -> Value {
+    let mut entity = keys(group, member_row_key(node));
+    insert_int64(&mut entity, "weight", u64::from(record.weight));
+    entity.insert("draining".to_owned(), json!(record.draining));
+    if let Some(load) = record.load {
+        insert_double(&mut entity, "load", load);
+    }
+    insert_int64(&mut entity, "heartbeat", record.heartbeat);
+    if let Some(written_at) = record.written_at_unix_ms {
+        insert_int64(&mut entity, "written_at_unix_ms", written_at);
+    }
+    Value::Object(entity)
+}
+
+/// Reads the columns of one entity, naming the record's key in every error.
+struct Columns<'a> {
+    entity: &'a Map<String, Value>,
+    key: &'a str,
+}
+
+impl Columns<'_> {
+    fn corrupt(&self, reason: String) -> StoreError {
+        StoreError::Corrupt {
+            key: self.key.to_owned(),
+            reason,
+        }
+    }
+
+    fn string(&self, name: &str) -> Result<Option<&str>, StoreError> {
+        match self.entity.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(other) => Err(self.corrupt(format!("column {name} is not text: {other}"))),
+        }
+    }
+
+    fn int64(&self, name: &str) -> Result<Option<u64>, StoreError> {
+        let parsed = match self.entity.get(name) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(text)) => text.parse().ok(),
+            Some(Value::Number(number)) => number.as_u64(),
+            Some(_) => None,
+        };
+        parsed
+            .map(Some)
+            .ok_or_else(|| self.corrupt(format!("column {name} is not a non-negative integer")))
+    }
+
+    fn required_int64(&self, name: &str) -> Result<u64, StoreError> {
+        self.int64(name)?
+            .ok_or_else(|| self.corrupt(format!("column {name} is missing")))
+    }
+
+    fn double(&self, name: &str) -> Result<Option<f64>, StoreError> {
+        let parsed = match self.entity.get(name) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Number(number)) => number.as_f64(),
+            Some(Value::String(text)) => match text.as_str() {
+                "NaN" => Some(f64::NAN),
+                "Infinity" => Some(f64::INFINITY),
+                "-Infinity" => Some(f64::NEG_INFINITY),
+                other => other.parse().ok(),
+            },
+            Some(_) => None,
+        };
+        parsed
+            .map(Some)
+            .ok_or_else(|| self.corrupt(format!("column {name} is not a number")))
+    }
+
+    fn bool(&self, name: &str) -> Result<bool, StoreError> {
+        match self.entity.get(name) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(value)) => Ok(*value),
+            Some(other) => Err(self.corrupt(format!("column {name} is not a boolean: {other}"))),
+        }
+    }
+
+    fn node(&self, text: &str) -> Result<NodeId, StoreError> {
+        NodeId::new(text).map_err(|error| self.corrupt(error.to_string()))
+    }
+}
+
+pub(crate) fn parse_lease(
+    key: &str,
+    entity: &Map<String, Value>,
+) -> Result<LeaseRecord, StoreError> {
+    let columns = Columns { entity, key };
+    let state_name = columns
+        .string("state")?
+        .ok_or_else(|| columns.corrupt("column state is missing".to_owned()))?;
+    let state = LeaseState::parse(state_name)
+        .ok_or_else(|| columns.corrupt(format!("unknown state {state_name:?}")))?;
+    let owner = columns
+        .string("owner")?
+        .map(|name| columns.node(name))
+        .transpose()?;
+    let prohibited = match columns.string("prohibited")? {
+        None | Some("") => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|name| columns.node(name))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(LeaseRecord {
+        owner,
+        epoch: Epoch(columns.required_int64("epoch")?),
+        state,
+        prohibited,
+        load: columns.double("load")?,
+        note: columns.string("note")?.map(str::to_owned),
+        written_at_unix_ms: columns.int64("written_at_unix_ms")?,
+    })
+}
+
+pub(crate) fn parse_member(
+    key: &str,
+    entity: &Map<String, Value>,
+) -> Result<MemberRecord, StoreError> {
+    let columns = Columns { entity, key };
+    let weight = columns.required_int64("weight")?;
+    Ok(MemberRecord {
+        weight: u32::try_from(weight)
+            .map_err(|_| columns.corrupt(format!("weight {weight} is too large")))?,
+        draining: columns.bool("draining")?,
+        load: columns.double("load")?,
+        heartbeat: columns.int64("heartbeat")?.unwrap_or(0),
+        written_at_unix_ms: columns.int64("written_at_unix_ms")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn row_keys_sort_numerically() {
+        assert_eq!(lease_row_key(PartitionId(7)), "lease-0000000007");
+        assert!(lease_row_key(PartitionId(9)) < lease_row_key(PartitionId(10)));
+        assert_eq!(
+            parse_lease_row_key("lease-0000000007"),
+            Some(PartitionId(7))
+        );
+        assert_eq!(parse_lease_row_key("lease-7"), None);
+        assert_eq!(parse_lease_row_key("member-0000000007"), None);
+    }
+
+    #[test]
+    fn lease_columns_round_trip() {
+        let record = LeaseRecord {
+            owner: Some(NodeId::new("n1").unwrap()),
+            epoch: Epoch(u64::from(u32::MAX) + 5),
+            state: LeaseState::Held,
+            prohibited: vec![NodeId::new("a").unwrap(), NodeId::new("b:1").unwrap()],
+            load: Some(2.0),
+            note: Some("kicked, by hand".to_owned()),
+            written_at_unix_ms: Some(1_700_000_000_123),
+        };
+        let entity = object(lease_entity("orders", PartitionId(3), &record));
+        assert_eq!(entity["epoch"], json!("4294967300"));
+        assert_eq!(entity["epoch@odata.type"], json!("Edm.Int64"));
+        assert_eq!(entity["prohibited"], json!("a,b:1"));
+        assert_eq!(parse_lease("k", &entity).unwrap(), record);
+        let bare = object(lease_entity(
+            "orders",
+            PartitionId(3),
+            &LeaseRecord::released(),
+        ));
+        assert!(!bare.contains_key("owner") && !bare.contains_key("load"));
+        assert_eq!(parse_lease("k", &bare).unwrap(), LeaseRecord::released());
+    }
+
+    #[test]
+    fn member_columns_round_trip() {
+        let record = MemberRecord {
+            weight: 3,
+            draining: true,
+            load: Some(f64::INFINITY),
+            heartbeat: 42,
+            written_at_unix_ms: None,
+        };
+        let entity = object(member_entity(
+            "orders",
+            &NodeId::new("n1").unwrap(),
+            &record,
+        ));
+        assert_eq!(parse_member("k", &entity).unwrap(), record);
+    }
+
+    #[test]
+    fn damaged_columns_are_corrupt_naming_the_key() {
+        let mut entity = object(lease_entity("g", PartitionId(2), &LeaseRecord::released()));
+        entity.insert("state".to_owned(), json!("bogus"));
+        let error = parse_lease("g/lease/2", &entity).unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Corrupt { key, reason } if key == "g/lease/2" && reason.contains("bogus")),
+            "{error:?}"
+        );
+        entity.insert("state".to_owned(), json!("held"));
+        entity.insert("epoch".to_owned(), json!("-1"));
+        assert!(parse_lease("k", &entity).is_err());
+    }
+}

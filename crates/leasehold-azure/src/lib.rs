@@ -1,0 +1,52 @@
+//! A [`leasehold::LeaseStore`] in Azure Table Storage (or the Azurite emulator), over its REST
+//! API with Shared Key authorization.
+//!
+//! One table holds every group: PartitionKey is the group, RowKey is
+//! `lease-<partition, 10 digits>` or `member-<node>`, and each record field is a column.
+//! A record's version is its ETag; conditional writes send `If-Match`, creates are inserts
+//! that fail if the entity exists. One node's renewals go out as entity-group transactions
+//! (`$batch`, up to 100 entities each, all of one group). Throttling (HTTP 429 and 503)
+//! becomes [`StoreError::Throttled`](leasehold::StoreError::Throttled) so that callers back
+//! off their scans. The table service has no change notifications: readers poll.
+//!
+//! The service derives an entity's ETag from the time of its last write, so a key never
+//! shows the same ETag twice, even after the entity is deleted and inserted again. Each HTTP
+//! request is bounded by [`AzureConfig::call_timeout`]; a listing of many pages makes one
+//! request per page of 1,000 entities.
+//!
+//! The account key is read from the environment, never from a command line, and never
+//! appears in `Debug` output or logs.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), leasehold::StoreError> {
+//! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode};
+//! use leasehold_azure::{AccountKey, AzureConfig, AzureTableStore};
+//!
+//! let key = AccountKey::from_env("AZURE_STORAGE_KEY")?;
+//! let config = AzureConfig::new(
+//!     "mycompanyleases",
+//!     key,
+//!     "https://mycompanyleases.table.core.windows.net",
+//!     "leases",
+//! );
+//! let store = AzureTableStore::new(config).await?;
+//! let group = GroupName::new("orders").expect("valid group name");
+//! store
+//!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod batch;
+mod client;
+mod config;
+mod entity;
+mod signing;
+mod store;
+mod table;
+
+pub use config::{AccountKey, AzureConfig};
+pub use store::AzureTableStore;

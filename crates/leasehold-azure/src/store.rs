@@ -1,0 +1,468 @@
+//! [`AzureTableStore`]: the [`LeaseStore`] trait over one table entity per record.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use leasehold::{
+    lease_key, member_key, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+};
+use reqwest::{Method, StatusCode};
+
+use crate::batch::{self, Operation, MAX_OPERATIONS};
+use crate::client::{status_error, ServiceError, TableClient};
+use crate::config::AzureConfig;
+use crate::entity::{self, LEASE_PREFIX, MEMBER_PREFIX};
+
+/// A [`LeaseStore`] in one Azure Storage table.
+///
+/// PartitionKey is the group; RowKey is `lease-<partition, 10 digits>` or `member-<node>`.
+/// Each record field is its own column (owner, epoch, state, prohibited, load, note,
+/// written_at_unix_ms), so the table reads well in any storage browser. A record's version is
+/// its ETag. Cloning is cheap and shares the HTTP connection pool.
+#[derive(Clone)]
+pub struct AzureTableStore {
+    client: Arc<TableClient>,
+    account: String,
+    endpoint: String,
+}
+
+impl fmt::Debug for AzureTableStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureTableStore")
+            .field("account", &self.account)
+            .field("endpoint", &self.endpoint)
+            .field("table", &self.client.table())
+            .finish()
+    }
+}
+
+impl AzureTableStore {
+    /// Checks `config` and creates the table if it does not exist yet.
+    pub async fn new(config: AzureConfig) -> Result<AzureTableStore, StoreError> {
+        config.validate()?;
+        let client = TableClient::new(&config)?;
+        client.ensure_table().await?;
+        Ok(AzureTableStore {
+            client: Arc::new(client),
+            account: config.account,
+            endpoint: config.endpoint,
+        })
+    }
+
+    /// Sets one text column of an existing lease entity whatever its ETag. For repair tools
+    /// and tests only: it bypasses compare-and-set.
+    pub async fn overwrite_lease_column(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        column: &str,
+        value: &str,
+    ) -> Result<(), StoreError> {
+        let row_key = entity::lease_row_key(partition);
+        let entity = serde_json::json!({
+            "PartitionKey": group.as_str(),
+            "RowKey": row_key,
+            column: value,
+        });
+        self.client
+            .merge_unconditionally(
+                group.as_str(),
+                &row_key,
+                &lease_key(group, partition),
+                &entity,
+            )
+            .await
+    }
+
+    /// Writes one chunk of at most [`MAX_OPERATIONS`] writes as one entity-group transaction,
+    /// or one at a time if the transaction is refused.
+    async fn put_chunk(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        match self.send_batch(group, writes).await? {
+            BatchOutcome::Applied(versions) => Ok(versions),
+            // A changeset is all-or-nothing and its reply names only the first write that
+            // failed: one renewal that lost its lease would fail the others. Writing this
+            // chunk one record at a time gives every write its own result.
+            BatchOutcome::Refused(reason) => {
+                tracing::debug!(%reason, "entity-group transaction refused; writing one at a time");
+                self.put_each(group, writes).await
+            }
+        }
+    }
+
+    /// Sends `writes` as one entity-group transaction. Transient failures are errors; a
+    /// refusal for any other reason (a failed condition) means nothing was written.
+    pub(crate) async fn send_batch(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<BatchOutcome, StoreError> {
+        let operations: Vec<Operation<'_>> = writes
+            .iter()
+            .map(|write| Operation {
+                url: self
+                    .client
+                    .entity_url(group.as_str(), &entity::lease_row_key(write.partition)),
+                mode: &write.mode,
+                entity: serde_json::to_vec(&entity::lease_entity(
+                    group.as_str(),
+                    write.partition,
+                    &write.record,
+                ))
+                .expect("entities serialize"),
+            })
+            .collect();
+        let body = batch::build(&self.client.url(self.client.table()), &operations);
+        let reply = self
+            .client
+            .send(
+                Method::POST,
+                self.client.url("$batch"),
+                Some((&body.content_type, body.body)),
+                &[],
+            )
+            .await?;
+        let what = format!("{group} batch");
+        if reply.status != StatusCode::ACCEPTED {
+            let error = reply.error(&what);
+            return if error.is_transient() {
+                Err(error)
+            } else {
+                Ok(BatchOutcome::Refused(error))
+            };
+        }
+        let parts = batch::parse_reply(&reply.body);
+        if let Some(part) = parts.iter().find(|part| !part.status.is_success()) {
+            let error = status_error(
+                ServiceError {
+                    status: part.status,
+                    code: None,
+                },
+                &what,
+            );
+            return if error.is_transient() {
+                Err(error)
+            } else {
+                Ok(BatchOutcome::Refused(error))
+            };
+        }
+        if parts.len() != writes.len() {
+            return Err(StoreError::Unavailable {
+                message: format!(
+                    "the batch reply holds {} responses for {} writes",
+                    parts.len(),
+                    writes.len()
+                ),
+                source: None,
+            });
+        }
+        let versions = parts
+            .into_iter()
+            .zip(writes)
+            .map(|(part, write)| {
+                part.etag
+                    .map(Version::from_tag)
+                    .ok_or_else(|| StoreError::Unavailable {
+                        message: format!("no ETag for {}", lease_key(group, write.partition)),
+                        source: None,
+                    })
+            })
+            .collect();
+        Ok(BatchOutcome::Applied(versions))
+    }
+
+    async fn put_each(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let mut results = Vec::with_capacity(writes.len());
+        for write in writes {
+            let result = self
+                .put_lease(group, write.partition, &write.record, write.mode.clone())
+                .await;
+            match result {
+                Err(error) if error.is_transient() => return Err(error),
+                other => results.push(other),
+            }
+        }
+        Ok(results)
+    }
+}
+
+/// What became of an entity-group transaction the service answered.
+#[derive(Debug)]
+pub(crate) enum BatchOutcome {
+    /// Every write was applied; their versions in order.
+    Applied(Vec<Result<Version, StoreError>>),
+    /// Nothing was applied, for this reason.
+    Refused(StoreError),
+}
+
+#[async_trait]
+impl LeaseStore for AzureTableStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let what = format!("{group}/lease");
+        let entities = self
+            .client
+            .query(group.as_str(), LEASE_PREFIX, &what)
+            .await?;
+        let mut listing = Listing::default();
+        for found in entities {
+            let Some(partition) = entity::parse_lease_row_key(&found.row_key) else {
+                listing.corrupt.push(StoreError::Corrupt {
+                    key: format!("{group}/{}", found.row_key),
+                    reason: "the RowKey is not lease-<10-digit partition>".to_owned(),
+                });
+                continue;
+            };
+            match entity::parse_lease(&lease_key(group, partition), &found.properties) {
+                Ok(value) => listing.records.push(StoredLease {
+                    key: partition,
+                    value,
+                    version: Version::from_tag(&found.etag),
+                }),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        // The service returns RowKey order, which the zero-padding makes numeric; sorting
+        // again costs little and does not depend on it.
+        listing.records.sort_by_key(|record| record.key);
+        Ok(listing)
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        let key = lease_key(group, partition);
+        let row_key = entity::lease_row_key(partition);
+        let Some(found) = self.client.get(group.as_str(), &row_key, &key).await? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredLease {
+            key: partition,
+            value: entity::parse_lease(&key, &found.properties)?,
+            version: Version::from_tag(&found.etag),
+        }))
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let entity = entity::lease_entity(group.as_str(), partition, record);
+        let row_key = entity::lease_row_key(partition);
+        self.client
+            .put(
+                group.as_str(),
+                &row_key,
+                &lease_key(group, partition),
+                &entity,
+                &mode,
+            )
+            .await
+    }
+
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let distinct: HashSet<PartitionId> = writes.iter().map(|write| write.partition).collect();
+        // A changeset may touch each entity once; a batch naming a partition twice is
+        // written in order, one record at a time.
+        if writes.len() < 2 || distinct.len() != writes.len() {
+            return self.put_each(group, writes).await;
+        }
+        let mut results = Vec::with_capacity(writes.len());
+        for chunk in writes.chunks(MAX_OPERATIONS) {
+            results.extend(self.put_chunk(group, chunk).await?);
+        }
+        Ok(results)
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let row_key = entity::lease_row_key(partition);
+        self.client
+            .delete(
+                group.as_str(),
+                &row_key,
+                &lease_key(group, partition),
+                version,
+            )
+            .await
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        let what = format!("{group}/member");
+        let entities = self
+            .client
+            .query(group.as_str(), MEMBER_PREFIX, &what)
+            .await?;
+        let mut listing = Listing::default();
+        for found in entities {
+            let name = found
+                .row_key
+                .strip_prefix(MEMBER_PREFIX)
+                .unwrap_or(&found.row_key);
+            let key = format!("{group}/member/{name}");
+            let parsed = NodeId::new(name)
+                .map_err(|error| StoreError::Corrupt {
+                    key: key.clone(),
+                    reason: error.to_string(),
+                })
+                .and_then(|node| Ok((node, entity::parse_member(&key, &found.properties)?)));
+            match parsed {
+                Ok((node, value)) => listing.records.push(StoredMember {
+                    key: node,
+                    value,
+                    version: Version::from_tag(&found.etag),
+                }),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        listing.records.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(listing)
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        let key = member_key(group, node);
+        let row_key = entity::member_row_key(node);
+        let Some(found) = self.client.get(group.as_str(), &row_key, &key).await? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredMember {
+            key: node.clone(),
+            value: entity::parse_member(&key, &found.properties)?,
+            version: Version::from_tag(&found.etag),
+        }))
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let entity = entity::member_entity(group.as_str(), node, record);
+        let row_key = entity::member_row_key(node);
+        self.client
+            .put(
+                group.as_str(),
+                &row_key,
+                &member_key(group, node),
+                &entity,
+                &mode,
+            )
+            .await
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let row_key = entity::member_row_key(node);
+        self.client
+            .delete(group.as_str(), &row_key, &member_key(group, node), version)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold::testing::unique_group;
+
+    use super::*;
+    use crate::config::AccountKey;
+
+    async fn azurite() -> Option<AzureTableStore> {
+        let Ok(endpoint) = std::env::var("LEASEHOLD_TEST_AZURITE_ENDPOINT") else {
+            assert!(
+                std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "LEASEHOLD_TEST_AZURITE_ENDPOINT is required"
+            );
+            println!("skipped: no Azurite server (set LEASEHOLD_TEST_AZURITE_ENDPOINT or run scripts/test.sh)");
+            return None;
+        };
+        let account = std::env::var("LEASEHOLD_TEST_AZURITE_ACCOUNT").unwrap();
+        let key = AccountKey::from_env("LEASEHOLD_TEST_AZURITE_KEY").unwrap();
+        let config = AzureConfig::new(&account, key, &endpoint, "leaseholdtest");
+        Some(AzureTableStore::new(config).await.unwrap())
+    }
+
+    fn renewal(partition: u32, version: Version) -> LeaseWrite {
+        LeaseWrite {
+            partition: PartitionId(partition),
+            record: LeaseRecord {
+                epoch: leasehold::Epoch(u64::from(partition) + 1),
+                ..LeaseRecord::released()
+            },
+            mode: PutMode::Update(version),
+        }
+    }
+
+    /// Renewals that all hold go out as one transaction, and its versions are the ones a read
+    /// sees; one stale renewal makes the service refuse the whole transaction.
+    #[tokio::test]
+    async fn renewals_go_out_as_one_entity_group_transaction() {
+        let Some(store) = azurite().await else {
+            return;
+        };
+        let group = unique_group("egt");
+        let mut writes = Vec::new();
+        for partition in 0..3 {
+            let version = store
+                .put_lease(
+                    &group,
+                    PartitionId(partition),
+                    &LeaseRecord::released(),
+                    PutMode::Create,
+                )
+                .await
+                .unwrap();
+            writes.push(renewal(partition, version));
+        }
+        let BatchOutcome::Applied(versions) = store.send_batch(&group, &writes).await.unwrap()
+        else {
+            panic!("the transaction was refused");
+        };
+        for (partition, version) in versions.into_iter().enumerate() {
+            let got = store
+                .get_lease(&group, PartitionId(partition as u32))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(got.version, version.unwrap());
+            assert_eq!(got.value, writes[partition].record);
+        }
+        // The versions in `writes` are now stale.
+        let outcome = store.send_batch(&group, &writes).await.unwrap();
+        assert!(
+            matches!(outcome, BatchOutcome::Refused(StoreError::Conflict { .. })),
+            "{outcome:?}"
+        );
+    }
+}

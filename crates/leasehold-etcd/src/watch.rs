@@ -1,0 +1,125 @@
+//! Change hints from an etcd watch on a group's prefix.
+
+use std::time::Duration;
+
+use etcd_client::{Client, WatchOptions, WatchStream};
+use leasehold::{Change, ChangeFeed, StoreError};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+use crate::error::map_error;
+use crate::keys::{parse_in_group, KeyName};
+
+/// How many times in a row a lost watch is reopened before the feed ends and readers poll.
+const MAX_REOPEN_ATTEMPTS: u32 = 10;
+const FIRST_REOPEN_DELAY: Duration = Duration::from_millis(100);
+const MAX_REOPEN_DELAY: Duration = Duration::from_secs(5);
+
+/// Opens a watch on `prefix` and starts the task that turns its events into hints.
+///
+/// Returns once etcd has confirmed the watch, so every write that completes afterwards is
+/// reported.
+pub(crate) async fn start(
+    client: Client,
+    prefix: String,
+    limit: Duration,
+) -> Result<ChangeFeed, StoreError> {
+    let stream = open(&client, &prefix, limit).await?;
+    let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
+    let task = tokio::spawn(run(client, prefix, stream, sender, limit));
+    Ok(ChangeFeed::new(receiver, Some(task.abort_handle())))
+}
+
+async fn open(client: &Client, prefix: &str, limit: Duration) -> Result<WatchStream, StoreError> {
+    let opening = async {
+        let options = WatchOptions::new().with_prefix();
+        let mut stream = client
+            .watch_client()
+            .watch(prefix, Some(options))
+            .await
+            .map_err(|e| map_error("open watch", limit, e))?;
+        match stream.message().await {
+            Ok(Some(response)) if response.created() && !response.canceled() => Ok(stream),
+            Ok(_) => Err(StoreError::Unavailable {
+                message: "etcd did not confirm the watch".to_owned(),
+                source: None,
+            }),
+            Err(error) => Err(map_error("confirm watch", limit, error)),
+        }
+    };
+    tokio::time::timeout(limit, opening)
+        .await
+        .unwrap_or(Err(StoreError::Timeout(limit)))
+}
+
+async fn run(
+    client: Client,
+    prefix: String,
+    mut stream: WatchStream,
+    sender: mpsc::Sender<Change>,
+    limit: Duration,
+) {
+    loop {
+        if forward(&mut stream, &prefix, &sender).await.is_err() {
+            return;
+        }
+        tracing::debug!(%prefix, "etcd watch lost; reopening");
+        // Events may have been missed: whatever the reader knows may be stale.
+        if let Err(TrySendError::Closed(_)) = sender.try_send(Change::Unknown) {
+            return;
+        }
+        match reopen(&client, &prefix, limit).await {
+            Some(reopened) => stream = reopened,
+            None => {
+                tracing::warn!(%prefix, "etcd watch could not be reopened; change hints end");
+                return;
+            }
+        }
+        // Writes between the loss and the reopening were not seen by either watch.
+        if sender.send(Change::Unknown).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn reopen(client: &Client, prefix: &str, limit: Duration) -> Option<WatchStream> {
+    let mut delay = FIRST_REOPEN_DELAY;
+    for _ in 0..MAX_REOPEN_ATTEMPTS {
+        tokio::time::sleep(delay).await;
+        if let Ok(stream) = open(client, prefix, limit).await {
+            return Some(stream);
+        }
+        delay = (delay * 2).min(MAX_REOPEN_DELAY);
+    }
+    None
+}
+
+/// Forwards events until the watch ends (`Ok`) or the reader has gone (`Err`).
+async fn forward(
+    stream: &mut WatchStream,
+    prefix: &str,
+    sender: &mpsc::Sender<Change>,
+) -> Result<(), ()> {
+    loop {
+        let response = match stream.message().await {
+            Ok(Some(response)) => response,
+            Ok(None) | Err(_) => return Ok(()),
+        };
+        if response.canceled() {
+            return Ok(());
+        }
+        for event in response.events() {
+            let Some(kv) = event.kv() else { continue };
+            let rest = kv.key().strip_prefix(prefix.as_bytes()).unwrap_or_default();
+            let change = match parse_in_group(rest) {
+                KeyName::Lease(partition) => Change::Lease(partition),
+                KeyName::Member(node) => Change::Member(node),
+                KeyName::Other => Change::Unknown,
+            };
+            // A full channel already holds a pending hint, which is all a reader needs.
+            if let Err(TrySendError::Closed(_)) = sender.try_send(change) {
+                return Err(());
+            }
+        }
+    }
+}

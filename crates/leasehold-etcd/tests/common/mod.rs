@@ -1,0 +1,151 @@
+//! What the integration tests share: finding the test cluster, and a harness for the suite.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::Client;
+use leasehold::testing::{unique_group, Harness};
+use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
+use leasehold_etcd::{EtcdOptions, EtcdStore, MAX_TXN_OPS};
+
+const ENDPOINTS_VAR: &str = "LEASEHOLD_TEST_ETCD_ENDPOINTS";
+
+/// The test cluster's endpoints, or `None` (after saying why) when the test should skip.
+///
+/// Panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`, so CI cannot pass by skipping.
+pub fn endpoints() -> Option<Vec<String>> {
+    match std::env::var(ENDPOINTS_VAR) {
+        Ok(list) if !list.trim().is_empty() => {
+            Some(list.split(',').map(|e| e.trim().to_owned()).collect())
+        }
+        _ => {
+            let reason = format!("{ENDPOINTS_VAR} is not set");
+            if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
+                panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the etcd cluster");
+            }
+            println!("skipped: {reason} (set {ENDPOINTS_VAR} or run scripts/test.sh)");
+            None
+        }
+    }
+}
+
+/// Options with timeouts short enough for tests that take members down.
+pub fn test_options() -> EtcdOptions {
+    EtcdOptions {
+        request_timeout: Duration::from_secs(3),
+        connect_timeout: Duration::from_secs(1),
+        ..EtcdOptions::default()
+    }
+}
+
+/// A store under a prefix of its own, so test runs never see each other's keys.
+pub async fn store(endpoints: &[String]) -> EtcdStore {
+    let prefix = format!("/leasehold-test/{}", unique_group("run"));
+    EtcdStore::connect(endpoints, &prefix, test_options())
+        .await
+        .expect("connect to the test cluster")
+}
+
+/// The conformance harness: corrupts a record by writing bytes that are not JSON at its key.
+pub struct EtcdHarness {
+    pub store: EtcdStore,
+    pub client: Client,
+    pub prefix: String,
+}
+
+impl EtcdHarness {
+    pub async fn new(endpoints: &[String]) -> EtcdHarness {
+        let prefix = format!("/leasehold-test/{}", unique_group("suite"));
+        let store = EtcdStore::connect(endpoints, &prefix, test_options())
+            .await
+            .expect("connect to the test cluster");
+        let client = Client::connect(endpoints, None).await.expect("raw client");
+        EtcdHarness {
+            store,
+            client,
+            prefix,
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for EtcdHarness {
+    fn store(&self) -> Arc<dyn LeaseStore> {
+        Arc::new(self.store.clone())
+    }
+
+    async fn corrupt_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<(), StoreError> {
+        let key = format!("{}/{group}/lease/{:010}", self.prefix, partition.0);
+        self.client
+            .kv_client()
+            .put(key, "{not json", None)
+            .await
+            .map_err(|e| StoreError::unavailable("corrupt a record", e))?;
+        Ok(())
+    }
+}
+
+/// The largest batch one transaction takes, for tests of chunking.
+pub const CHUNK: usize = MAX_TXN_OPS;
+
+pub const NAMES: [&str; 3] = ["e1", "e2", "e3"];
+
+/// Starts the stopped member again when dropped, so a failing test leaves a whole cluster.
+pub struct StoppedMember {
+    start_script: PathBuf,
+}
+
+impl Drop for StoppedMember {
+    fn drop(&mut self) {
+        let status = Command::new("bash").arg(&self.start_script).status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "restart: {status:?}"
+        );
+    }
+}
+
+/// Kills member `name` outright (no graceful leadership hand-off), as a crash would.
+pub fn kill_member(pids_dir: &str, name: &str) -> StoppedMember {
+    let dir = PathBuf::from(pids_dir);
+    let pid = std::fs::read_to_string(dir.join(format!("etcd-{name}.pid"))).expect("pid file");
+    let pid = pid.trim();
+    let status = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "kill {name}: {status:?}"
+    );
+    // Wait until it is gone so that the restart finds its ports free.
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        !PathBuf::from(format!("/proc/{pid}")).exists()
+    });
+    assert!(gone, "{name} did not exit");
+    StoppedMember {
+        start_script: dir.join(format!("etcd-{name}.start")),
+    }
+}
+
+/// The index in `endpoints` of the member that is the raft leader now.
+pub async fn leader_index(endpoints: &[String]) -> usize {
+    for (index, endpoint) in endpoints.iter().enumerate() {
+        let mut client = Client::connect([endpoint], None).await.expect("client");
+        let status = client.status().await.expect("member status");
+        let member = status.header().expect("header").member_id();
+        if status.leader() == member {
+            return index;
+        }
+    }
+    panic!("no member says it is the leader");
+}

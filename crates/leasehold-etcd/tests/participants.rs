@@ -1,0 +1,32 @@
+//! Participants on the 3-member etcd cluster: crash takeover and notified hand-off.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::testing::scenarios::{crash_takeover, release_latency};
+use leasehold::testing::unique_group;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_participants_take_over_from_a_crashed_node() {
+    let Some(endpoints) = common::endpoints() else {
+        return;
+    };
+    let store = Arc::new(common::store(&endpoints).await);
+    crash_takeover(store, unique_group("crash")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_release_is_taken_at_once_with_the_watch() {
+    let Some(endpoints) = common::endpoints() else {
+        return;
+    };
+    let store = Arc::new(common::store(&endpoints).await);
+    let delay = release_latency(store, unique_group("release")).await;
+    // The scan interval is 5 s: anything well below means the watch woke the taker.
+    assert!(
+        delay < Duration::from_millis(2500),
+        "notified, not scanned: {delay:?}"
+    );
+}

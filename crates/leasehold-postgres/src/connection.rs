@@ -1,0 +1,215 @@
+//! Connections that come back after the server does.
+//!
+//! A [`Slot`] holds at most one connection. When it is missing or closed, the next caller
+//! opens a new one; if that fails, callers fail at once with [`StoreError::Unavailable`]
+//! until a delay has passed that doubles with each failure, so a server that is down costs
+//! one quick refusal per call, not a pile of waiting connection attempts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::StoreError;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::{Client, Config, NoTls};
+
+use crate::error::map_error;
+use crate::options::PostgresOptions;
+use crate::schema::{self, Names};
+use crate::statements::Statements;
+
+/// The connection settings from a `postgres://` URL (or `key=value` string), completed from
+/// the standard `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE` variables for
+/// whatever the URL leaves out, as libpq does.
+pub(crate) fn config_from(url: &str, options: &PostgresOptions) -> Result<Config, StoreError> {
+    let mut config: Config = url
+        .parse()
+        .map_err(|e| StoreError::Invalid(format!("connection string: {e}")))?;
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if config.get_hosts().is_empty() {
+        config.host(env("PGHOST").as_deref().unwrap_or("localhost"));
+    }
+    if config.get_ports().is_empty() {
+        if let Some(port) = env("PGPORT") {
+            let port = port
+                .parse()
+                .map_err(|_| StoreError::Invalid(format!("PGPORT {port:?} is not a port")))?;
+            config.port(port);
+        }
+    }
+    if config.get_user().is_none() {
+        if let Some(user) = env("PGUSER").or_else(|| env("USER")) {
+            config.user(user);
+        }
+    }
+    if config.get_password().is_none() {
+        if let Some(password) = env("PGPASSWORD") {
+            config.password(password);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(dbname) = env("PGDATABASE") {
+            config.dbname(dbname);
+        }
+    }
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(StoreError::Invalid(
+            "sslmode=require: TLS connections are not offered yet; use sslmode=disable or \
+             prefer on a trusted network"
+                .to_owned(),
+        ));
+    }
+    let statement_ms = options.statement_timeout.as_millis();
+    config
+        .connect_timeout(options.connect_timeout)
+        // Unacknowledged data for this long means the peer is gone: the kernel then closes the
+        // connection and the next call opens a new one instead of timing out forever.
+        .tcp_user_timeout(options.request_timeout)
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10))
+        .options(format!("-c statement_timeout={statement_ms}"))
+        .application_name("leasehold");
+    Ok(config)
+}
+
+/// Where the store connects, for `Debug` output: never the password.
+pub(crate) fn describe(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|host| match host {
+            Host::Tcp(name) => name.clone(),
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    format!(
+        "{}@{}:{:?}/{}",
+        config.get_user().unwrap_or(""),
+        hosts.join(","),
+        config.get_ports(),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+/// One open connection with its prepared statements.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) client: Client,
+    pub(crate) statements: Statements,
+    driver: JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl Session {
+    /// Opens a connection, checks the schema and prepares the statements, all within the
+    /// connect timeout.
+    pub(crate) async fn open(
+        config: &Config,
+        names: &Names,
+        options: &PostgresOptions,
+    ) -> Result<Session, StoreError> {
+        let limit = options.connect_timeout;
+        let opening = async {
+            let fail = |e| map_error("connect to PostgreSQL", options.statement_timeout, e);
+            let (mut client, connection) = config.connect(NoTls).await.map_err(fail)?;
+            let driver = tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "PostgreSQL connection ended");
+                }
+            });
+            // If anything below fails, dropping the half-built session stops the driver.
+            let half_built = DriverGuard(Some(driver));
+            schema::ensure(&mut client, names, options.statement_timeout).await?;
+            let statements = Statements::prepare(&client, names, options.statement_timeout).await?;
+            Ok(Session {
+                client,
+                statements,
+                driver: half_built.release(),
+            })
+        };
+        tokio::time::timeout(limit, opening)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(limit)))
+    }
+
+    fn usable(&self) -> bool {
+        !self.client.is_closed()
+    }
+}
+
+struct DriverGuard(Option<JoinHandle<()>>);
+
+impl DriverGuard {
+    fn release(mut self) -> JoinHandle<()> {
+        self.0.take().expect("released once")
+    }
+}
+
+impl Drop for DriverGuard {
+    fn drop(&mut self) {
+        if let Some(driver) = self.0.take() {
+            driver.abort();
+        }
+    }
+}
+
+/// At most one connection, reopened with bounded exponential back-off.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    session: Option<Arc<Session>>,
+    retry_at: Option<Instant>,
+    delay: Duration,
+}
+
+impl Slot {
+    pub(crate) fn new(first: Option<Session>, options: &PostgresOptions) -> Slot {
+        Slot {
+            session: first.map(Arc::new),
+            retry_at: None,
+            delay: options.min_reconnect_delay,
+        }
+    }
+
+    /// The open connection, opening a new one if needed and allowed now.
+    pub(crate) async fn session(
+        &mut self,
+        config: &Config,
+        names: &Names,
+        options: &PostgresOptions,
+    ) -> Result<&mut Arc<Session>, StoreError> {
+        if !self.session.as_ref().is_some_and(|s| s.usable()) {
+            self.session = None;
+            if let Some(retry_at) = self.retry_at {
+                let now = Instant::now();
+                if now < retry_at {
+                    return Err(StoreError::Unavailable {
+                        message: format!(
+                            "PostgreSQL unreachable; next connection attempt in {:?}",
+                            retry_at - now
+                        ),
+                        source: None,
+                    });
+                }
+            }
+            match Session::open(config, names, options).await {
+                Ok(session) => {
+                    self.retry_at = None;
+                    self.delay = options.min_reconnect_delay;
+                    self.session = Some(Arc::new(session));
+                }
+                Err(error) => {
+                    self.retry_at = Some(Instant::now() + self.delay);
+                    self.delay = (self.delay * 2).min(options.max_reconnect_delay);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(self.session.as_mut().expect("a usable session is present"))
+    }
+}

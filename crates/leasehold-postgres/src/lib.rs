@@ -1,0 +1,52 @@
+//! A PostgreSQL backend for [leasehold](leasehold): [`PostgresStore`] keeps one row per
+//! partition and one per member in plain, readable tables, and changes a row only with an
+//! `UPDATE … WHERE version = $expected`, so every node of a fleet spread over many machines
+//! sees one lease table with compare-and-set.
+//!
+//! The store creates what it needs on first connect (with the default prefix):
+//!
+//! ```text
+//! leasehold_leases   (grp, partition, owner, epoch, state, prohibited text[], load, note,
+//!                     written_at_unix_ms, version)
+//! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms, version)
+//! leasehold_schema   (version)        -- the layout version, checked on every connect
+//! leasehold_version                   -- the sequence every write takes its version from
+//! ```
+//!
+//! Operators can read the tables directly (`SELECT * FROM leasehold_leases WHERE grp =
+//! 'orders' ORDER BY partition`). Triggers send a notification on channel
+//! `leasehold_changes` for every change, which [`LeaseStore::watch`](leasehold::LeaseStore::watch)
+//! turns into change hints.
+//!
+//! TLS is not offered yet: connections are plain TCP (`sslmode=disable` or `prefer`), and a
+//! URL with `sslmode=require` is refused rather than silently downgraded. Use it on a trusted
+//! network or through a local TLS tunnel.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), leasehold::StoreError> {
+//! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode};
+//! use leasehold_postgres::PostgresStore;
+//!
+//! // The password may also come from PGPASSWORD.
+//! let store = PostgresStore::connect("postgres://leases@db.internal:5432/app").await?;
+//! let group = GroupName::new("orders").unwrap();
+//! let version = store
+//!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
+//!     .await?;
+//! println!("partition 0 created with version {version}");
+//! # Ok(())
+//! # }
+//! ```
+
+mod connection;
+mod error;
+mod options;
+mod rows;
+mod schema;
+mod statements;
+mod store;
+mod watch;
+
+pub use options::PostgresOptions;
+pub use schema::SCHEMA_VERSION;
+pub use store::PostgresStore;

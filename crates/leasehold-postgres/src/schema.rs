@@ -1,0 +1,160 @@
+//! The tables the store keeps, created and versioned by the store itself.
+//!
+//! `<prefix>_schema` holds one row with the version of the layout below. A store creates the
+//! layout when the row is missing, uses it when the version is one it knows, and refuses to
+//! touch a newer one, so an old binary cannot damage tables a newer release has changed.
+
+use leasehold::StoreError;
+use tokio_postgres::Client;
+
+use crate::error::map_error;
+
+/// The layout version this release creates and understands.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The names of the objects of one store, from its table prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct Names {
+    pub(crate) prefix: String,
+    pub(crate) leases: String,
+    pub(crate) members: String,
+    pub(crate) schema: String,
+    pub(crate) sequence: String,
+    pub(crate) channel: String,
+}
+
+impl Names {
+    /// Names under `prefix`, which [`PostgresOptions::validate`](crate::PostgresOptions)
+    /// has checked to be a plain lowercase identifier, safe to write into SQL.
+    pub(crate) fn new(prefix: &str) -> Names {
+        Names {
+            prefix: prefix.to_owned(),
+            leases: format!("{prefix}_leases"),
+            members: format!("{prefix}_members"),
+            schema: format!("{prefix}_schema"),
+            sequence: format!("{prefix}_version"),
+            channel: format!("{prefix}_changes"),
+        }
+    }
+
+    /// Version 1. Versions come from one sequence, so a row deleted and created again never
+    /// gets a version it had before. Triggers announce every change on the channel as
+    /// `<group> lease <partition>` or `<group> member <node>`, whoever made it.
+    fn layout_v1(&self) -> String {
+        let Names {
+            prefix,
+            leases,
+            members,
+            sequence,
+            channel,
+            ..
+        } = self;
+        format!(
+            "CREATE SEQUENCE {sequence};
+             CREATE TABLE {leases} (
+                 grp text NOT NULL,
+                 partition bigint NOT NULL CHECK (partition >= 0),
+                 owner text,
+                 epoch bigint NOT NULL,
+                 state text NOT NULL,
+                 prohibited text[] NOT NULL DEFAULT '{{}}',
+                 load double precision,
+                 note text,
+                 written_at_unix_ms bigint,
+                 version bigint NOT NULL,
+                 PRIMARY KEY (grp, partition));
+             CREATE TABLE {members} (
+                 grp text NOT NULL,
+                 node text COLLATE \"C\" NOT NULL,
+                 weight bigint NOT NULL,
+                 draining boolean NOT NULL,
+                 load double precision,
+                 heartbeat bigint NOT NULL,
+                 written_at_unix_ms bigint,
+                 version bigint NOT NULL,
+                 PRIMARY KEY (grp, node));
+             CREATE FUNCTION {prefix}_lease_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'DELETE' THEN
+                     PERFORM pg_notify('{channel}', OLD.grp || ' lease ' || OLD.partition);
+                 ELSE
+                     PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition);
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE FUNCTION {prefix}_member_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'DELETE' THEN
+                     PERFORM pg_notify('{channel}', OLD.grp || ' member ' || OLD.node);
+                 ELSE
+                     PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node);
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER {prefix}_lease_changed AFTER INSERT OR UPDATE OR DELETE ON {leases}
+                 FOR EACH ROW EXECUTE FUNCTION {prefix}_lease_changed();
+             CREATE TRIGGER {prefix}_member_changed AFTER INSERT OR UPDATE OR DELETE ON {members}
+                 FOR EACH ROW EXECUTE FUNCTION {prefix}_member_changed();"
+        )
+    }
+}
+
+/// Creates the layout if it is missing and checks its version.
+///
+/// Runs in one transaction under an advisory lock, so processes starting together create the
+/// tables once.
+pub(crate) async fn ensure(
+    client: &mut Client,
+    names: &Names,
+    statement_timeout: std::time::Duration,
+) -> Result<(), StoreError> {
+    let fail = |e| map_error("prepare the schema", statement_timeout, e);
+    let transaction = client.transaction().await.map_err(fail)?;
+    transaction
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1)::bigint)",
+            &[&names.schema],
+        )
+        .await
+        .map_err(fail)?;
+    let exists: bool = transaction
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&names.schema])
+        .await
+        .map_err(fail)?
+        .get(0);
+    let version: Option<i32> = if exists {
+        let query = format!("SELECT version FROM {}", names.schema);
+        let row = transaction.query_opt(&query, &[]).await.map_err(fail)?;
+        row.map(|row| row.get(0))
+    } else {
+        let create = format!(
+            "CREATE TABLE {} (
+                 singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                 version integer NOT NULL)",
+            names.schema
+        );
+        transaction.batch_execute(&create).await.map_err(fail)?;
+        None
+    };
+    match version {
+        None => {
+            transaction
+                .batch_execute(&names.layout_v1())
+                .await
+                .map_err(fail)?;
+            let insert = format!("INSERT INTO {} (version) VALUES ($1)", names.schema);
+            transaction
+                .execute(&insert, &[&SCHEMA_VERSION])
+                .await
+                .map_err(fail)?;
+        }
+        Some(SCHEMA_VERSION) => {}
+        Some(other) => {
+            return Err(StoreError::Invalid(format!(
+                "table {} says schema version {other}; this release knows only {SCHEMA_VERSION}",
+                names.schema
+            )))
+        }
+    }
+    transaction.commit().await.map_err(fail)
+}

@@ -1,0 +1,116 @@
+//! The statements of the store, prepared once per connection.
+
+use leasehold::StoreError;
+use tokio_postgres::{Client, Statement};
+
+use crate::error::map_error;
+use crate::schema::Names;
+
+const LEASE_COLUMNS: &str =
+    "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version";
+const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, version";
+
+/// Every statement the store runs.
+///
+/// Conditional updates and deletes report in one reply whether they applied and whether the
+/// row exists, which is what tells a conflict from a missing record without a second trip.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(crate) list_leases: Statement,
+    pub(crate) get_lease: Statement,
+    pub(crate) insert_lease: Statement,
+    pub(crate) update_lease: Statement,
+    pub(crate) delete_lease: Statement,
+    pub(crate) list_members: Statement,
+    pub(crate) get_member: Statement,
+    pub(crate) insert_member: Statement,
+    pub(crate) update_member: Statement,
+    pub(crate) delete_member: Statement,
+}
+
+impl Statements {
+    pub(crate) async fn prepare(
+        client: &Client,
+        names: &Names,
+        statement_timeout: std::time::Duration,
+    ) -> Result<Statements, StoreError> {
+        let texts = texts(names);
+        let prepared =
+            futures_util::future::try_join_all(texts.iter().map(|text| client.prepare(text)))
+                .await
+                .map_err(|e| map_error("prepare statements", statement_timeout, e))?;
+        let mut prepared = prepared.into_iter();
+        let mut next = || prepared.next().expect("one statement per text");
+        Ok(Statements {
+            list_leases: next(),
+            get_lease: next(),
+            insert_lease: next(),
+            update_lease: next(),
+            delete_lease: next(),
+            list_members: next(),
+            get_member: next(),
+            insert_member: next(),
+            update_member: next(),
+            delete_member: next(),
+        })
+    }
+}
+
+/// The texts, in the order of the fields of [`Statements`].
+fn texts(names: &Names) -> [String; 10] {
+    let Names {
+        leases,
+        members,
+        sequence,
+        ..
+    } = names;
+    [
+        format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 ORDER BY partition"),
+        format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 AND partition = $2"),
+        format!(
+            "INSERT INTO {leases} (grp, {LEASE_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nextval('{sequence}'))
+             ON CONFLICT (grp, partition) DO NOTHING RETURNING version"
+        ),
+        format!(
+            "WITH updated AS (
+                 UPDATE {leases} SET owner = $3, epoch = $4, state = $5, prohibited = $6,
+                     load = $7, note = $8, written_at_unix_ms = $9,
+                     version = nextval('{sequence}')
+                 WHERE grp = $1 AND partition = $2 AND version = $10
+                 RETURNING version)
+             SELECT (SELECT version FROM updated),
+                 EXISTS (SELECT 1 FROM {leases} WHERE grp = $1 AND partition = $2)"
+        ),
+        format!(
+            "WITH deleted AS (
+                 DELETE FROM {leases} WHERE grp = $1 AND partition = $2 AND version = $3
+                 RETURNING 1)
+             SELECT EXISTS (SELECT 1 FROM deleted),
+                 EXISTS (SELECT 1 FROM {leases} WHERE grp = $1 AND partition = $2)"
+        ),
+        format!("SELECT {MEMBER_COLUMNS} FROM {members} WHERE grp = $1 ORDER BY node"),
+        format!("SELECT {MEMBER_COLUMNS} FROM {members} WHERE grp = $1 AND node = $2"),
+        format!(
+            "INSERT INTO {members} (grp, {MEMBER_COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, nextval('{sequence}'))
+             ON CONFLICT (grp, node) DO NOTHING RETURNING version"
+        ),
+        format!(
+            "WITH updated AS (
+                 UPDATE {members} SET weight = $3, draining = $4, load = $5, heartbeat = $6,
+                     written_at_unix_ms = $7, version = nextval('{sequence}')
+                 WHERE grp = $1 AND node = $2 AND version = $8
+                 RETURNING version)
+             SELECT (SELECT version FROM updated),
+                 EXISTS (SELECT 1 FROM {members} WHERE grp = $1 AND node = $2)"
+        ),
+        format!(
+            "WITH deleted AS (
+                 DELETE FROM {members} WHERE grp = $1 AND node = $2 AND version = $3
+                 RETURNING 1)
+             SELECT EXISTS (SELECT 1 FROM deleted),
+                 EXISTS (SELECT 1 FROM {members} WHERE grp = $1 AND node = $2)"
+        ),
+    ]
+}

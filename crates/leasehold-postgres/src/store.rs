@@ -1,0 +1,502 @@
+//! [`PostgresStore`]: the [`LeaseStore`] on PostgreSQL tables.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use leasehold::{
+    lease_key, member_key, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing,
+    MemberRecord, NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+};
+use tokio::sync::Mutex;
+use tokio_postgres::{Config, GenericClient, Row};
+
+use crate::connection::{config_from, describe, Session, Slot};
+use crate::error::map_error;
+use crate::options::PostgresOptions;
+use crate::rows::{
+    expected_version, lease_from_row, member_from_row, version_from, LeaseParams, MemberParams,
+};
+use crate::schema::Names;
+use crate::statements::Statements;
+
+/// A [`LeaseStore`] keeping leases and members as rows of two PostgreSQL tables.
+///
+/// Every write takes its version from one sequence, so versions never repeat, even for a row
+/// deleted and created again. Updates and deletes are conditional on the version in their
+/// `WHERE` clause. Batches of renewals run as one transaction. Change hints come from
+/// `LISTEN`/`NOTIFY`, sent by triggers on the tables.
+///
+/// Cheap to clone: clones share two connections, one for single statements (pipelined, so
+/// concurrent calls do not wait for each other) and one for batch transactions. A lost
+/// connection is opened again by the next call, with a back-off between failed attempts.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    names: Names,
+    options: PostgresOptions,
+    shared: Mutex<Slot>,
+    batch: Mutex<Slot>,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &describe(&self.inner.config))
+            .field("table_prefix", &self.inner.names.prefix)
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects with default [`PostgresOptions`]; see [`PostgresStore::connect_with`].
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
+    /// the `key=value` form), creating the store's tables if they are missing.
+    ///
+    /// What the URL leaves out is taken from `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
+    /// `PGDATABASE`. Fails if the server cannot be reached within the connect timeout, or if
+    /// the URL asks for TLS (`sslmode=require`), which this release does not offer.
+    pub async fn connect_with(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        options.validate()?;
+        let config = config_from(url, &options)?;
+        let names = Names::new(&options.table_prefix);
+        let first = Session::open(&config, &names, &options).await?;
+        let shared = Mutex::new(Slot::new(Some(first), &options));
+        let batch = Mutex::new(Slot::new(None, &options));
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                config,
+                names,
+                options,
+                shared,
+                batch,
+            }),
+        })
+    }
+
+    /// Runs `call`, failing with [`StoreError::Timeout`] if it takes longer than the request
+    /// timeout (waiting for a connection included).
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let limit = self.inner.options.request_timeout;
+        tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(limit)))
+    }
+
+    async fn session(&self) -> Result<Arc<Session>, StoreError> {
+        let inner = &self.inner;
+        let mut slot = inner.shared.lock().await;
+        let session = slot
+            .session(&inner.config, &inner.names, &inner.options)
+            .await?;
+        Ok(Arc::clone(session))
+    }
+
+    fn fail(&self, action: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
+        move |error| map_error(action, self.inner.options.statement_timeout, error)
+    }
+
+    async fn query(
+        &self,
+        action: &'static str,
+        statement: impl Fn(&Statements) -> &tokio_postgres::Statement,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let session = self.session().await?;
+        session
+            .client
+            .query(statement(&session.statements), params)
+            .await
+            .map_err(self.fail(action))
+    }
+
+    /// Writes a batch in one transaction, in partition order so that two batches touching the
+    /// same rows lock them in the same order and cannot deadlock.
+    async fn put_batch(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let mut results: Vec<Option<Result<Version, StoreError>>> =
+            writes.iter().map(|_| None).collect();
+        let mut sendable = Vec::with_capacity(writes.len());
+        for (index, write) in writes.iter().enumerate() {
+            match LeaseParams::new(&write.record) {
+                Ok(params) => sendable.push((index, params)),
+                Err(error) => results[index] = Some(Err(error)),
+            }
+        }
+        sendable.sort_by_key(|(index, _)| writes[*index].partition);
+
+        let inner = &self.inner;
+        let mut slot = inner.batch.lock().await;
+        let session = slot
+            .session(&inner.config, &inner.names, &inner.options)
+            .await?;
+        let Session {
+            client, statements, ..
+        } = Arc::get_mut(session).expect("batch sessions are used only under their lock");
+        let transaction = client
+            .transaction()
+            .await
+            .map_err(self.fail("begin a batch"))?;
+        let timeout = inner.options.statement_timeout;
+        let outcomes = futures_util::future::join_all(sendable.iter().map(|(index, params)| {
+            let write = &writes[*index];
+            write_lease(
+                &transaction,
+                statements,
+                group,
+                write.partition,
+                params,
+                &write.mode,
+                timeout,
+            )
+        }))
+        .await;
+        for ((index, _), outcome) in sendable.iter().zip(outcomes) {
+            match outcome {
+                // Any other failure aborted the transaction: nothing of the batch is applied.
+                Err(error) if !is_refusal(&error) => return Err(error),
+                outcome => results[*index] = Some(outcome),
+            }
+        }
+        transaction
+            .commit()
+            .await
+            .map_err(self.fail("commit a batch"))?;
+        Ok(results
+            .into_iter()
+            .map(|result| result.expect("every write has a result"))
+            .collect())
+    }
+}
+
+/// The one row a conditional update or delete always returns.
+fn single(rows: &[Row]) -> Result<&Row, StoreError> {
+    rows.first().ok_or_else(|| StoreError::Unavailable {
+        message: "PostgreSQL returned no row for a conditional write".to_owned(),
+        source: None,
+    })
+}
+
+/// Whether a write failed only because its condition did not hold.
+fn is_refusal(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::Conflict { .. }
+            | StoreError::AlreadyExists { .. }
+            | StoreError::NotFound { .. }
+    )
+}
+
+/// The outcome of a conditional update or delete, from its `(applied, present)` reply.
+fn conditional(applied: bool, present: bool, key: String) -> Result<(), StoreError> {
+    match (applied, present) {
+        (true, _) => Ok(()),
+        (false, true) => Err(StoreError::Conflict { key }),
+        (false, false) => Err(StoreError::NotFound { key }),
+    }
+}
+
+/// The version a conditional update wrote, from its `(version, present)` reply.
+fn updated(row: &Row, key: String) -> Result<Version, StoreError> {
+    let version: Option<i64> = row.get(0);
+    conditional(version.is_some(), row.get(1), key)?;
+    Ok(version_from(version.unwrap_or_default()))
+}
+
+async fn write_lease(
+    client: &impl GenericClient,
+    statements: &Statements,
+    group: &GroupName,
+    partition: PartitionId,
+    params: &LeaseParams<'_>,
+    mode: &PutMode,
+    statement_timeout: std::time::Duration,
+) -> Result<Version, StoreError> {
+    let fail = |e| map_error("write a lease", statement_timeout, e);
+    let key = || lease_key(group, partition);
+    let (grp, partition_column) = (group.as_str(), i64::from(partition.0));
+    let p = params;
+    match mode {
+        PutMode::Create => client
+            .query_opt(
+                &statements.insert_lease,
+                &[
+                    &grp,
+                    &partition_column,
+                    &p.owner,
+                    &p.epoch,
+                    &p.state,
+                    &p.prohibited,
+                    &p.load,
+                    &p.note,
+                    &p.written_at_unix_ms,
+                ],
+            )
+            .await
+            .map_err(fail)?
+            .map(|row| version_from(row.get(0)))
+            .ok_or_else(|| StoreError::AlreadyExists { key: key() }),
+        PutMode::Update(version) => {
+            let expected = expected_version(version);
+            let row = client
+                .query_one(
+                    &statements.update_lease,
+                    &[
+                        &grp,
+                        &partition_column,
+                        &p.owner,
+                        &p.epoch,
+                        &p.state,
+                        &p.prohibited,
+                        &p.load,
+                        &p.note,
+                        &p.written_at_unix_ms,
+                        &expected,
+                    ],
+                )
+                .await
+                .map_err(fail)?;
+            updated(&row, key())
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for PostgresStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        self.bounded(async {
+            let rows = self
+                .query("list leases", |s| &s.list_leases, &[&group.as_str()])
+                .await?;
+            let mut listing = Listing::default();
+            for row in &rows {
+                match lease_from_row(group, row) {
+                    Ok(stored) => listing.records.push(stored),
+                    Err(error) => listing.corrupt.push(error),
+                }
+            }
+            Ok(listing)
+        })
+        .await
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        let partition_column = i64::from(partition.0);
+        self.bounded(async {
+            let rows = self
+                .query(
+                    "get a lease",
+                    |s| &s.get_lease,
+                    &[&group.as_str(), &partition_column],
+                )
+                .await?;
+            rows.first()
+                .map(|row| lease_from_row(group, row))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let params = LeaseParams::new(record)?;
+        self.bounded(async {
+            let session = self.session().await?;
+            let timeout = self.inner.options.statement_timeout;
+            write_lease(
+                &session.client,
+                &session.statements,
+                group,
+                partition,
+                &params,
+                &mode,
+                timeout,
+            )
+            .await
+        })
+        .await
+    }
+
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.bounded(self.put_batch(group, writes)).await
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let (partition_column, expected) = (i64::from(partition.0), expected_version(version));
+        self.bounded(async {
+            let rows = self
+                .query(
+                    "delete a lease",
+                    |s| &s.delete_lease,
+                    &[&group.as_str(), &partition_column, &expected],
+                )
+                .await?;
+            let row = single(&rows)?;
+            conditional(row.get(0), row.get(1), lease_key(group, partition))
+        })
+        .await
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        self.bounded(async {
+            let rows = self
+                .query("list members", |s| &s.list_members, &[&group.as_str()])
+                .await?;
+            let mut listing = Listing::default();
+            for row in &rows {
+                match member_from_row(group, row) {
+                    Ok(stored) => listing.records.push(stored),
+                    Err(error) => listing.corrupt.push(error),
+                }
+            }
+            Ok(listing)
+        })
+        .await
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        self.bounded(async {
+            let rows = self
+                .query(
+                    "get a member",
+                    |s| &s.get_member,
+                    &[&group.as_str(), &node.as_str()],
+                )
+                .await?;
+            rows.first()
+                .map(|row| member_from_row(group, row))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let p = MemberParams::new(record)?;
+        let (grp, name) = (group.as_str(), node.as_str());
+        let key = || member_key(group, node);
+        self.bounded(async {
+            match &mode {
+                PutMode::Create => self
+                    .query(
+                        "create a member",
+                        |s| &s.insert_member,
+                        &[
+                            &grp,
+                            &name,
+                            &p.weight,
+                            &p.draining,
+                            &p.load,
+                            &p.heartbeat,
+                            &p.written_at_unix_ms,
+                        ],
+                    )
+                    .await?
+                    .first()
+                    .map(|row| version_from(row.get(0)))
+                    .ok_or_else(|| StoreError::AlreadyExists { key: key() }),
+                PutMode::Update(version) => {
+                    let expected = expected_version(version);
+                    let rows = self
+                        .query(
+                            "update a member",
+                            |s| &s.update_member,
+                            &[
+                                &grp,
+                                &name,
+                                &p.weight,
+                                &p.draining,
+                                &p.load,
+                                &p.heartbeat,
+                                &p.written_at_unix_ms,
+                                &expected,
+                            ],
+                        )
+                        .await?;
+                    updated(single(&rows)?, key())
+                }
+            }
+        })
+        .await
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let expected = expected_version(version);
+        self.bounded(async {
+            let rows = self
+                .query(
+                    "delete a member",
+                    |s| &s.delete_member,
+                    &[&group.as_str(), &node.as_str(), &expected],
+                )
+                .await?;
+            let row = single(&rows)?;
+            conditional(row.get(0), row.get(1), member_key(group, node))
+        })
+        .await
+    }
+
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        let inner = &self.inner;
+        crate::watch::start(
+            inner.config.clone(),
+            inner.names.channel.clone(),
+            group.clone(),
+            inner.options.clone(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,224 @@
+//! Change hints from `LISTEN` on the store's channel, over a connection of their own.
+
+use futures_util::StreamExt;
+use leasehold::{Change, ChangeFeed, GroupName, NodeId, PartitionId, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::{AsyncMessage, Config, NoTls};
+
+use crate::error::map_error;
+use crate::options::PostgresOptions;
+
+/// How many times in a row a lost listening connection is reopened before the feed ends and
+/// readers fall back to polling.
+const MAX_REOPEN_ATTEMPTS: u32 = 10;
+
+/// Opens a listening connection for `group` and starts the task that turns notifications
+/// into hints. Returns once `LISTEN` is in force, so every later write is reported.
+pub(crate) async fn start(
+    config: Config,
+    channel: String,
+    group: GroupName,
+    options: PostgresOptions,
+) -> Result<ChangeFeed, StoreError> {
+    let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
+    let (ready, listening) = oneshot::channel();
+    let listener = Listener {
+        config,
+        channel,
+        group,
+        options,
+        sender,
+    };
+    let task = tokio::spawn(listener.run(ready));
+    let feed = ChangeFeed::new(receiver, Some(task.abort_handle()));
+    match listening.await {
+        Ok(Ok(())) => Ok(feed),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(StoreError::Unavailable {
+            message: "the listening task ended before it was listening".to_owned(),
+            source: None,
+        }),
+    }
+}
+
+struct Listener {
+    config: Config,
+    channel: String,
+    group: GroupName,
+    options: PostgresOptions,
+    sender: mpsc::Sender<Change>,
+}
+
+/// Why one listening connection ended.
+enum Ended {
+    /// The feed was dropped: stop.
+    ReaderGone,
+    /// The connection failed, or was lost after listening.
+    Lost {
+        error: StoreError,
+        was_listening: bool,
+    },
+}
+
+impl Ended {
+    fn not_listening(error: StoreError) -> Ended {
+        Ended::Lost {
+            error,
+            was_listening: false,
+        }
+    }
+
+    fn lost(error: StoreError) -> Ended {
+        Ended::Lost {
+            error,
+            was_listening: true,
+        }
+    }
+}
+
+impl Listener {
+    async fn run(self, ready: oneshot::Sender<Result<(), StoreError>>) {
+        let mut ready = Some(ready);
+        let mut failures = 0;
+        let mut delay = self.options.min_reconnect_delay;
+        loop {
+            let (error, was_listening) = match self.listen_once(&mut ready).await {
+                Ended::ReaderGone => return,
+                Ended::Lost {
+                    error,
+                    was_listening,
+                } => (error, was_listening),
+            };
+            if let Some(ready) = ready.take() {
+                // The first connection failed: `watch` reports why.
+                let _ = ready.send(Err(error));
+                return;
+            }
+            if was_listening {
+                tracing::debug!(%error, channel = %self.channel, "listening connection lost");
+                failures = 0;
+                delay = self.options.min_reconnect_delay;
+                // Changes may be missed from now on: whatever the reader knows may be stale.
+                if let Err(mpsc::error::TrySendError::Closed(_)) =
+                    self.sender.try_send(Change::Unknown)
+                {
+                    return;
+                }
+            }
+            failures += 1;
+            if failures > MAX_REOPEN_ATTEMPTS {
+                tracing::warn!(channel = %self.channel, "cannot listen again; change hints end");
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(self.options.max_reconnect_delay);
+        }
+    }
+
+    /// Connects, listens, and forwards notifications until the connection ends.
+    async fn listen_once(
+        &self,
+        ready: &mut Option<oneshot::Sender<Result<(), StoreError>>>,
+    ) -> Ended {
+        let timeout = self.options.statement_timeout;
+        let limit = self.options.connect_timeout;
+        let connecting = tokio::time::timeout(limit, self.config.connect(NoTls)).await;
+        let (client, mut connection) = match connecting {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(error)) => {
+                return Ended::not_listening(map_error("connect to listen", timeout, error))
+            }
+            Err(_) => return Ended::not_listening(StoreError::Timeout(limit)),
+        };
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        let listen = format!("LISTEN {}", self.channel);
+        let listening = client.batch_execute(&listen);
+        tokio::pin!(listening);
+        // The connection must be driven while LISTEN runs.
+        let started = tokio::time::timeout(limit, async {
+            loop {
+                tokio::select! {
+                    result = &mut listening => return result.map_err(|e| map_error("listen", timeout, e)),
+                    message = messages.next() => if message.is_none() {
+                        return Err(StoreError::Unavailable {
+                            message: "connection closed before LISTEN".to_owned(),
+                            source: None,
+                        });
+                    },
+                }
+            }
+        })
+        .await
+        .unwrap_or(Err(StoreError::Timeout(limit)));
+        if let Err(error) = started {
+            return Ended::not_listening(error);
+        }
+        match ready.take() {
+            Some(ready) => {
+                let _ = ready.send(Ok(()));
+            }
+            // Listening again after a loss: changes in between were not seen.
+            None => {
+                if self.sender.send(Change::Unknown).await.is_err() {
+                    return Ended::ReaderGone;
+                }
+            }
+        }
+        loop {
+            match messages.next().await {
+                Some(Ok(AsyncMessage::Notification(notice))) => {
+                    let Some(change) = parse(&self.group, notice.payload()) else {
+                        continue;
+                    };
+                    // A full channel already holds a pending hint, which is all a reader needs.
+                    if let Err(mpsc::error::TrySendError::Closed(_)) = self.sender.try_send(change)
+                    {
+                        return Ended::ReaderGone;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Ended::lost(map_error("listen", timeout, error)),
+                None => {
+                    return Ended::lost(StoreError::Unavailable {
+                        message: "listening connection closed".to_owned(),
+                        source: None,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The hint for a payload `<group> lease <partition>` or `<group> member <node>` of `group`.
+fn parse(group: &GroupName, payload: &str) -> Option<Change> {
+    let mut words = payload.split(' ');
+    if words.next()? != group.as_str() {
+        return None;
+    }
+    let change = match (words.next(), words.next()) {
+        (Some("lease"), Some(number)) => number.parse().ok().map(|n| Change::Lease(PartitionId(n))),
+        (Some("member"), Some(name)) => NodeId::new(name).ok().map(Change::Member),
+        _ => None,
+    };
+    Some(change.unwrap_or(Change::Unknown))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_of_other_groups_are_ignored() {
+        let group = GroupName::new("orders").unwrap();
+        assert_eq!(
+            parse(&group, "orders lease 12"),
+            Some(Change::Lease(PartitionId(12)))
+        );
+        assert_eq!(
+            parse(&group, "orders member node-1"),
+            Some(Change::Member(NodeId::new("node-1").unwrap()))
+        );
+        assert_eq!(parse(&group, "orders-2 lease 12"), None);
+        assert_eq!(parse(&group, "orders lease x"), Some(Change::Unknown));
+    }
+}

@@ -1,0 +1,199 @@
+//! Change hints, concurrent batches, schema versions and connection settings.
+
+mod common;
+
+use std::time::Duration;
+
+use leasehold::testing::unique_group;
+use leasehold::{
+    Change, ChangeFeed, LeaseRecord, LeaseStore, LeaseWrite, MemberRecord, NodeId, PartitionId,
+    PutMode, StoreError,
+};
+use leasehold_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
+
+async fn next_change(feed: &mut ChangeFeed) -> Change {
+    tokio::time::timeout(Duration::from_secs(5), feed.next())
+        .await
+        .expect("a change hint within 5 s")
+        .expect("the feed is still open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_watch_reports_writes_in_the_group_only() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    let store = common::store(&url).await;
+    let group = unique_group("watch");
+    let other = unique_group("watch-other");
+    let mut feed = store.watch(&group).await.expect("watch");
+
+    store
+        .put_lease(
+            &other,
+            PartitionId(1),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
+    let version = store
+        .put_lease(
+            &group,
+            PartitionId(7),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut feed).await, Change::Lease(PartitionId(7)));
+
+    let node = NodeId::new("node-1").unwrap();
+    store
+        .put_member(&group, &node, &MemberRecord::default(), PutMode::Create)
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut feed).await, Change::Member(node));
+    store
+        .delete_lease(&group, PartitionId(7), &version)
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut feed).await, Change::Lease(PartitionId(7)));
+}
+
+/// Renews every lease of `group` in one batch, in the given partition order.
+async fn renew_all(store: &PostgresStore, group: &leasehold::GroupName, order: &[u32]) -> usize {
+    let listing = store.list_leases(group).await.expect("list");
+    let writes: Vec<LeaseWrite> = order
+        .iter()
+        .map(|&partition| {
+            let current = &listing.records[partition as usize];
+            let mut record = current.value.clone();
+            record.epoch = record.epoch.next();
+            LeaseWrite {
+                partition: PartitionId(partition),
+                record,
+                mode: PutMode::Update(current.version.clone()),
+            }
+        })
+        .collect();
+    let results = store
+        .put_leases(group, &writes)
+        .await
+        .expect("a batch never fails as a whole (no deadlock)");
+    for result in &results {
+        assert!(
+            matches!(result, Ok(_) | Err(StoreError::Conflict { .. })),
+            "{result:?}"
+        );
+    }
+    results.iter().filter(|r| r.is_ok()).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_batches_in_opposite_orders_do_not_deadlock() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    let (first, second) = (common::store(&url).await, common::store(&url).await);
+    let group = unique_group("deadlock");
+    let partitions = 30;
+    for partition in 0..partitions {
+        first
+            .put_lease(
+                &group,
+                PartitionId(partition),
+                &LeaseRecord::released(),
+                PutMode::Create,
+            )
+            .await
+            .unwrap();
+    }
+    let forward: Vec<u32> = (0..partitions).collect();
+    let backward: Vec<u32> = (0..partitions).rev().collect();
+    let rounds = 20;
+    let (a, b) = tokio::join!(
+        async {
+            let mut applied = 0;
+            for _ in 0..rounds {
+                applied += renew_all(&first, &group, &forward).await;
+            }
+            applied
+        },
+        async {
+            let mut applied = 0;
+            for _ in 0..rounds {
+                applied += renew_all(&second, &group, &backward).await;
+            }
+            applied
+        }
+    );
+    let listing = first.list_leases(&group).await.unwrap();
+    let epochs: usize = listing
+        .records
+        .iter()
+        .map(|r| r.value.epoch.0 as usize)
+        .sum();
+    assert_eq!(epochs, a + b, "every applied write and only those");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_refuses_a_newer_schema() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    let prefix = format!("schema_test_{}", std::process::id());
+    let options = PostgresOptions {
+        table_prefix: prefix.clone(),
+        ..common::test_options()
+    };
+    PostgresStore::connect_with(&url, options.clone())
+        .await
+        .expect("creates the layout");
+    let client = common::raw_client(&url).await;
+    client
+        .execute(
+            &format!("UPDATE {prefix}_schema SET version = $1"),
+            &[&(SCHEMA_VERSION + 1)],
+        )
+        .await
+        .unwrap();
+    let refused = PostgresStore::connect_with(&url, options).await;
+    client
+        .batch_execute(&format!(
+            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
+             DROP SEQUENCE {prefix}_version;
+             DROP FUNCTION {prefix}_lease_changed, {prefix}_member_changed;"
+        ))
+        .await
+        .unwrap();
+    match refused {
+        Err(StoreError::Invalid(message)) => assert!(message.contains("version 2"), "{message}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_never_shows_the_password() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    // The test server trusts every local connection, so any password is accepted.
+    let with_password = url.replacen("postgres@", "postgres:hunter2@", 1);
+    assert_ne!(with_password, url, "the test URL names user postgres");
+    let store = PostgresStore::connect_with(&with_password, common::test_options())
+        .await
+        .expect("connect");
+    let shown = format!("{store:?}");
+    assert!(shown.contains("127.0.0.1"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+#[tokio::test]
+async fn postgres_store_refuses_required_tls_instead_of_downgrading() {
+    let result = PostgresStore::connect("postgres://leases@127.0.0.1:1/app?sslmode=require").await;
+    match result {
+        Err(StoreError::Invalid(message)) => assert!(message.contains("TLS"), "{message}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}

@@ -1,0 +1,313 @@
+//! [`ZookeeperStore`]: the [`LeaseStore`] trait over one persistent znode per record.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use leasehold::codec::{decode, encode};
+use leasehold::{
+    lease_key, member_key, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing,
+    MemberRecord, NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+};
+use tokio::time::Instant;
+
+use crate::connection::{Connection, ZookeeperOptions};
+use crate::paths::{check_prefix, parse_partition, Layout};
+use crate::records::{self, version_of};
+use crate::{batch, watch};
+
+/// A [`LeaseStore`] in ZooKeeper.
+///
+/// Each record is a persistent znode holding the record as JSON
+/// (`<prefix>/<group>/lease/<partition, 10 digits>`, `<prefix>/<group>/member/<node>`), and
+/// its version is the znode's `mzxid`. Cloning is cheap and shares the session.
+///
+/// The ZooKeeper session only carries requests: leases are ordinary records renewed by
+/// compare-and-set, never ephemeral znodes, so a session that expires or moves does not
+/// release anything, and a new session is established on the next call.
+#[derive(Clone)]
+pub struct ZookeeperStore {
+    pub(crate) shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) connection: Connection,
+    pub(crate) layout: Layout,
+    connect_string: String,
+    prefix: String,
+}
+
+impl fmt::Debug for ZookeeperStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZookeeperStore")
+            .field("connect_string", &self.shared.connect_string)
+            .field("prefix", &self.shared.prefix)
+            .finish()
+    }
+}
+
+impl ZookeeperStore {
+    /// Connects to the ensemble at `connect_string` (`host:port,host:port`), keeping every
+    /// group under `prefix` (`/leasehold`, or `""` for the root; parents are created as
+    /// needed).
+    ///
+    /// Establishes the first session before returning, so that a wrong address fails here.
+    pub async fn connect(
+        connect_string: &str,
+        prefix: &str,
+        options: ZookeeperOptions,
+    ) -> Result<ZookeeperStore, StoreError> {
+        if let Err(reason) = check_prefix(prefix) {
+            return Err(StoreError::Invalid(format!(
+                "ZooKeeper prefix {prefix:?} {reason}"
+            )));
+        }
+        if options.call_timeout.is_zero() || options.session_timeout.is_zero() {
+            return Err(StoreError::Invalid(
+                "ZooKeeper call and session timeouts must be greater than zero".to_owned(),
+            ));
+        }
+        let call_timeout = options.call_timeout;
+        let store = ZookeeperStore {
+            shared: Arc::new(Shared {
+                connection: Connection::new(connect_string.to_owned(), options),
+                layout: Layout::new(prefix.to_owned()),
+                connect_string: connect_string.to_owned(),
+                prefix: prefix.to_owned(),
+            }),
+        };
+        store
+            .shared
+            .connection
+            .client(Instant::now() + call_timeout)
+            .await?;
+        Ok(store)
+    }
+
+    /// The time limits this store was made with.
+    pub fn options(&self) -> &ZookeeperOptions {
+        self.shared.connection.options()
+    }
+
+    /// The znode path of a lease record, for operators and tests.
+    pub fn lease_path(&self, group: &GroupName, partition: PartitionId) -> String {
+        self.shared.layout.lease(group, partition)
+    }
+
+    /// Replaces the data of the znode at `path` whatever its version. For repair tools and
+    /// tests only: it bypasses compare-and-set.
+    pub async fn overwrite_unconditionally(
+        &self,
+        path: &str,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
+        let key = path.to_owned();
+        self.shared
+            .connection
+            .run(|client| async move {
+                client
+                    .set_data(path, data, None)
+                    .await
+                    .map(drop)
+                    .map_err(|error| records::conditional_write_error(error, &key))
+            })
+            .await
+    }
+
+    async fn put(
+        &self,
+        path: String,
+        key: String,
+        data: Vec<u8>,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.shared
+            .connection
+            .run(|client| async move {
+                match mode {
+                    PutMode::Create => records::create(&client, &path, &key, &data).await,
+                    PutMode::Update(expected) => {
+                        records::update(&client, &path, &key, &expected, &data).await
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn delete(&self, path: String, key: String, version: &Version) -> Result<(), StoreError> {
+        self.shared
+            .connection
+            .run(|client| async move { records::delete(&client, &path, &key, version).await })
+            .await
+    }
+
+    async fn read(
+        &self,
+        path: String,
+    ) -> Result<Option<(Vec<u8>, zookeeper_client::Stat)>, StoreError> {
+        self.shared
+            .connection
+            .run(|client| async move { records::read(&client, &path).await })
+            .await
+    }
+
+    async fn list(
+        &self,
+        directory: String,
+    ) -> Result<Vec<(String, Vec<u8>, zookeeper_client::Stat)>, StoreError> {
+        self.shared
+            .connection
+            .run(|client| async move { records::list(&client, &directory).await })
+            .await
+    }
+}
+
+#[async_trait]
+impl LeaseStore for ZookeeperStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let mut listing = Listing::default();
+        for (name, data, stat) in self.list(self.shared.layout.leases(group)).await? {
+            let Some(partition) = parse_partition(&name) else {
+                listing.corrupt.push(StoreError::Corrupt {
+                    key: format!("{group}/lease/{name}"),
+                    reason: "the znode name is not a 10-digit partition number".to_owned(),
+                });
+                continue;
+            };
+            match decode(&lease_key(group, partition), &data) {
+                Ok(value) => listing.records.push(StoredLease {
+                    key: partition,
+                    value,
+                    version: version_of(&stat),
+                }),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        listing.records.sort_by_key(|record| record.key);
+        Ok(listing)
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        let Some((data, stat)) = self
+            .read(self.shared.layout.lease(group, partition))
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(StoredLease {
+            key: partition,
+            value: decode(&lease_key(group, partition), &data)?,
+            version: version_of(&stat),
+        }))
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let path = self.shared.layout.lease(group, partition);
+        self.put(path, lease_key(group, partition), encode(record), mode)
+            .await
+    }
+
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let layout = &self.shared.layout;
+        self.shared
+            .connection
+            .run(|client| async move { batch::put_leases(&client, layout, group, writes).await })
+            .await
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let path = self.shared.layout.lease(group, partition);
+        self.delete(path, lease_key(group, partition), version)
+            .await
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        let mut listing = Listing::default();
+        for (name, data, stat) in self.list(self.shared.layout.members(group)).await? {
+            let key = format!("{group}/member/{name}");
+            let node = match NodeId::new(&name) {
+                Ok(node) => node,
+                Err(error) => {
+                    listing.corrupt.push(StoreError::Corrupt {
+                        key,
+                        reason: error.to_string(),
+                    });
+                    continue;
+                }
+            };
+            match decode(&key, &data) {
+                Ok(value) => listing.records.push(StoredMember {
+                    key: node,
+                    value,
+                    version: version_of(&stat),
+                }),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        listing.records.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(listing)
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        let Some((data, stat)) = self.read(self.shared.layout.member(group, node)).await? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredMember {
+            key: node.clone(),
+            value: decode(&member_key(group, node), &data)?,
+            version: version_of(&stat),
+        }))
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let path = self.shared.layout.member(group, node);
+        self.put(path, member_key(group, node), encode(record), mode)
+            .await
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let path = self.shared.layout.member(group, node);
+        self.delete(path, member_key(group, node), version).await
+    }
+
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        watch::open(Arc::clone(&self.shared), group.clone()).await
+    }
+}

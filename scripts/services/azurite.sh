@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Azurite (npm azurite@3.35.0), the Azure Storage emulator: only its Table service, in
+# memory, on 127.0.0.1:52002.
+#
+#   azurite.sh install|start|stop|status
+#
+# `start` writes $SERVICES_DIR/azurite.env with LEASEHOLD_TEST_AZURITE_ENDPOINT,
+# LEASEHOLD_TEST_AZURITE_ACCOUNT and LEASEHOLD_TEST_AZURITE_KEY (Azurite's published
+# development account, read from the installed package, not a secret).
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+port=52002
+version=3.35.0
+# 3.36 and later require Node 22.
+prefix="$SERVICES_DIR/azurite"
+binary="$prefix/node_modules/.bin/azurite-table"
+account=devstoreaccount1
+
+installed_version() {
+  node -p "require('$prefix/node_modules/azurite/package.json').version" 2>/dev/null || true
+}
+
+# The development account's key as the installed Azurite defines it.
+account_key() {
+  grep -rhoE 'EMULATOR_ACCOUNT_KEY(_STR)? = (Buffer\.from\()?"[^"]+"' \
+    "$prefix/node_modules/azurite/dist/src/common/utils/constants.js" \
+    | head -n1 | sed -E 's/.*"([^"]+)"$/\1/'
+}
+
+answers_http() {
+  python3 - "$port" <<'PY'
+import http.client, sys
+connection = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=1)
+connection.request("GET", "/")
+connection.getresponse()
+PY
+}
+
+case "${1:-}" in
+  install)
+    if [ "$(installed_version)" != "$version" ]; then
+      mkdir -p "$prefix"
+      npm install --prefix "$prefix" "azurite@$version" --no-audit --no-fund --loglevel=error
+    fi
+    ;;
+  start)
+    stop_daemon azurite
+    [ -x "$binary" ] || { echo "azurite: not installed; run install first" >&2; exit 1; }
+    key=$(account_key)
+    [ -n "$key" ] || { echo "azurite: development account key not found in the package" >&2; exit 1; }
+    start_daemon azurite "$binary" --tableHost 127.0.0.1 --tablePort "$port" \
+      --inMemoryPersistence --disableTelemetry --skipApiVersionCheck
+    wait_until 60 azurite answers_http
+    cat >"$SERVICES_DIR/azurite.env" <<ENV
+export LEASEHOLD_TEST_AZURITE_ENDPOINT=http://127.0.0.1:$port/$account
+export LEASEHOLD_TEST_AZURITE_ACCOUNT=$account
+export LEASEHOLD_TEST_AZURITE_KEY=$key
+ENV
+    echo "azurite: ready on 127.0.0.1:$port"
+    ;;
+  stop)
+    stop_daemon azurite
+    ;;
+  status)
+    if answers_http >/dev/null 2>&1; then echo "azurite: running on 127.0.0.1:$port"
+    else echo "azurite: not running"; exit 1; fi
+    ;;
+  *)
+    echo "usage: $0 install|start|stop|status" >&2
+    exit 2
+    ;;
+esac

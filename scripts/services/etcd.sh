@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A 3-member etcd cluster on loopback for the etcd store's tests.
+#
+#   etcd.sh install|start|stop|status
+#
+# Members e1, e2, e3 listen for clients on 127.0.0.1:52379, 52389, 52399 and for peers on
+# 52380, 52390, 52400, with data in $SERVICES_DIR/etcd/<name>. Each member is its own daemon
+# (pid file $SERVICES_DIR/etcd-<name>.pid); $SERVICES_DIR/etcd-<name>.stop stops it and
+# $SERVICES_DIR/etcd-<name>.start starts it again with the same flags, so a test can take one
+# member down and bring it back.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+
+members=(e1 e2 e3)
+declare -A client_port=([e1]=52379 [e2]=52389 [e3]=52399)
+declare -A peer_port=([e1]=52380 [e2]=52390 [e3]=52400)
+endpoints="127.0.0.1:52379,127.0.0.1:52389,127.0.0.1:52399"
+initial_cluster="e1=http://127.0.0.1:52380,e2=http://127.0.0.1:52390,e3=http://127.0.0.1:52400"
+
+install() {
+  # protoc and the well-known .proto files are needed to build the etcd client crate.
+  apt_install etcd-server etcd-client protobuf-compiler libprotobuf-dev
+}
+
+# write_member_scripts NAME: scripts that start member NAME again with the same flags, and stop
+# it (waiting until it has exited, so a restart finds its ports free).
+write_member_scripts() {
+  local name=$1 script="$SERVICES_DIR/etcd-$1.start"
+  cat >"$script" <<SCRIPT
+#!/usr/bin/env bash
+# Starts etcd member $name of the test cluster again, with the flags it was first started with.
+set -euo pipefail
+export SERVICES_DIR="$SERVICES_DIR"
+. "$here/common.sh"
+start_daemon etcd-$name etcd --name $name \\
+  --data-dir "$SERVICES_DIR/etcd/$name" \\
+  --listen-client-urls http://127.0.0.1:${client_port[$name]} \\
+  --advertise-client-urls http://127.0.0.1:${client_port[$name]} \\
+  --listen-peer-urls http://127.0.0.1:${peer_port[$name]} \\
+  --initial-advertise-peer-urls http://127.0.0.1:${peer_port[$name]} \\
+  --initial-cluster $initial_cluster \\
+  --initial-cluster-token leasehold-test \\
+  --initial-cluster-state new
+SCRIPT
+  cat >"$SERVICES_DIR/etcd-$name.stop" <<SCRIPT
+#!/usr/bin/env bash
+# Stops etcd member $name of the test cluster and waits until it has exited.
+set -euo pipefail
+export SERVICES_DIR="$SERVICES_DIR"
+. "$here/common.sh"
+stop_daemon etcd-$name
+SCRIPT
+  chmod +x "$script" "$SERVICES_DIR/etcd-$name.stop"
+}
+
+healthy() {
+  ETCDCTL_API=3 etcdctl --endpoints="$endpoints" --dial-timeout=1s --command-timeout=2s \
+    endpoint health
+}
+
+start() {
+  stop
+  command -v etcd >/dev/null || { echo "etcd: not installed; run install first" >&2; return 1; }
+  # A fresh cluster each start: leftover member data from another cluster would not join.
+  rm -rf "$SERVICES_DIR/etcd"
+  mkdir -p "$SERVICES_DIR/etcd"
+  for name in "${members[@]}"; do
+    write_member_scripts "$name"
+    bash "$SERVICES_DIR/etcd-$name.start"
+  done
+  wait_until 30 "etcd cluster" healthy
+  cat >"$SERVICES_DIR/etcd.env" <<ENV
+export LEASEHOLD_TEST_ETCD_ENDPOINTS=$endpoints
+export LEASEHOLD_TEST_ETCD_PIDS_DIR=$SERVICES_DIR
+ENV
+  echo "etcd: 3 members on $endpoints"
+}
+
+stop() {
+  for name in "${members[@]}"; do
+    stop_daemon "etcd-$name"
+  done
+  rm -f "$SERVICES_DIR/etcd.env"
+}
+
+status() {
+  healthy
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+esac
