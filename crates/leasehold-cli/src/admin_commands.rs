@@ -1,0 +1,178 @@
+//! The operator commands that change the table: init, destroy, kick, prohibit/allow,
+//! offline/online, drain/undrain.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use leasehold::admin::{self, AdminError};
+use leasehold::{GroupName, LeaseRecord, LeaseStore, NodeId, PartitionId, TimeoutStore};
+
+use crate::cli::{Cli, Command};
+use crate::store_url;
+use crate::Outcome;
+
+/// A group's table in an opened store, every call bounded by `--timeout`.
+pub struct GroupTable {
+    /// The store.
+    pub store: Arc<dyn LeaseStore>,
+    /// The group.
+    pub group: GroupName,
+}
+
+impl GroupTable {
+    /// Opens `--store` for the group named by `--group`.
+    pub async fn open(cli: &Cli) -> anyhow::Result<GroupTable> {
+        let store = store_url::open(&cli.store_url()?).await?;
+        Ok(GroupTable {
+            store: Arc::new(TimeoutStore::new(store, cli.timeout)),
+            group: cli.group.clone(),
+        })
+    }
+
+    /// The partition count: one past the highest partition with a record, corrupt ones
+    /// included; zero when the group does not exist.
+    pub async fn partition_count(&self) -> anyhow::Result<u32> {
+        let listing = self
+            .store
+            .list_leases(&self.group)
+            .await
+            .with_context(|| format!("cannot list the leases of group {}", self.group))?;
+        let corrupt = listing.corrupt.iter().filter_map(|error| match error {
+            leasehold::StoreError::Corrupt { key, .. } => key.rsplit('/').next()?.parse().ok(),
+            _ => None,
+        });
+        Ok(listing
+            .records
+            .iter()
+            .map(|r| r.key.0)
+            .chain(corrupt)
+            .map(|p: u32| p + 1)
+            .max()
+            .unwrap_or(0))
+    }
+
+    /// Turns "no such partition" into "no such group" when the group has no records at
+    /// all, and otherwise says which partitions exist.
+    pub async fn explain(&self, error: AdminError) -> anyhow::Error {
+        let is_partition = match &error {
+            AdminError::NoSuchPartition { .. } => true,
+            AdminError::NoSuchNode { .. } => false,
+            _ => return error.into(),
+        };
+        match self.partition_count().await {
+            Ok(0) => AdminError::NoSuchGroup(self.group.clone()).into(),
+            Ok(count) if is_partition => {
+                anyhow::anyhow!("{error}; it has partitions 0 to {}", count - 1)
+            }
+            _ => error.into(),
+        }
+    }
+}
+
+/// Runs one of the table-changing commands.
+pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
+    if let Command::Destroy { yes: false } = command {
+        anyhow::bail!(
+            "destroy deletes every record of group {}; add --yes to confirm",
+            cli.group
+        );
+    }
+    let table = GroupTable::open(cli).await?;
+    let group = &table.group;
+    match command {
+        Command::Init { partitions } => init(&table, *partitions).await?,
+        Command::Destroy { .. } => {
+            let removed = admin::destroy(&*table.store, group).await?;
+            println!("group {group}: removed {removed} records");
+        }
+        Command::Kick { partition } => {
+            let record = change(&table, *partition, admin::kick).await?;
+            println!("partition {partition}: kicked; {}", holder(&record));
+        }
+        Command::Prohibit { partition, node } => {
+            change(&table, *partition, |s, g, p| admin::prohibit(s, g, p, node)).await?;
+            println!("partition {partition}: node {node} prohibited");
+        }
+        Command::Allow { partition, node } => {
+            change(&table, *partition, |s, g, p| admin::allow(s, g, p, node)).await?;
+            println!("partition {partition}: node {node} allowed");
+        }
+        Command::Offline { partition } => {
+            let record = change(&table, *partition, admin::offline).await?;
+            println!(
+                "partition {partition}: offline (was epoch {}); no node takes it until online",
+                record.epoch
+            );
+        }
+        Command::Online { partition } => {
+            change(&table, *partition, admin::online).await?;
+            println!("partition {partition}: online; taken after acquire_after");
+        }
+        Command::Drain { node } => {
+            drain(&table, node, true).await?;
+            println!("node {node}: draining; it hands its partitions off at its next scan");
+        }
+        Command::Undrain { node } => {
+            drain(&table, node, false).await?;
+            println!("node {node}: no longer draining");
+        }
+        Command::Status(_) | Command::Stale(_) | Command::Node(_) | Command::Demo(_) => {
+            unreachable!("dispatched in main")
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// Creates the group, refusing to change the count of one that exists: growing it would
+/// silently remap every key that applications hash to a partition.
+async fn init(table: &GroupTable, partitions: u32) -> anyhow::Result<()> {
+    let group = &table.group;
+    let existing = table.partition_count().await?;
+    if existing != 0 && existing != partitions {
+        return Err(AdminError::PartitionCountMismatch {
+            group: group.clone(),
+            existing,
+            requested: partitions,
+        }
+        .into());
+    }
+    anyhow::ensure!(partitions > 0, "--partitions must be at least 1");
+    let outcome = admin::init(&*table.store, group, partitions).await?;
+    println!(
+        "group {group}: {} partitions created, {} already there ({partitions} in all)",
+        outcome.created, outcome.existing
+    );
+    Ok(())
+}
+
+/// Applies one admin change to `partition`, explaining a missing partition or group.
+async fn change<'a, F, Fut>(
+    table: &'a GroupTable,
+    partition: u32,
+    action: F,
+) -> anyhow::Result<LeaseRecord>
+where
+    F: FnOnce(&'a dyn LeaseStore, &'a GroupName, PartitionId) -> Fut,
+    Fut: std::future::Future<Output = Result<LeaseRecord, AdminError>>,
+{
+    match action(&*table.store, &table.group, PartitionId(partition)).await {
+        Ok(record) => Ok(record),
+        Err(error) => Err(table.explain(error).await),
+    }
+}
+
+async fn drain(table: &GroupTable, node: &NodeId, draining: bool) -> anyhow::Result<()> {
+    match admin::set_draining(&*table.store, &table.group, node, draining).await {
+        Ok(_) => Ok(()),
+        Err(error) => Err(table.explain(error).await),
+    }
+}
+
+fn holder(record: &LeaseRecord) -> String {
+    match (&record.owner, record.state) {
+        (Some(owner), leasehold::LeaseState::Held) => {
+            format!("{owner} drops it at its next renewal")
+        }
+        _ => "no node held it".to_owned(),
+    }
+}

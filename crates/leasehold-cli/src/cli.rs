@@ -1,0 +1,214 @@
+//! The command line, as clap derive types.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use leasehold::{GroupName, NodeId};
+
+use crate::duration::parse_duration;
+use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
+
+/// Lease-based partitioning: divide N partitions among servers so that no partition is ever
+/// served by two at once.
+///
+/// Durations are written with a unit: 500ms, 2s, 1.5s, 1m30s.
+///
+/// Exit codes: 0 success, 1 problems found (stale) or a demo check failed, 2 error.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version)]
+pub struct Cli {
+    /// The store holding the lease table: sqlite:PATH (relative to the current directory),
+    /// sqlite:///ABSOLUTE/PATH, or memory: (private to this process; for demo and tests)
+    /// [default: sqlite:leasehold.db; for demo, a file in a temporary directory]
+    #[arg(long, global = true, env = "LEASEHOLD_STORE", value_name = "URL")]
+    pub store: Option<String>,
+
+    /// The group: one independent lease table inside the store.
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_GROUP",
+        default_value = "default"
+    )]
+    pub group: GroupName,
+
+    /// Time limit on each store call made by operator commands.
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the group's lease records 0..N (initial build-out). Never changes the count of
+    /// an existing group.
+    Init {
+        /// How many partitions the group has.
+        #[arg(long)]
+        partitions: u32,
+    },
+    /// Delete every lease and member record of the group.
+    Destroy {
+        /// Confirm the deletion.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Show the lease table: owner, epoch, state, prohibited nodes, note, version, age.
+    Status(StatusArgs),
+    /// Sample the table twice and report problems: unrenewed leases, unowned, missing or
+    /// corrupt partitions, too few live nodes. Exit 0 healthy, 1 problems, 2 could not check.
+    Stale(StaleArgs),
+    /// Make the holder of a partition drop it; another node takes it after acquire_after.
+    Kick {
+        /// The partition.
+        partition: u32,
+    },
+    /// Keep a node off a partition (its holder drops it if that is the node).
+    Prohibit {
+        /// The partition.
+        partition: u32,
+        /// The node to keep off.
+        node: NodeId,
+    },
+    /// Let a node take a partition again.
+    Allow {
+        /// The partition.
+        partition: u32,
+        /// The node to allow.
+        node: NodeId,
+    },
+    /// Take a partition out of service: nobody holds it until `online`.
+    Offline {
+        /// The partition.
+        partition: u32,
+    },
+    /// Put an offline partition back in service.
+    Online {
+        /// The partition.
+        partition: u32,
+    },
+    /// Ask a node to hand all its partitions off (cooperatively, no expiry).
+    Drain {
+        /// The node.
+        node: NodeId,
+    },
+    /// Let a drained node take partitions again.
+    Undrain {
+        /// The node.
+        node: NodeId,
+    },
+    /// Run one participant until SIGTERM or SIGINT, then release its leases and exit.
+    Node(Box<NodeArgs>),
+    /// Run a self-contained demonstration: several nodes in this process, a crash, a drain.
+    Demo(DemoArgs),
+}
+
+/// Options of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Group partitions by owner, with each member's record.
+    #[arg(long, conflicts_with = "partition")]
+    pub by_node: bool,
+    /// Show only this partition.
+    #[arg(long)]
+    pub partition: Option<u32>,
+    /// Show only the partitions held by this node, and its member record.
+    #[arg(long, conflicts_with_all = ["partition", "by_node"])]
+    pub node: Option<NodeId>,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `stale`.
+#[derive(Debug, Args)]
+pub struct StaleArgs {
+    /// Time between the two samples; make it longer than the nodes' heartbeat.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub watch: Duration,
+    /// Report a problem when fewer nodes than this renewed their member record.
+    #[arg(long, default_value_t = 1)]
+    pub min_nodes: usize,
+    /// The expected partition count (default: one past the highest partition found).
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `node`.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// This node's name, unique in the group.
+    #[arg(long)]
+    pub id: NodeId,
+    /// How many partitions the group has. Default: the group's existing count. If the group
+    /// does not exist yet, it is created with this count.
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// How often held leases are renewed [default: 10s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub heartbeat: Option<Duration>,
+    /// How long a renewal keeps a lease valid [default: 30s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub validity: Option<Duration>,
+    /// How long a record must stay unchanged before this node takes it over [default: 45s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub acquire_after: Option<Duration>,
+    /// How often the whole table is read [default: 10s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub scan_interval: Option<Duration>,
+    /// Time limit on each store call [default: 5s, or the heartbeat if shorter].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub store_timeout: Option<Duration>,
+    /// The most partitions this node will hold [default: all].
+    #[arg(long)]
+    pub max_partitions_per_node: Option<u32>,
+    /// This node's relative capacity [default: 1].
+    #[arg(long)]
+    pub weight: Option<u32>,
+    /// Append `<unix_ns> <node> acquired|lost|released <partition> <epoch>` lines here.
+    #[arg(long, value_name = "FILE")]
+    pub fence_log: Option<PathBuf>,
+    /// Append `<unix_ns> <node> work <partition> <epoch>` for each partition held, every
+    /// --work-interval.
+    #[arg(long, value_name = "FILE", requires = "work_interval")]
+    pub work_log: Option<PathBuf>,
+    /// How often to write work lines.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "work_log")]
+    pub work_interval: Option<Duration>,
+}
+
+/// Options of `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How many nodes to run (3 to 26).
+    #[arg(long, default_value_t = 4)]
+    pub nodes: u32,
+    /// How many partitions.
+    #[arg(long, default_value_t = 32)]
+    pub partitions: u32,
+    /// Renewal period.
+    #[arg(long, default_value = "250ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub heartbeat: Duration,
+    /// Lease validity.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub validity: Duration,
+    /// Wait before taking over an unrenewed lease.
+    #[arg(long, default_value = "1500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub acquire_after: Duration,
+}
+
+impl Cli {
+    /// The store to use: `--store`, or the default file in the current directory. Parsed
+    /// here rather than by clap so that a bad URL is reported like every other error.
+    pub fn store_url(&self) -> Result<StoreUrl, InvalidStoreUrl> {
+        StoreUrl::parse(self.store.as_deref().unwrap_or(DEFAULT_STORE))
+    }
+}

@@ -1,0 +1,169 @@
+//! `node`: one participant as a long-lived process, stopped gracefully by SIGTERM or SIGINT.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use leasehold::{
+    admin, Callbacks, LeaseGuard, Loss, LossReason, NodeId, Participant, ParticipantConfig,
+    TimeoutStore,
+};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::admin_commands::GroupTable;
+use crate::append_log::{unix_ns, wall_time_of, AppendLog};
+use crate::cli::{Cli, NodeArgs};
+use crate::store_url;
+use crate::Outcome;
+
+/// Runs `node` until a termination signal, then releases its leases and returns.
+pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
+    let node = args.id.clone();
+    // Check the timings before touching the store, with a stand-in count if none was given.
+    configure(cli, args, args.partitions.unwrap_or(1))
+        .validate()
+        .with_context(|| format!("invalid configuration for node {node}"))?;
+    let store = store_url::open(&cli.store_url()?).await?;
+    let table = GroupTable {
+        store: Arc::new(TimeoutStore::new(Arc::clone(&store), cli.timeout)),
+        group: cli.group.clone(),
+    };
+    let partitions = partition_count(&table, args.partitions).await?;
+    let config = configure(cli, args, partitions);
+    let recorder = Recorder {
+        node: node.clone(),
+        fence_log: args.fence_log.as_deref().map(AppendLog::open).transpose()?,
+    };
+    let work_log = args.work_log.as_deref().map(AppendLog::open).transpose()?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
+
+    tracing::info!(
+        %node, group = %config.group, partitions, heartbeat = ?config.heartbeat,
+        lease_validity = ?config.lease_validity, acquire_after = ?config.acquire_after,
+        "node starting"
+    );
+    let participant = Participant::start(store, config, recorder)
+        .with_context(|| format!("invalid configuration for node {node}"))?;
+    let worker = match (work_log, args.work_interval) {
+        (Some(log), Some(interval)) => Some(tokio::spawn(work(participant.clone(), log, interval))),
+        _ => None,
+    };
+    let signal_name = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    tracing::info!(%node, signal = signal_name, held = participant.owned().len(), "releasing leases and stopping");
+    if let Some(worker) = worker {
+        worker.abort();
+        let _ = worker.await;
+    }
+    participant.shutdown().await;
+    tracing::info!(%node, "stopped");
+    Ok(Outcome::Success)
+}
+
+/// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.
+/// An unset store timeout is capped at the heartbeat, which it must not exceed.
+fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
+    let mut config =
+        ParticipantConfig::new(args.id.clone(), partitions).with_group(cli.group.clone());
+    config.heartbeat = args.heartbeat.unwrap_or(config.heartbeat);
+    config.lease_validity = args.validity.unwrap_or(config.lease_validity);
+    config.acquire_after = args.acquire_after.unwrap_or(config.acquire_after);
+    config.scan_interval = args.scan_interval.unwrap_or(config.scan_interval);
+    config.store_timeout = args
+        .store_timeout
+        .unwrap_or(config.store_timeout.min(config.heartbeat));
+    config.max_partitions_per_node = args
+        .max_partitions_per_node
+        .unwrap_or(config.max_partitions_per_node);
+    config.weight = args.weight.unwrap_or(config.weight);
+    config
+}
+
+/// The group's partition count: taken from the table, or, with `--partitions`, checked
+/// against it. Records missing below `--partitions` are created only while the group is
+/// unused (every record still at epoch 0), so that nodes started together on a new table
+/// can each finish the build-out, but a group in use is never grown behind its users' back.
+async fn partition_count(table: &GroupTable, requested: Option<u32>) -> anyhow::Result<u32> {
+    let group = &table.group;
+    let existing = table.partition_count().await?;
+    let Some(partitions) = requested else {
+        anyhow::ensure!(
+            existing > 0,
+            "group {group} does not exist; pass --partitions N to create it, or run init"
+        );
+        return Ok(existing);
+    };
+    let listing = table.store.list_leases(group).await?;
+    let in_use = listing.records.iter().any(|r| r.value.epoch.0 > 0);
+    if existing > partitions || (existing < partitions && existing > 0 && in_use) {
+        anyhow::bail!(
+            "group {group} has {existing} partitions, but --partitions {partitions} was given"
+        );
+    }
+    if listing.records.len() + listing.corrupt.len() < partitions as usize {
+        let outcome = admin::init(&*table.store, group, partitions).await?;
+        tracing::info!(%group, created = outcome.created, "created lease records");
+    }
+    Ok(partitions)
+}
+
+/// Writes the fence log from the participant's notifications.
+struct Recorder {
+    node: NodeId,
+    fence_log: Option<AppendLog>,
+}
+
+impl Callbacks for Recorder {
+    fn on_acquired(&self, lease: &LeaseGuard) {
+        if let Some(log) = &self.fence_log {
+            let now = unix_ns(SystemTime::now());
+            let (partition, epoch) = (lease.partition(), lease.epoch());
+            log.append_or_warn(&format!(
+                "{now} {} acquired {partition} {epoch}\n",
+                self.node
+            ));
+        }
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        if let Some(log) = &self.fence_log {
+            // For an expiry, `at` is the deadline: the moment serving stopped, which may be
+            // well before this callback ran if the process was paused.
+            let at = unix_ns(wall_time_of(loss.at));
+            let word = match loss.reason {
+                LossReason::Released => "released",
+                LossReason::Expired | LossReason::Conflict => "lost",
+            };
+            let (partition, epoch) = (loss.partition, loss.epoch);
+            log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));
+        }
+    }
+}
+
+/// Every `interval`, records one unit of work per partition held, under its epoch.
+async fn work(participant: Participant, log: AppendLog, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        for partition in participant.owned() {
+            let Some(guard) = participant.lease(partition) else {
+                continue;
+            };
+            let line = format!(
+                "{} {} work {partition} {}\n",
+                unix_ns(SystemTime::now()),
+                participant.node(),
+                guard.epoch()
+            );
+            // Checked again after formatting, right before the write: a process paused past
+            // its deadline must not write under an epoch that has moved on.
+            if guard.is_valid() {
+                log.append_or_warn(&line);
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `stale`: a health probe for cron jobs and alerting. Exit 0 healthy, 1 problems found,
+//! 2 could not check.
+
+use leasehold::admin::{self, StaleReport};
+use serde::Serialize;
+
+use crate::admin_commands::GroupTable;
+use crate::cli::{Cli, StaleArgs};
+use crate::Outcome;
+
+#[derive(Debug, Serialize)]
+struct Unrenewed {
+    partition: u32,
+    owner: Option<String>,
+}
+
+/// The JSON form of a [`StaleReport`].
+#[derive(Debug, Serialize)]
+struct StaleDocument {
+    group: String,
+    watch_ms: u128,
+    healthy: bool,
+    unrenewed: Vec<Unrenewed>,
+    unowned: Vec<u32>,
+    missing: Vec<u32>,
+    offline: Vec<u32>,
+    corrupt: Vec<String>,
+    live_nodes: Vec<String>,
+    min_nodes: usize,
+}
+
+/// Runs `stale`.
+pub async fn run(cli: &Cli, args: &StaleArgs) -> anyhow::Result<Outcome> {
+    let table = GroupTable::open(cli).await?;
+    let report = admin::stale_check(
+        &*table.store,
+        &table.group,
+        args.watch,
+        args.min_nodes,
+        args.partitions,
+    )
+    .await?;
+    let document = document(&table, args, &report);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&document)?);
+    } else {
+        print!("{}", render(&document));
+    }
+    Ok(if report.has_problems() {
+        Outcome::ProblemsFound
+    } else {
+        Outcome::Success
+    })
+}
+
+fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> StaleDocument {
+    let numbers = |partitions: &[leasehold::PartitionId]| partitions.iter().map(|p| p.0).collect();
+    StaleDocument {
+        group: table.group.to_string(),
+        watch_ms: args.watch.as_millis(),
+        healthy: !report.has_problems(),
+        unrenewed: report
+            .unrenewed
+            .iter()
+            .map(|(partition, owner)| Unrenewed {
+                partition: partition.0,
+                owner: owner.as_ref().map(|o| o.to_string()),
+            })
+            .collect(),
+        unowned: numbers(&report.unowned),
+        missing: numbers(&report.missing),
+        offline: numbers(&report.offline),
+        corrupt: report.corrupt.clone(),
+        live_nodes: report.live_nodes.iter().map(|n| n.to_string()).collect(),
+        min_nodes: report.min_nodes,
+    }
+}
+
+fn list(numbers: &[u32]) -> String {
+    let words: Vec<String> = numbers.iter().map(u32::to_string).collect();
+    words.join(" ")
+}
+
+fn render(document: &StaleDocument) -> String {
+    let mut lines = vec![format!(
+        "group {}: {}",
+        document.group,
+        if document.healthy {
+            "healthy"
+        } else {
+            "PROBLEMS FOUND"
+        }
+    )];
+    if !document.unrenewed.is_empty() {
+        let entries: Vec<String> = document
+            .unrenewed
+            .iter()
+            .map(|u| format!("{} ({})", u.partition, u.owner.as_deref().unwrap_or("-")))
+            .collect();
+        lines.push(format!("unrenewed leases: {}", entries.join(", ")));
+    }
+    for (label, numbers) in [
+        ("unowned partitions", &document.unowned),
+        ("missing partitions", &document.missing),
+        ("offline partitions (not a problem)", &document.offline),
+    ] {
+        if !numbers.is_empty() {
+            lines.push(format!("{label}: {}", list(numbers)));
+        }
+    }
+    for corrupt in &document.corrupt {
+        lines.push(format!("corrupt record: {corrupt}"));
+    }
+    let below = document.live_nodes.len() < document.min_nodes;
+    lines.push(format!(
+        "live nodes: {} ({}), minimum {}{}",
+        document.live_nodes.len(),
+        document.live_nodes.join(" "),
+        document.min_nodes,
+        if below { " — TOO FEW" } else { "" }
+    ));
+    lines.join("\n") + "\n"
+}

@@ -1,0 +1,301 @@
+//! `status`: the lease table as an aligned table or one JSON document.
+//!
+//! The JSON document always has the fields `group`, `partitions`, `members` and `corrupt`;
+//! `--by-node` adds `nodes`. Filters (`--partition`, `--node`) narrow the lists, never the
+//! shape.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use leasehold::admin::AdminError;
+use leasehold::{unix_ms_now, LeaseState, NodeId, PartitionId, StoredLease, StoredMember};
+use serde::Serialize;
+
+use crate::admin_commands::GroupTable;
+use crate::cli::{Cli, StatusArgs};
+use crate::duration::format_duration;
+use crate::table::{or_dash, Table};
+use crate::Outcome;
+
+/// One partition's record.
+#[derive(Debug, Serialize)]
+struct PartitionRow {
+    partition: u32,
+    owner: Option<String>,
+    epoch: u64,
+    state: &'static str,
+    prohibited: Vec<String>,
+    note: Option<String>,
+    load: Option<f64>,
+    version: String,
+    written_at_unix_ms: Option<u64>,
+    /// Milliseconds since `written_at_unix_ms` by this machine's clock: a diagnostic only.
+    age_ms: Option<u64>,
+}
+
+/// One member record.
+#[derive(Debug, Serialize)]
+struct MemberRow {
+    node: String,
+    weight: u32,
+    draining: bool,
+    heartbeat: u64,
+    load: Option<f64>,
+    version: String,
+    written_at_unix_ms: Option<u64>,
+    age_ms: Option<u64>,
+}
+
+/// The partitions a node holds, with its member record if it has one.
+#[derive(Debug, Serialize)]
+struct NodeRow {
+    node: String,
+    count: usize,
+    partitions: Vec<u32>,
+    member: Option<MemberRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct StatusDocument {
+    group: String,
+    partitions: Vec<PartitionRow>,
+    members: Vec<MemberRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<Vec<NodeRow>>,
+    corrupt: Vec<String>,
+}
+
+/// Runs `status`.
+pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
+    let table = GroupTable::open(cli).await?;
+    let group = &table.group;
+    let leases = table
+        .store
+        .list_leases(group)
+        .await
+        .with_context(|| format!("cannot list the leases of group {group}"))?;
+    let members = table
+        .store
+        .list_members(group)
+        .await
+        .with_context(|| format!("cannot list the members of group {group}"))?;
+    if leases.records.is_empty() && leases.corrupt.is_empty() {
+        return Err(AdminError::NoSuchGroup(group.clone()).into());
+    }
+    let mut document = StatusDocument {
+        group: group.to_string(),
+        partitions: leases.records.iter().map(partition_row).collect(),
+        members: members.records.iter().map(member_row).collect(),
+        nodes: None,
+        corrupt: leases.corrupt.iter().map(|e| e.to_string()).collect(),
+    };
+    if let Some(partition) = args.partition {
+        select_partition(&table, &mut document, &leases.records, partition)?;
+    }
+    if let Some(node) = &args.node {
+        select_node(&table, &mut document, node)?;
+    }
+    if args.by_node {
+        document.nodes = Some(by_node(&leases.records, &members.records));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&document)?);
+    } else {
+        print!("{}", render(&document));
+    }
+    Ok(Outcome::Success)
+}
+
+fn select_partition(
+    table: &GroupTable,
+    document: &mut StatusDocument,
+    leases: &[StoredLease],
+    partition: u32,
+) -> anyhow::Result<()> {
+    let Some(lease) = leases.iter().find(|l| l.key.0 == partition) else {
+        let highest = leases.iter().map(|l| l.key.0).max().unwrap_or(0);
+        anyhow::bail!(
+            "{}; it has partitions 0 to {highest}",
+            AdminError::NoSuchPartition {
+                group: table.group.clone(),
+                partition: PartitionId(partition),
+            }
+        );
+    };
+    let owner = lease.value.owner.as_ref().map(|o| o.to_string());
+    document.partitions.retain(|row| row.partition == partition);
+    document.members.retain(|m| Some(&m.node) == owner.as_ref());
+    Ok(())
+}
+
+fn select_node(
+    table: &GroupTable,
+    document: &mut StatusDocument,
+    node: &NodeId,
+) -> anyhow::Result<()> {
+    let name = node.as_str();
+    document
+        .partitions
+        .retain(|row| row.owner.as_deref() == Some(name) && row.state == "held");
+    document.members.retain(|m| m.node == name);
+    if document.partitions.is_empty() && document.members.is_empty() {
+        return Err(AdminError::NoSuchNode {
+            group: table.group.clone(),
+            node: node.clone(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn holder(lease: &StoredLease) -> Option<&NodeId> {
+    match lease.value.state {
+        LeaseState::Held => lease.value.owner.as_ref(),
+        LeaseState::Released | LeaseState::Offline => None,
+    }
+}
+
+fn by_node(leases: &[StoredLease], members: &[StoredMember]) -> Vec<NodeRow> {
+    let mut held: BTreeMap<&NodeId, Vec<u32>> = members.iter().map(|m| (&m.key, vec![])).collect();
+    for lease in leases {
+        if let Some(owner) = holder(lease) {
+            held.entry(owner).or_default().push(lease.key.0);
+        }
+    }
+    held.into_iter()
+        .map(|(node, partitions)| NodeRow {
+            node: node.to_string(),
+            count: partitions.len(),
+            partitions,
+            member: members.iter().find(|m| &m.key == node).map(member_row),
+        })
+        .collect()
+}
+
+fn age_ms(written_at_unix_ms: Option<u64>) -> Option<u64> {
+    written_at_unix_ms.map(|at| unix_ms_now().saturating_sub(at))
+}
+
+fn partition_row(lease: &StoredLease) -> PartitionRow {
+    let record = &lease.value;
+    PartitionRow {
+        partition: lease.key.0,
+        owner: record.owner.as_ref().map(|o| o.to_string()),
+        epoch: record.epoch.0,
+        state: record.state.as_str(),
+        prohibited: record.prohibited.iter().map(|n| n.to_string()).collect(),
+        note: record.note.clone(),
+        load: record.load,
+        version: lease.version.to_string(),
+        written_at_unix_ms: record.written_at_unix_ms,
+        age_ms: age_ms(record.written_at_unix_ms),
+    }
+}
+
+fn member_row(member: &StoredMember) -> MemberRow {
+    let record = &member.value;
+    MemberRow {
+        node: member.key.to_string(),
+        weight: record.weight,
+        draining: record.draining,
+        heartbeat: record.heartbeat,
+        load: record.load,
+        version: member.version.to_string(),
+        written_at_unix_ms: record.written_at_unix_ms,
+        age_ms: age_ms(record.written_at_unix_ms),
+    }
+}
+
+fn age(age_ms: Option<u64>) -> String {
+    or_dash(age_ms.map(|ms| format_duration(std::time::Duration::from_millis(ms))))
+}
+
+fn render(document: &StatusDocument) -> String {
+    let mut out = String::new();
+    if let Some(nodes) = &document.nodes {
+        let mut table = Table::new(vec![
+            "NODE",
+            "COUNT",
+            "WEIGHT",
+            "DRAINING",
+            "HEARTBEAT",
+            "AGE",
+            "PARTITIONS",
+        ]);
+        for row in nodes {
+            let member = row.member.as_ref();
+            let partitions: Vec<String> = row.partitions.iter().map(u32::to_string).collect();
+            table.push(vec![
+                row.node.clone(),
+                row.count.to_string(),
+                or_dash(member.map(|m| m.weight)),
+                or_dash(member.map(|m| if m.draining { "yes" } else { "no" })),
+                or_dash(member.map(|m| m.heartbeat)),
+                age(member.and_then(|m| m.age_ms)),
+                partitions.join(" "),
+            ]);
+        }
+        out.push_str(&table.render());
+        let unheld: Vec<String> = document
+            .partitions
+            .iter()
+            .filter(|p| p.state != "held" || p.owner.is_none())
+            .map(|p| format!("{} ({})", p.partition, p.state))
+            .collect();
+        if !unheld.is_empty() {
+            out.push_str(&format!("not held: {}\n", unheld.join(", ")));
+        }
+    } else {
+        out.push_str(&partition_table(document));
+    }
+    for corrupt in &document.corrupt {
+        out.push_str(&format!("corrupt: {corrupt}\n"));
+    }
+    out
+}
+
+fn partition_table(document: &StatusDocument) -> String {
+    let mut table = Table::new(vec![
+        "PARTITION",
+        "OWNER",
+        "EPOCH",
+        "STATE",
+        "PROHIBITED",
+        "NOTE",
+        "VERSION",
+        "AGE",
+    ]);
+    for row in &document.partitions {
+        table.push(vec![
+            row.partition.to_string(),
+            or_dash(row.owner.as_ref()),
+            row.epoch.to_string(),
+            row.state.to_owned(),
+            if row.prohibited.is_empty() {
+                "-".to_owned()
+            } else {
+                row.prohibited.join(",")
+            },
+            or_dash(row.note.as_ref()),
+            row.version.clone(),
+            age(row.age_ms),
+        ]);
+    }
+    let mut out = table.render();
+    let count = |state: &str| {
+        document
+            .partitions
+            .iter()
+            .filter(|p| p.state == state)
+            .count()
+    };
+    out.push_str(&format!(
+        "{} partitions: {} held, {} released, {} offline; {} members\n",
+        document.partitions.len(),
+        count("held"),
+        count("released"),
+        count("offline"),
+        document.members.len()
+    ));
+    out
+}

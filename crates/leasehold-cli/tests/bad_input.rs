@@ -1,0 +1,116 @@
+//! Every bad input gives one clear line on stderr naming what was wrong, and exit code 2.
+
+mod common;
+
+use common::{assert_clean_error, leasehold, Site};
+
+#[test]
+fn unknown_store_scheme_is_named_with_the_supported_ones() {
+    let run = leasehold(&["--store", "postgress://localhost/db", "status"]);
+    assert_clean_error(
+        &run,
+        &[
+            "leasehold: error:",
+            "unknown scheme \"postgress\"",
+            "sqlite:PATH",
+            "memory:",
+        ],
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+}
+
+#[test]
+fn missing_group_is_named() {
+    let site = Site::new();
+    for command in [
+        &["status"][..],
+        &["kick", "0"],
+        &["offline", "3"],
+        &["drain", "n1"],
+    ] {
+        let run = site.run(command);
+        assert_clean_error(&run, &["group default does not exist"]);
+    }
+    let run = site.run(&["--group", "orders", "stale", "--watch", "10ms"]);
+    assert_clean_error(&run, &["group orders does not exist"]);
+}
+
+#[test]
+fn unknown_partition_and_node_are_named() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    let run = site.run(&["kick", "9"]);
+    assert_clean_error(
+        &run,
+        &["partition 9 does not exist in group default", "0 to 3"],
+    );
+    let run = site.run(&["status", "--partition", "7"]);
+    assert_clean_error(&run, &["partition 7 does not exist"]);
+    let run = site.run(&["drain", "ghost"]);
+    assert_clean_error(&run, &["node ghost is not a member of group default"]);
+    let run = site.run(&["status", "--node", "ghost"]);
+    assert_clean_error(&run, &["node ghost is not a member"]);
+}
+
+#[test]
+fn unreachable_store_is_named_with_its_cause() {
+    let site = Site::new();
+    let url = format!("sqlite://{}", site.path("no/such/dir/leases.db").display());
+    let run = leasehold(&["--store", &url, "status"]);
+    assert_clean_error(
+        &run,
+        &[
+            "leasehold: error: cannot open store",
+            "no/such/dir/leases.db",
+        ],
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+}
+
+#[test]
+fn invalid_node_timings_name_the_values() {
+    let site = Site::new();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &["--heartbeat", "1s", "--validity", "1s"],
+            &["heartbeat = 1s", "lease_validity = 1s"],
+        ),
+        (
+            &[
+                "--heartbeat",
+                "500ms",
+                "--validity",
+                "2s",
+                "--acquire-after",
+                "2s",
+            ],
+            &["acquire_after = 2s", "lease_validity = 2s"],
+        ),
+        (&["--weight", "0"], &["weight must be at least 1"]),
+    ];
+    for (flags, needles) in cases {
+        let mut args = vec!["node", "--id", "n1", "--partitions", "4"];
+        args.extend_from_slice(flags);
+        let run = site.run(&args);
+        assert_clean_error(&run, needles);
+        assert!(
+            run.stderr.contains("invalid configuration for node n1"),
+            "{run:?}"
+        );
+    }
+}
+
+#[test]
+fn malformed_arguments_are_refused() {
+    let site = Site::new();
+    let run = site.run(&["node", "--id", "n1", "--heartbeat", "2x"]);
+    assert_clean_error(&run, &["\"2x\"", "unknown unit"]);
+    let run = site.run(&["node", "--id", "bad name"]);
+    assert_clean_error(&run, &["invalid node id \"bad name\""]);
+    let run = site.run(&["--group", "a/b", "status"]);
+    assert_clean_error(&run, &["invalid group name \"a/b\""]);
+    let run = site.run(&["destroy"]);
+    assert_clean_error(&run, &["--yes"]);
+    let run = site.run(&["node", "--id", "n1"]);
+    assert_clean_error(&run, &["group default does not exist", "--partitions"]);
+}

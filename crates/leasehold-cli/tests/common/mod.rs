@@ -1,0 +1,352 @@
+//! Helpers for tests that run the `leasehold` binary as real processes over an SQLite file.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+/// Fast node timings: renew every 100 ms, valid 400 ms, take over after 700 ms.
+pub const FAST: [&str; 8] = [
+    "--heartbeat",
+    "100ms",
+    "--validity",
+    "400ms",
+    "--acquire-after",
+    "700ms",
+    "--scan-interval",
+    "100ms",
+];
+
+/// The wait after which a lease abandoned by its holder is taken over, with margin.
+pub const TAKEOVER: Duration = Duration::from_millis(700);
+
+/// A temporary directory holding one SQLite store, and the processes run against it.
+pub struct Site {
+    directory: tempfile::TempDir,
+}
+
+impl Site {
+    /// A new empty site.
+    pub fn new() -> Site {
+        Site {
+            directory: tempfile::tempdir().expect("temporary directory"),
+        }
+    }
+
+    /// A path inside the site's directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.directory.path().join(name)
+    }
+
+    /// The `--store` URL of the site's database.
+    pub fn store(&self) -> String {
+        format!("sqlite://{}", self.path("leases.db").display())
+    }
+
+    /// Runs `leasehold --store <site> args...` to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let store = self.store();
+        let mut all = vec!["--store", &store];
+        all.extend_from_slice(args);
+        leasehold(&all)
+    }
+
+    /// Runs a command that must succeed, returning its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let run = self.run(args);
+        assert_eq!(run.code, 0, "leasehold {args:?} failed: {run:?}");
+        run.stdout
+    }
+
+    /// `status --json`, parsed.
+    pub fn status(&self) -> Value {
+        serde_json::from_str(&self.ok(&["status", "--json"])).expect("status --json is JSON")
+    }
+
+    /// Per partition, its holder (owner of a held record), from `status --json`; empty
+    /// while the group does not exist yet, for polling while nodes start.
+    pub fn holders(&self) -> BTreeMap<u64, Option<String>> {
+        let run = self.run(&["status", "--json"]);
+        if run.code != 0 {
+            assert!(
+                run.stderr.contains("does not exist"),
+                "status failed: {run:?}"
+            );
+            return BTreeMap::new();
+        }
+        let status: Value = serde_json::from_str(&run.stdout).expect("status --json is JSON");
+        partitions(&status)
+            .into_iter()
+            .map(|p| (p.partition, p.holder))
+            .collect()
+    }
+
+    /// Polls `condition` every 50 ms for at most `limit`; returns whether it came true.
+    pub fn poll(&self, limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if condition() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Like [`wait_for`], with every node's stderr in the failure message.
+    pub fn wait_for(&self, limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + limit;
+        while !condition() {
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out after {limit:?} waiting for {what}\nstatus:\n{}\nnode logs:\n{}",
+                    self.run(&["status", "--by-node"]).stdout,
+                    self.node_logs()
+                );
+            }
+            sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Every node's stderr, each under its file name.
+    pub fn node_logs(&self) -> String {
+        let mut logs = String::new();
+        for entry in std::fs::read_dir(self.directory.path()).expect("read site") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "err") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                logs.push_str(&format!("== {}\n{text}", path.display()));
+            }
+        }
+        logs
+    }
+
+    /// Starts `leasehold node --id ID` with fast timings and `extra` flags; its stderr goes
+    /// to `<id>.err` in the site for diagnosis.
+    pub fn node(&self, id: &str, extra: &[&str]) -> NodeProcess {
+        let stderr = File::create(self.path(&format!("{id}.err"))).expect("stderr file");
+        let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .arg("--store")
+            .arg(self.store())
+            .args(["node", "--id", id])
+            .args(FAST)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start leasehold node");
+        NodeProcess {
+            id: id.to_owned(),
+            child,
+            exited: false,
+        }
+    }
+
+    /// The stderr a node wrote so far.
+    pub fn node_stderr(&self, id: &str) -> String {
+        std::fs::read_to_string(self.path(&format!("{id}.err"))).unwrap_or_default()
+    }
+}
+
+/// Runs `leasehold args...` to completion, with no store or log settings from the
+/// environment.
+pub fn leasehold(args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("LEASEHOLD_STORE")
+        .env_remove("LEASEHOLD_GROUP")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leasehold");
+    Run::from(output)
+}
+
+/// One finished command.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code (-1 if killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(output: Output) -> Run {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// A running `leasehold node`, killed when dropped if it is still running.
+pub struct NodeProcess {
+    /// Its `--id`.
+    pub id: String,
+    child: Child,
+    exited: bool,
+}
+
+impl NodeProcess {
+    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`) with the `kill` command.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.id);
+    }
+
+    /// Kills the node with SIGKILL and returns once it is gone.
+    pub fn kill(&mut self) {
+        self.signal("KILL");
+        self.child.wait().expect("wait for killed node");
+        self.exited = true;
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the exit code.
+    pub fn terminate(&mut self, limit: Duration) -> i32 {
+        self.signal("TERM");
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for node") {
+                self.exited = true;
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not stop within {limit:?} of SIGTERM",
+                self.id
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        !self.exited && self.child.try_wait().expect("poll node").is_none()
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        if !self.exited {
+            // A stopped process must be continued, or SIGKILL still ends it; either way reap it.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One partition of `status --json`.
+#[derive(Debug, Clone)]
+pub struct PartitionView {
+    /// The partition.
+    pub partition: u64,
+    /// The owner if the record is held.
+    pub holder: Option<String>,
+    /// The epoch.
+    pub epoch: u64,
+    /// `held`, `released` or `offline`.
+    pub state: String,
+}
+
+/// The partitions of a `status --json` document.
+pub fn partitions(status: &Value) -> Vec<PartitionView> {
+    status["partitions"]
+        .as_array()
+        .expect("partitions array")
+        .iter()
+        .map(|p| {
+            let state = p["state"].as_str().expect("state").to_owned();
+            let owner = p["owner"].as_str().map(str::to_owned);
+            PartitionView {
+                partition: p["partition"].as_u64().expect("partition"),
+                holder: owner.filter(|_| state == "held"),
+                epoch: p["epoch"].as_u64().expect("epoch"),
+                state,
+            }
+        })
+        .collect()
+}
+
+/// Polls `condition` every 50 ms until it holds, failing the test after `limit`.
+pub fn wait_for(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// Nanoseconds since the Unix epoch, as the node's logs write them.
+pub fn unix_ns_now() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos()
+}
+
+/// One line of a fence or work log: `<unix_ns> <node> <event> <partition> <epoch>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// When, in nanoseconds since the Unix epoch.
+    pub at: u128,
+    /// Which node wrote it.
+    pub node: String,
+    /// `acquired`, `lost`, `released` or `work`.
+    pub event: String,
+    /// The partition.
+    pub partition: u32,
+    /// The epoch.
+    pub epoch: u64,
+}
+
+/// Reads every line of a fence or work log, panicking on a malformed one.
+pub fn read_log(path: &Path) -> Vec<LogLine> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            assert_eq!(fields.len(), 5, "malformed log line {line:?}");
+            LogLine {
+                at: fields[0].parse().expect("time"),
+                node: fields[1].to_owned(),
+                event: fields[2].to_owned(),
+                partition: fields[3].parse().expect("partition"),
+                epoch: fields[4].parse().expect("epoch"),
+            }
+        })
+        .collect()
+}
+
+/// Asserts that stderr names each of `needles` and shows no panic.
+pub fn assert_clean_error(run: &Run, needles: &[&str]) {
+    assert_eq!(run.code, 2, "expected exit code 2: {run:?}");
+    for needle in needles {
+        assert!(
+            run.stderr.contains(needle),
+            "stderr should name {needle:?}: {run:?}"
+        );
+    }
+    assert!(!run.stderr.contains("panicked"), "{run:?}");
+    assert!(!run.stderr.contains("RUST_BACKTRACE"), "{run:?}");
+}
