@@ -60,7 +60,7 @@ async fn etcd_watch_reports_writes_in_the_group_only() {
         .put_member(&group, &node, &MemberRecord::default(), PutMode::Create)
         .await
         .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::Member(node));
+    assert_eq!(next_change(&mut feed).await, Change::Member(node.clone()));
     // A heartbeat rewrites an existing member: a hint that readers may ignore.
     let member = store.get_member(&group, &node).await.unwrap().unwrap();
     store

@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use crate::error::map_error;
 
 /// The layout version this release creates and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The names of the objects of one store, from its table prefix.
 #[derive(Debug, Clone)]
@@ -78,7 +78,7 @@ impl Names {
                  IF TG_OP = 'DELETE' THEN
                      PERFORM pg_notify('{channel}', OLD.grp || ' lease ' || OLD.partition);
                  ELSE
-                     PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition || ' ' || NEW.state);
+                     PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition);
                  END IF;
                  RETURN NULL;
              END $$;
@@ -87,7 +87,7 @@ impl Names {
                  IF TG_OP = 'DELETE' THEN
                      PERFORM pg_notify('{channel}', OLD.grp || ' member ' || OLD.node);
                  ELSE
-                     PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node || ' ' || lower(TG_OP));
+                     PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node);
                  END IF;
                  RETURN NULL;
              END $$;
@@ -95,6 +95,37 @@ impl Names {
                  FOR EACH ROW EXECUTE FUNCTION {prefix}_lease_changed();
              CREATE TRIGGER {prefix}_member_changed AFTER INSERT OR UPDATE OR DELETE ON {members}
                  FOR EACH ROW EXECUTE FUNCTION {prefix}_member_changed();"
+        )
+    }
+}
+
+impl Names {
+    /// Version 2: notifications say what they know, `<group> lease <partition> <state>` and
+    /// `<group> member <node> <insert|update|delete>`, so listeners can skip renewals and
+    /// heartbeats.
+    fn migrate_to_v2(&self) -> String {
+        let Names {
+            prefix, channel, ..
+        } = self;
+        format!(
+            "CREATE OR REPLACE FUNCTION {prefix}_lease_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'DELETE' THEN
+                     PERFORM pg_notify('{channel}', OLD.grp || ' lease ' || OLD.partition);
+                 ELSE
+                     PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition || ' ' || NEW.state);
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE OR REPLACE FUNCTION {prefix}_member_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'DELETE' THEN
+                     PERFORM pg_notify('{channel}', OLD.grp || ' member ' || OLD.node || ' delete');
+                 ELSE
+                     PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node || ' ' || lower(TG_OP));
+                 END IF;
+                 RETURN NULL;
+             END $$;"
         )
     }
 }
@@ -136,25 +167,34 @@ pub(crate) async fn ensure(
         transaction.batch_execute(&create).await.map_err(fail)?;
         None
     };
+    let record_version = |version: i32, insert: bool| {
+        if insert {
+            format!("INSERT INTO {} (version) VALUES ({version})", names.schema)
+        } else {
+            format!("UPDATE {} SET version = {version}", names.schema)
+        }
+    };
+    let mut steps = Vec::new();
     match version {
         None => {
-            transaction
-                .batch_execute(&names.layout_v1())
-                .await
-                .map_err(fail)?;
-            let insert = format!("INSERT INTO {} (version) VALUES ($1)", names.schema);
-            transaction
-                .execute(&insert, &[&SCHEMA_VERSION])
-                .await
-                .map_err(fail)?;
+            steps.push(names.layout_v1());
+            steps.push(names.migrate_to_v2());
+            steps.push(record_version(SCHEMA_VERSION, true));
+        }
+        Some(1) => {
+            steps.push(names.migrate_to_v2());
+            steps.push(record_version(2, false));
         }
         Some(SCHEMA_VERSION) => {}
         Some(other) => {
             return Err(StoreError::Invalid(format!(
-                "table {} says schema version {other}; this release knows only {SCHEMA_VERSION}",
-                names.schema
-            )))
+            "table {} says schema version {other}; this release knows only up to {SCHEMA_VERSION}",
+            names.schema
+        )))
         }
+    }
+    for step in steps {
+        transaction.batch_execute(&step).await.map_err(fail)?;
     }
     transaction.commit().await.map_err(fail)
 }

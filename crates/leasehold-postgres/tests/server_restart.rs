@@ -95,7 +95,13 @@ async fn postgres_store_survives_a_server_restart() {
         let reported = tokio::time::timeout(Duration::from_millis(500), async {
             loop {
                 match feed.next().await {
-                    Some(Change::Lease(PartitionId(0))) => return,
+                    Some(
+                        Change::Lease(PartitionId(0))
+                        | Change::LeaseWritten {
+                            partition: PartitionId(0),
+                            ..
+                        },
+                    ) => return,
                     Some(_) => {}
                     None => panic!("the feed ended"),
                 }

@@ -59,7 +59,7 @@ async fn postgres_watch_reports_writes_in_the_group_only() {
         .put_member(&group, &node, &MemberRecord::default(), PutMode::Create)
         .await
         .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::Member(node));
+    assert_eq!(next_change(&mut feed).await, Change::Member(node.clone()));
     // A heartbeat rewrites an existing member: a hint that readers may ignore.
     let member = store.get_member(&group, &node).await.unwrap().unwrap();
     store
@@ -186,9 +186,48 @@ async fn postgres_store_refuses_a_newer_schema() {
         .await
         .unwrap();
     match refused {
-        Err(StoreError::Invalid(message)) => assert!(message.contains("version 2"), "{message}"),
+        Err(StoreError::Invalid(message)) => {
+            let newer = format!("version {}", SCHEMA_VERSION + 1);
+            assert!(message.contains(&newer), "{message}")
+        }
         other => panic!("expected Invalid, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_upgrades_a_version_1_layout() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    let prefix = format!("upgrade_test_{}", std::process::id());
+    let options = PostgresOptions {
+        table_prefix: prefix.clone(),
+        ..common::test_options()
+    };
+    PostgresStore::connect_with(&url, options.clone())
+        .await
+        .expect("creates the layout");
+    let client = common::raw_client(&url).await;
+    client
+        .execute(&format!("UPDATE {prefix}_schema SET version = 1"), &[])
+        .await
+        .unwrap();
+    let store = PostgresStore::connect_with(&url, options).await;
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {prefix}_schema"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    client
+        .batch_execute(&format!(
+            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
+             DROP SEQUENCE {prefix}_version;
+             DROP FUNCTION {prefix}_lease_changed, {prefix}_member_changed;"
+        ))
+        .await
+        .unwrap();
+    store.expect("a version 1 layout is upgraded, not refused");
+    assert_eq!(version, SCHEMA_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
