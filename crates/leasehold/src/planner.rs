@@ -246,28 +246,23 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
 
     let held = plan.renew.len() as u32;
     if held > plan.target {
-        let mut surplus: Vec<(Instant, PartitionId)> = plan
-            .renew
-            .iter()
-            .map(|p| (holdings[p].acquired_at, *p))
-            .collect();
-        // The most recently acquired go first: they have the least warm state to lose.
-        surplus.sort_by(|a, b| b.cmp(a));
-        plan.release = surplus
-            .into_iter()
-            .take((held - plan.target) as usize)
-            .map(|(_, p)| p)
-            .collect();
-        plan.release.sort();
+        plan.release = surplus(&plan.renew, holdings, (held - plan.target) as usize);
         plan.renew.retain(|p| !plan.release.contains(p));
         return plan;
     }
 
     let wanted = (plan.target - held).min(config.max_acquires_per_scan) as usize;
-    if wanted == 0 {
+    // Room beyond the target, for orphans only: see `ORPHAN_GRACE_SCANS`.
+    let room = config
+        .max_partitions_per_node
+        .saturating_sub(held)
+        .min(config.max_acquires_per_scan) as usize;
+    if room == 0 {
         return plan;
     }
+    let orphaned_after = config.scan_interval * ORPHAN_GRACE_SCANS;
     let mut ready = Vec::new();
+    let mut orphans = Vec::new();
     for (partition, seen) in &observed.leases {
         if holdings.contains_key(partition)
             || partition.0 >= config.partitions
@@ -277,17 +272,32 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             continue;
         }
         let ready_at = match seen.record.state {
-            LeaseState::Released => now,
+            LeaseState::Released => seen.first_seen,
             _ => seen.first_seen + config.acquire_after,
         };
-        if ready_at <= now {
+        if ready_at + orphaned_after <= now {
+            orphans.push((*partition, seen));
+        } else if ready_at <= now {
             ready.push((*partition, seen));
-        } else {
+        } else if wanted > 0 {
             plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         }
     }
     rng.shuffle(&mut ready);
-    for (partition, seen) in ready.into_iter().take(wanted) {
+    rng.shuffle(&mut orphans);
+    // Up to the target from everything takeable, orphans first; beyond it, up to the cap,
+    // only orphans.
+    let (mut orphans, mut ready) = (orphans.into_iter(), ready.into_iter());
+    let mut chosen = Vec::new();
+    while chosen.len() < wanted {
+        match orphans.next().or_else(|| ready.next()) {
+            Some(candidate) => chosen.push(candidate),
+            None => break,
+        }
+    }
+    let extra = room.saturating_sub(chosen.len());
+    chosen.extend(orphans.take(extra));
+    for (partition, seen) in chosen {
         let mut record = seen.record.clone();
         record.owner = Some(config.node.clone());
         record.state = LeaseState::Held;
@@ -304,6 +314,34 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         plan.wake_at = None;
     }
     plan
+}
+
+/// A partition left free this many scan intervals after it became takeable has no taker
+/// below its target, typically because the nodes below target are prohibited from it. A
+/// node at its target may then take it (up to its cap), and hands off an unrestricted
+/// partition in exchange, so every partition stays served and the shares converge.
+pub const ORPHAN_GRACE_SCANS: u32 = 2;
+
+/// The `count` leases to hand off. Leases nobody is prohibited from go first, so that any
+/// node below its target can take them; among those, the most recently acquired, which have
+/// the least warm state to lose.
+fn surplus(
+    renew: &[PartitionId],
+    holdings: &BTreeMap<PartitionId, Holding>,
+    count: usize,
+) -> Vec<PartitionId> {
+    let mut candidates: Vec<(bool, std::cmp::Reverse<Instant>, PartitionId)> = renew
+        .iter()
+        .map(|p| {
+            let holding = &holdings[p];
+            let restricted = !holding.record.prohibited.is_empty();
+            (restricted, std::cmp::Reverse(holding.acquired_at), *p)
+        })
+        .collect();
+    candidates.sort();
+    let mut chosen: Vec<PartitionId> = candidates.into_iter().take(count).map(|c| c.2).collect();
+    chosen.sort();
+    chosen
 }
 
 #[cfg(test)]

@@ -720,3 +720,38 @@ async fn an_acquisition_whose_reply_was_lost_is_recognised() {
     assert_eq!(a.owned().len(), 2, "taken at once despite the lost reply");
     a.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_prohibited_partition_is_still_served_by_a_permitted_node() {
+    let store = store_with(4).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 4), &recorder);
+    let b = start(&store, config("b", 4), &recorder);
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(counts(&[&a, &b]), vec![2, 2]);
+    let group = GroupName::new("default").unwrap();
+    let victim = a.owned()[0];
+    admin::prohibit(&*store, &group, victim, &node("a"))
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(counts(&[&a, &b]), vec![2, 2], "balanced again");
+    assert!(a.lease(victim).is_none(), "a keeps off it");
+    assert!(b.lease(victim).is_some(), "b serves it");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_drained_just_before_shutdown_still_removes_its_member_record() {
+    let store = store_with(2).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 2), &recorder);
+    sleep(Duration::from_secs(1)).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_draining(&*store, &group, &node("a"), true)
+        .await
+        .unwrap();
+    a.shutdown().await;
+    assert!(store.list_members(&group).await.unwrap().records.is_empty());
+}

@@ -569,17 +569,39 @@ impl Runner {
     async fn shutdown(&mut self) {
         let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
         self.release(all).await;
-        if let Some(version) = self.member_version.take() {
+        let Some(mut version) = self.member_version.take() else {
+            return;
+        };
+        // Two attempts: an operator may have rewritten the record (drain) since our last write.
+        for attempt in 0..2 {
             let (store, group, node) = (
                 Arc::clone(&self.store),
                 self.config.group.clone(),
                 self.config.node.clone(),
             );
             let result = self
-                .call(async move { store.delete_member(&group, &node, &version).await })
+                .call(async move {
+                    match store.delete_member(&group, &node, &version).await {
+                        Err(StoreError::Conflict { .. }) => Err(store
+                            .get_member(&group, &node)
+                            .await
+                            .map(|m| m.map(|m| m.version))),
+                        other => Ok(other),
+                    }
+                })
                 .await;
-            if let Err(error) = result {
-                tracing::warn!(node = %self.config.node, %error, "could not remove member record");
+            match result {
+                Ok(Ok(()) | Err(StoreError::NotFound { .. })) => return,
+                Err(Ok(Some(current))) if attempt == 0 => version = current,
+                Err(Ok(None)) => return,
+                Ok(Err(error)) | Err(Err(error)) => {
+                    tracing::warn!(node = %self.config.node, %error, "could not remove member record");
+                    return;
+                }
+                Err(Ok(Some(_))) => {
+                    tracing::warn!(node = %self.config.node, "member record kept changing; left for expiry");
+                    return;
+                }
             }
         }
     }

@@ -324,3 +324,78 @@ fn a_draining_node_releases_everything() {
     assert_eq!(plan.target, 0);
     assert_eq!(plan.release, vec![PartitionId(0), PartitionId(1)]);
 }
+
+#[test]
+fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(600);
+    fixture.hold(0, far);
+    fixture.hold(1, far);
+    fixture.observed.members.insert(
+        node("other"),
+        Observation {
+            record: MemberRecord::default(),
+            version: Version::from_number(1),
+            first_seen: fixture.start + Duration::from_secs(60),
+        },
+    );
+    // Partition 2 was released and "other" (below its target) is prohibited from it.
+    fixture.set(
+        2,
+        LeaseRecord {
+            prohibited: vec![node("other")],
+            ..LeaseRecord::released()
+        },
+        70,
+        fixture.start + Duration::from_secs(59),
+    );
+    fixture.set(
+        3,
+        held_by("other", 1),
+        71,
+        fixture.start + Duration::from_secs(59),
+    );
+    let scan = fixture.config.scan_interval;
+    let at_target = fixture.plan_at(fixture.start + Duration::from_secs(59) + scan);
+    assert_eq!(at_target.target, 2);
+    assert!(
+        at_target.acquire.is_empty(),
+        "not yet an orphan: a node below target may take it"
+    );
+    let later =
+        fixture.plan_at(fixture.start + Duration::from_secs(59) + scan * ORPHAN_GRACE_SCANS);
+    let taken: Vec<u32> = later.acquire.iter().map(|a| a.partition.0).collect();
+    assert_eq!(taken, vec![2], "rescued beyond the target");
+
+    // Now above target, the node hands off an unrestricted lease, not the rescued one.
+    fixture.holdings.insert(
+        PartitionId(2),
+        Holding {
+            epoch: Epoch(1),
+            version: Version::from_number(99),
+            record: LeaseRecord {
+                prohibited: vec![node("other")],
+                ..held_by("me", 1)
+            },
+            valid_until: far,
+            acquired_at: fixture.start + Duration::from_secs(100),
+        },
+    );
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(101));
+    assert_eq!(plan.release.len(), 1);
+    assert_ne!(
+        plan.release[0],
+        PartitionId(2),
+        "the restricted partition stays"
+    );
+}
+
+#[test]
+fn nothing_is_rescued_beyond_the_cap() {
+    let mut fixture = Fixture::new(3);
+    fixture.config.max_partitions_per_node = 1;
+    fixture.hold(0, fixture.start + Duration::from_secs(7200));
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(3600));
+    assert_eq!(plan.renew, vec![PartitionId(0)]);
+    assert!(plan.acquire.is_empty(), "at its cap: {:?}", plan.acquire);
+}
