@@ -19,7 +19,10 @@ use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 #[command(name = "leasehold", version)]
 pub struct Cli {
     /// The store holding the lease table: sqlite:PATH (relative to the current directory),
-    /// sqlite:///ABSOLUTE/PATH, or memory: (private to this process; for demo and tests)
+    /// sqlite:///ABSOLUTE/PATH, memory: (private to this process; for demo and tests),
+    /// postgres://USER@HOST:PORT/DATABASE, etcd://HOST:PORT[,HOST:PORT]/PREFIX,
+    /// zk://HOST:PORT[,HOST:PORT]/PREFIX, azure://ACCOUNT/TABLE or
+    /// azure+http://HOST:PORT/ACCOUNT/TABLE (key in LEASEHOLD_AZURE_KEY)
     /// [default: sqlite:leasehold.db; for demo, a file in a temporary directory]
     #[arg(long, global = true, env = "LEASEHOLD_STORE", value_name = "URL")]
     pub store: Option<String>,
