@@ -225,6 +225,9 @@ pub struct SimConfig {
     /// How often each node submits work to the fenced resource for each partition it holds;
     /// zero turns the workers off (for large runs).
     pub work_every: Duration,
+    /// Whether the store pushes change notices (as etcd, ZooKeeper and PostgreSQL can); when
+    /// off, nodes learn of changes only by scanning every `scan_interval`.
+    pub change_notices: bool,
 }
 
 impl SimConfig {
@@ -242,6 +245,7 @@ impl SimConfig {
             unsafe_timings: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
+            change_notices: true,
         }
     }
 

@@ -24,6 +24,9 @@ pub struct StoreTraffic {
     /// Node-heartbeats lived: the sum over node processes of their lifetime divided by the
     /// heartbeat period.
     pub node_heartbeats: f64,
+    /// Wall-clock seconds spent inside the in-memory store (copying records out of it for
+    /// listings, mostly): a profile of where a large run's time goes.
+    pub store_wall_seconds: f64,
 }
 
 impl StoreTraffic {
@@ -34,6 +37,7 @@ impl StoreTraffic {
         self.write_calls += other.write_calls;
         self.rows_written += other.rows_written;
         self.node_heartbeats += other.node_heartbeats;
+        self.store_wall_seconds += other.store_wall_seconds;
     }
 }
 

@@ -60,7 +60,7 @@ impl FaultyStore {
         self.world.store_call(self.holder, write, rows);
         self.gate.wait_open().await;
         self.travel().await;
-        self.world.fate(write)
+        self.world.fate(self.holder, write)
     }
 
     /// The reply travels back and is processed only once the process runs.
@@ -86,9 +86,16 @@ impl FaultyStore {
             Fate::LoseReply => return std::future::pending().await,
             refused => return self.refuse(refused).await,
         }
-        let result = call.await;
+        let result = self.timed(call).await;
         self.receive().await;
         result
+    }
+
+    async fn timed<T>(&self, call: impl Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let output = call.await;
+        self.world.store_wall(started.elapsed());
+        output
     }
 
     /// Runs a write under its fate; `later` applies the same write on its own for a held-back
@@ -109,12 +116,12 @@ impl FaultyStore {
                 return std::future::pending().await;
             }
             Fate::Delay(delay) => {
-                self.world.apply_later(self.holder, delay, later);
+                self.world.apply_later(delay, later);
                 return std::future::pending().await;
             }
             refused => return self.refuse(refused).await,
         }
-        let result = call.await;
+        let result = self.timed(call).await;
         self.receive().await;
         result
     }
@@ -252,6 +259,9 @@ impl LeaseStore for FaultyStore {
 
     /// Change notices pass through the node's gate: a paused process reads none.
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        if !self.world.config.change_notices {
+            return Err(StoreError::NotSupported("change notifications"));
+        }
         let mut feed = self.inner().watch(group).await?;
         let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
         let gate = self.gate.clone();

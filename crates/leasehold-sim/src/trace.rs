@@ -54,13 +54,14 @@ impl Trace {
         self.count
     }
 
-    /// The latest events that mention `needle` (all latest events if `None`), oldest first.
-    pub fn recent(&self, needle: Option<&str>, limit: usize) -> Vec<String> {
+    /// The latest events that mention any of `needles` (all latest events if there are
+    /// none), oldest first.
+    pub fn recent(&self, needles: &[String], limit: usize) -> Vec<String> {
         let mut lines: Vec<String> = self
             .recent
             .iter()
             .rev()
-            .filter(|line| needle.is_none_or(|needle| line.contains(needle)))
+            .filter(|line| needles.is_empty() || needles.iter().any(|n| line.contains(n.as_str())))
             .take(limit)
             .cloned()
             .collect();

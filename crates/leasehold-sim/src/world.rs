@@ -167,15 +167,21 @@ impl World {
             return;
         }
         let at = self.elapsed(Instant::now());
-        let needle = details
-            .split_whitespace()
-            .find(|word| {
-                word.starts_with('p') && word[1..].trim_end_matches(':').parse::<u32>().is_ok()
+        // The events worth showing: those of the partition and the processes named.
+        let needles: Vec<String> = details
+            .split(|c: char| c.is_whitespace() || c == ':' || c == ',')
+            .filter(|word| {
+                let partition = word
+                    .strip_prefix('p')
+                    .is_some_and(|n| n.parse::<u32>().is_ok());
+                let holder = word.starts_with('n') && word.contains('#');
+                partition || holder
             })
-            .map(|word| format!(" {} ", word.trim_end_matches(':')));
-        let mut recent = state.trace.recent(needle.as_deref(), 40);
+            .map(|word| format!(" {word} "))
+            .collect();
+        let mut recent = state.trace.recent(&needles, 60);
         if recent.is_empty() {
-            recent = state.trace.recent(None, 40);
+            recent = state.trace.recent(&[], 60);
         }
         self.event(state, format!("VIOLATION {invariant}: {details}"));
         state.violation = Some(Violation {
@@ -338,6 +344,10 @@ impl World {
         self.sample(&mut state, holder);
     }
 
+    pub fn store_wall(&self, spent: Duration) {
+        self.lock().traffic.store_wall_seconds += spent.as_secs_f64();
+    }
+
     pub fn rows_read(&self, rows: usize) {
         self.lock().traffic.rows_read += rows as u64;
     }
@@ -351,17 +361,31 @@ impl World {
     }
 
     /// Decides what happens to a request reaching the store now.
-    pub fn fate(&self, write: bool) -> Fate {
+    pub fn fate(&self, holder: Holder, write: bool) -> Fate {
         let mut state = self.lock();
         let fate = self.decide(&mut state, write);
         let counts = &mut state.counts;
-        match fate {
-            Fate::Deliver => {}
-            Fate::Unavailable => counts.unavailable += 1,
-            Fate::Throttled => counts.throttled += 1,
-            Fate::LoseReply => counts.lost_replies += 1,
-            Fate::Delay(_) => counts.delayed_writes += 1,
-        }
+        let what = match fate {
+            Fate::Deliver => return fate,
+            Fate::Unavailable => {
+                counts.unavailable += 1;
+                "refused: store unavailable".to_owned()
+            }
+            Fate::Throttled => {
+                counts.throttled += 1;
+                "refused: throttled".to_owned()
+            }
+            Fate::LoseReply => {
+                counts.lost_replies += 1;
+                "applied, reply lost".to_owned()
+            }
+            Fate::Delay(delay) => {
+                counts.delayed_writes += 1;
+                format!("held back {:.3}s", delay.as_secs_f64())
+            }
+        };
+        let kind = if write { "write" } else { "read" };
+        self.event(&mut state, format!("{holder} {kind} {what}"));
         fate
     }
 
@@ -396,17 +420,8 @@ impl World {
     }
 
     /// Applies a held-back write `delay` from now.
-    pub fn apply_later(
-        &self,
-        holder: Holder,
-        delay: Duration,
-        write: impl Future<Output = ()> + Send + 'static,
-    ) {
+    pub fn apply_later(&self, delay: Duration, write: impl Future<Output = ()> + Send + 'static) {
         let mut state = self.lock();
-        self.event(
-            &mut state,
-            format!("{holder} write held back {:.3}s", delay.as_secs_f64()),
-        );
         self.spawn(&mut state, async move {
             tokio::time::sleep(delay).await;
             write.await;
