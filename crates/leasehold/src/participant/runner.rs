@@ -179,9 +179,13 @@ impl Runner {
         tokio::pin!(call);
         loop {
             let expire = self.sleep_until(self.earliest_deadline());
+            // Biased, deadline first: when a reply and a deadline arrive together, the lease
+            // ends before the reply is read (a late renewal never revives it), and the order
+            // does not depend on Tokio's random branch choice, so simulations replay exactly.
             tokio::select! {
-                output = &mut call => return output,
+                biased;
                 _ = expire => self.expire_due(),
+                output = &mut call => return output,
             }
         }
     }

@@ -1,0 +1,289 @@
+//! What a simulation runs: fleet size, timings and the faults injected.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use leasehold::{NodeId, ParticipantConfig};
+
+/// The participants' timings, shared by every simulated node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timings {
+    /// How often held leases are renewed.
+    pub heartbeat: Duration,
+    /// How long a renewal keeps a lease valid.
+    pub lease_validity: Duration,
+    /// How long a record must stay unchanged before another node takes it.
+    pub acquire_after: Duration,
+    /// How often each node lists the table.
+    pub scan_interval: Duration,
+    /// Time limit on each store call.
+    pub store_timeout: Duration,
+    /// The drift bound ρ each node is configured with; the simulated clocks stay within it.
+    pub max_clock_drift: f64,
+    /// The most partitions one node takes in one scan.
+    pub max_acquires_per_scan: u32,
+}
+
+impl Default for Timings {
+    /// The participant's own defaults: heartbeat 10 s, validity 30 s, take over after 45 s,
+    /// scan every 10 s, store calls limited to 5 s, ρ = 0.01.
+    fn default() -> Self {
+        let defaults = ParticipantConfig::new(NodeId::new("defaults").expect("valid"), 1);
+        Timings {
+            heartbeat: defaults.heartbeat,
+            lease_validity: defaults.lease_validity,
+            acquire_after: defaults.acquire_after,
+            scan_interval: defaults.scan_interval,
+            store_timeout: defaults.store_timeout,
+            max_clock_drift: defaults.max_clock_drift,
+            max_acquires_per_scan: defaults.max_acquires_per_scan,
+        }
+    }
+}
+
+impl Timings {
+    /// The deliberately unsafe negative control: a node takes over a record unchanged for
+    /// half a lease, while its holder may still be serving it.
+    #[must_use]
+    pub fn unsafe_takeover(mut self) -> Timings {
+        self.acquire_after = self.lease_validity / 2;
+        self
+    }
+
+    /// The participant configuration for `node` in a group of `partitions`.
+    pub fn participant_config(&self, node: NodeId, partitions: u32) -> ParticipantConfig {
+        ParticipantConfig {
+            heartbeat: self.heartbeat,
+            lease_validity: self.lease_validity,
+            acquire_after: self.acquire_after,
+            scan_interval: self.scan_interval,
+            store_timeout: self.store_timeout,
+            max_clock_drift: self.max_clock_drift,
+            max_acquires_per_scan: self.max_acquires_per_scan,
+            ..ParticipantConfig::new(node, partitions)
+        }
+    }
+
+    /// The longest a partition may stay unowned once faults stop: a scan to see its record,
+    /// `acquire_after` (measured on a clock that may run slow by ρ) for the record to count as
+    /// abandoned, a second scan to recompute targets, plus one heartbeat and one store timeout
+    /// for calls still in flight or hung when the faults stopped.
+    pub fn liveness_bound(&self) -> Duration {
+        let jitter = 1.0 + ParticipantConfig::new(NodeId::new("n").expect("valid"), 1).jitter;
+        self.acquire_after.div_f64(1.0 - self.max_clock_drift)
+            + self.scan_interval.mul_f64(2.0 * jitter)
+            + self.heartbeat
+            + self.store_timeout
+    }
+
+    /// How long a partition may be unowned during a cooperative hand-off once the fleet has
+    /// settled: the taker hears of the release by a change notice or, at worst, its next scan.
+    pub fn handoff_bound(&self) -> Duration {
+        self.scan_interval.mul_f64(1.1) + self.store_timeout
+    }
+}
+
+/// Which faults a run injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultProfile {
+    /// Every fault kind: crashes, pauses, lost and delayed replies, outages, throttling,
+    /// clock drift and membership churn.
+    #[default]
+    All,
+    /// Crashes, restarts and membership churn against a healthy store, no pauses: the clean
+    /// setting for failover and hand-off figures.
+    Membership,
+    /// No faults at all (clock drift stays): a steady fleet.
+    None,
+}
+
+impl FaultProfile {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultProfile::All => "all",
+            FaultProfile::Membership => "membership",
+            FaultProfile::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for FaultProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for FaultProfile {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "all" => Ok(FaultProfile::All),
+            "membership" => Ok(FaultProfile::Membership),
+            "none" => Ok(FaultProfile::None),
+            other => Err(format!(
+                "unknown fault profile {other:?}: expected all, membership or none"
+            )),
+        }
+    }
+}
+
+/// Rates and sizes of every fault. Mean intervals are for the whole fleet; a zero interval
+/// turns that fault off.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultConfig {
+    /// Mean time between node crashes (`abort`, no clean-up).
+    pub crash_every: Duration,
+    /// A crashed node restarts, as a fresh process with the same name, after a time
+    /// uniformly up to this.
+    pub restart_within: Duration,
+    /// Mean time between process pauses.
+    pub pause_every: Duration,
+    /// A pause lasts between one and this many lease validities.
+    pub pause_lease_multiple: f64,
+    /// Probability that a write is applied but its reply never arrives.
+    pub lost_reply_rate: f64,
+    /// Probability that a write is held back and applied later, after newer requests.
+    pub delayed_write_rate: f64,
+    /// A held-back write is applied after up to this long.
+    pub delayed_write_max: Duration,
+    /// Mean time between store outages.
+    pub outage_every: Duration,
+    /// An outage lasts up to this long.
+    pub outage_max: Duration,
+    /// Probability that a call is refused as throttled.
+    pub throttle_rate: f64,
+    /// Store round trips take up to this long (uniform).
+    pub max_latency: Duration,
+    /// Whether each node's clock runs at its own rate within ±ρ.
+    pub clock_drift: bool,
+    /// Mean time between membership changes: a join, a graceful leave, a drain or an undrain.
+    pub churn_every: Duration,
+}
+
+impl FaultConfig {
+    /// The faults of `profile`, scaled to `timings`.
+    pub fn for_profile(profile: FaultProfile, timings: &Timings) -> FaultConfig {
+        let lease = timings.lease_validity;
+        let all = FaultConfig {
+            crash_every: lease * 4,
+            restart_within: lease * 4,
+            pause_every: lease * 6,
+            pause_lease_multiple: 3.0,
+            lost_reply_rate: 0.01,
+            delayed_write_rate: 0.01,
+            delayed_write_max: timings.heartbeat * 3,
+            outage_every: lease * 10,
+            outage_max: lease * 2,
+            throttle_rate: 0.03,
+            max_latency: Duration::from_millis(30),
+            clock_drift: true,
+            churn_every: lease * 4,
+        };
+        match profile {
+            FaultProfile::All => all,
+            FaultProfile::Membership => FaultConfig {
+                pause_every: Duration::ZERO,
+                lost_reply_rate: 0.0,
+                delayed_write_rate: 0.0,
+                outage_every: Duration::ZERO,
+                throttle_rate: 0.0,
+                ..all
+            },
+            FaultProfile::None => FaultConfig {
+                crash_every: Duration::ZERO,
+                churn_every: Duration::ZERO,
+                ..FaultConfig::for_profile(FaultProfile::Membership, timings)
+            },
+        }
+    }
+}
+
+/// One simulation: the fleet, its timings, the faults, and how long to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Nodes at the start (membership churn moves the count around this).
+    pub nodes: usize,
+    /// Partitions in the group.
+    pub partitions: u32,
+    /// Simulated time per seed, quiet period included.
+    pub duration: Duration,
+    /// The named fault profile (used in replay commands).
+    pub profile: FaultProfile,
+    /// The faults injected.
+    pub faults: FaultConfig,
+    /// The participants' timings.
+    pub timings: Timings,
+    /// Start nodes with [`Timings::unsafe_takeover`], bypassing validation: the negative
+    /// control, which the single-owner check must catch.
+    pub unsafe_timings: bool,
+    /// How often every node's leases are sampled for the checks, besides at every callback
+    /// and store call.
+    pub sample_every: Duration,
+    /// How often each node submits work to the fenced resource for each partition it holds;
+    /// zero turns the workers off (for large runs).
+    pub work_every: Duration,
+    /// Whether the store pushes change notices (as etcd, ZooKeeper and PostgreSQL can); when
+    /// off, nodes learn of changes only by scanning every `scan_interval`.
+    pub change_notices: bool,
+}
+
+impl SimConfig {
+    /// `nodes` nodes and `partitions` partitions for `duration` under `profile`, with the
+    /// participant's default timings.
+    pub fn new(nodes: usize, partitions: u32, duration: Duration, profile: FaultProfile) -> Self {
+        let timings = Timings::default();
+        SimConfig {
+            nodes,
+            partitions,
+            duration,
+            profile,
+            faults: FaultConfig::for_profile(profile, &timings),
+            timings,
+            unsafe_timings: false,
+            sample_every: Duration::from_secs(1),
+            work_every: Duration::from_secs(2),
+            change_notices: true,
+        }
+    }
+
+    /// The timings nodes actually run with (unsafe ones for the negative control).
+    pub fn effective_timings(&self) -> Timings {
+        if self.unsafe_timings {
+            self.timings.clone().unsafe_takeover()
+        } else {
+            self.timings.clone()
+        }
+    }
+
+    /// When faults stop: late enough to leave time for the liveness and balance checks.
+    pub fn quiet_at(&self) -> Duration {
+        let timings = &self.timings;
+        let settle = timings.liveness_bound() + timings.scan_interval * 4;
+        self.duration.saturating_sub(settle)
+    }
+
+    /// The command that replays `seed` of this configuration.
+    pub fn replay_command(&self, seed: u64) -> String {
+        let mut command = format!(
+            "leasehold sim --seed {seed} --nodes {} --partitions {} --duration {}s --faults {}",
+            self.nodes,
+            self.partitions,
+            self.duration.as_secs(),
+            self.profile
+        );
+        if self.unsafe_timings {
+            command.push_str(" --unsafe");
+        }
+        command
+    }
+}
+
+impl Default for SimConfig {
+    /// Five nodes, 64 partitions, 15 simulated minutes, every fault.
+    fn default() -> Self {
+        SimConfig::new(5, 64, Duration::from_secs(15 * 60), FaultProfile::All)
+    }
+}

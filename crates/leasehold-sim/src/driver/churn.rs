@@ -1,0 +1,134 @@
+//! Membership churn: joins, graceful leaves, drains and undrains.
+
+use std::sync::Arc;
+
+use leasehold::admin;
+use tokio::time::Instant;
+
+use super::Director;
+use crate::world::{Life, Slot, World};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Join,
+    Leave(usize),
+    Drain(usize),
+    Undrain(usize),
+}
+
+fn running_and_settled(slot: &Slot) -> bool {
+    !slot.leaving && slot.process().is_some_and(|p| !p.gate.is_paused())
+}
+
+impl Director {
+    /// Makes one membership change, chosen so the fleet stays between two serving nodes and
+    /// twice its starting size.
+    pub(super) async fn churn(&mut self) {
+        let Some(change) = self.choose_change() else {
+            return;
+        };
+        let world = Arc::clone(&self.world);
+        match change {
+            Change::Join => {
+                let index = self.next_node;
+                self.next_node += 1;
+                world.start_node(index);
+                let mut state = world.lock();
+                state.recorder.joined(index, Instant::now());
+                state.counts.joins += 1;
+            }
+            Change::Leave(index) => leave(&world, index),
+            Change::Drain(index) | Change::Undrain(index) => {
+                let draining = matches!(change, Change::Drain(_));
+                let name = world.lock().nodes[&index].name.clone();
+                let set = admin::set_draining(&world.store, &world.group, &name, draining).await;
+                let mut state = world.lock();
+                let verb = if draining { "drain" } else { "undrain" };
+                if let Err(error) = set {
+                    // The node has not written its member record yet (the store was down).
+                    world.event(&mut state, format!("n{index} {verb} refused: {error}"));
+                    return;
+                }
+                if let Some(slot) = state.nodes.get_mut(&index) {
+                    slot.draining = draining;
+                }
+                state.counts.drains += 1;
+                world.event(&mut state, format!("n{index} {verb}ed"));
+            }
+        }
+        let mut state = world.lock();
+        let active = state.nodes.values().filter(|s| s.is_active()).count();
+        state.recorder.membership_changed(Instant::now(), active);
+    }
+
+    fn choose_change(&mut self) -> Option<Change> {
+        let world = Arc::clone(&self.world);
+        let state = world.lock();
+        let active = state.nodes.values().filter(|s| s.is_active()).count();
+        let present = state
+            .nodes
+            .values()
+            .filter(|s| !matches!(s.life, Life::Left))
+            .count();
+        let drained: Vec<usize> = state
+            .nodes
+            .iter()
+            .filter(|(_, s)| s.draining && running_and_settled(s))
+            .map(|(index, _)| *index)
+            .collect();
+        let serving: Vec<usize> = state
+            .nodes
+            .iter()
+            .filter(|(_, s)| s.is_active())
+            .map(|(index, _)| *index)
+            .collect();
+        let mut options = Vec::new();
+        if present < world.config.nodes * 2 {
+            options.push(Change::Join);
+        }
+        if let Some(index) = self.choose(&drained) {
+            options.push(Change::Undrain(index));
+        }
+        if active < world.config.nodes && !options.is_empty() {
+            return Some(options[self.rng.below(options.len())]);
+        }
+        if active > 2 {
+            if let Some(index) = self.choose(&serving) {
+                options.push(Change::Leave(index));
+                options.push(Change::Drain(index));
+            }
+        }
+        (!options.is_empty()).then(|| options[self.rng.below(options.len())])
+    }
+
+    fn choose(&mut self, indices: &[usize]) -> Option<usize> {
+        (!indices.is_empty()).then(|| indices[self.rng.below(indices.len())])
+    }
+}
+
+/// Shuts node `index` down gracefully in the background: it releases its leases (its
+/// callbacks report each), removes its member record, and its process ends.
+fn leave(world: &Arc<World>, index: usize) {
+    let mut state = world.lock();
+    let Some(slot) = state.nodes.get_mut(&index) else {
+        return;
+    };
+    slot.leaving = true;
+    let Some(process) = slot.process() else {
+        return;
+    };
+    let (participant, holder) = (process.participant.clone(), slot.holder(index));
+    world.event(&mut state, format!("{holder} leaving"));
+    state.counts.leaves += 1;
+    let world = Arc::clone(world);
+    let task = {
+        let world = Arc::clone(&world);
+        async move {
+            participant.shutdown().await;
+            let mut state = world.lock();
+            world.end_process(&mut state, index, Life::Left);
+            world.event(&mut state, format!("{holder} left"));
+        }
+    };
+    world.spawn(&mut state, task);
+}

@@ -1,0 +1,360 @@
+//! The director of one run: starts the fleet, injects faults on a seeded schedule, samples
+//! the checks, stops the faults for the quiet period and makes the final checks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::{admin, LeaseGuard, SeededRng};
+use tokio::time::Instant;
+
+use crate::clock::Gate;
+use crate::invariants::{balance, liveness, Holder, Invariant};
+use crate::world::{Life, State, World};
+
+/// Something the director does at an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Sample,
+    Crash,
+    Pause,
+    Outage,
+    Churn,
+    Restart(usize),
+    Resume(Holder),
+    StopDelays,
+    Quiet,
+    End,
+}
+
+/// A worker of node `holder`: every `work_every` it checks its leases, and a moment later
+/// (a pause may fall in between) submits work under them to the fenced resources.
+pub(crate) async fn work(world: Arc<World>, holder: Holder, gate: Gate, seed: u64) {
+    let mut rng = SeededRng::new(seed);
+    let every = world.config.work_every;
+    loop {
+        tokio::time::sleep(rng.spread(every, 0.5)).await;
+        gate.wait_open().await;
+        let Some(participant) = world.participant(holder) else {
+            return;
+        };
+        let guards: Vec<LeaseGuard> = participant
+            .owned()
+            .into_iter()
+            .filter_map(|partition| participant.lease(partition))
+            .collect();
+        drop(participant);
+        if guards.is_empty() {
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.below(200) as u64)).await;
+        gate.wait_open().await;
+        if world.participant(holder).is_none() {
+            return;
+        }
+        world.submit(holder, &guards);
+    }
+}
+
+struct Director {
+    world: Arc<World>,
+    rng: SeededRng,
+    agenda: BTreeMap<(Instant, u64), Action>,
+    sequence: u64,
+    quiet_at: Instant,
+    live_from: Instant,
+    next_node: usize,
+}
+
+/// Runs one seed to its end or its first violation.
+pub(crate) async fn simulate(world: Arc<World>) {
+    let config = world.config.clone();
+    admin::init(&world.store, &world.group, config.partitions)
+        .await
+        .expect("the in-memory store accepts the build-out");
+    let origin = world.origin;
+    let quiet_at = origin + config.quiet_at();
+    let mut director = Director {
+        rng: SeededRng::new(world.seed.rotate_left(17) ^ 0xD1EC_7012),
+        agenda: BTreeMap::new(),
+        sequence: 0,
+        quiet_at,
+        live_from: quiet_at + world.timings.liveness_bound(),
+        next_node: config.nodes,
+        world: Arc::clone(&world),
+    };
+    {
+        let faults = &config.faults;
+        let mut state = world.lock();
+        state.faults.calls = faults.throttle_rate + faults.lost_reply_rate > 0.0;
+        state.faults.delays = faults.delayed_write_rate > 0.0;
+        state.faults.calls |= state.faults.delays;
+    }
+    for index in 0..config.nodes {
+        world.start_node(index);
+    }
+    director.plan_start();
+    director.run().await;
+}
+
+impl Director {
+    fn at(&mut self, at: Instant, action: Action) {
+        self.sequence += 1;
+        self.agenda.insert((at, self.sequence), action);
+    }
+
+    /// The next arrival of a fault that comes on average every `mean`, if before the quiet
+    /// period.
+    fn next_arrival(&mut self, mean: Duration, action: Action) {
+        if mean.is_zero() {
+            return;
+        }
+        let wait = mean.mul_f64(-(1.0 - self.rng.next_f64()).ln());
+        let at = Instant::now() + wait;
+        if at < self.quiet_at {
+            self.at(at, action);
+        }
+    }
+
+    fn plan_start(&mut self) {
+        let world = Arc::clone(&self.world);
+        let (config, faults) = (&world.config, &world.config.faults);
+        let now = Instant::now();
+        self.at(now + config.sample_every, Action::Sample);
+        self.next_arrival(faults.crash_every, Action::Crash);
+        self.next_arrival(faults.pause_every, Action::Pause);
+        self.next_arrival(faults.outage_every, Action::Outage);
+        self.next_arrival(faults.churn_every, Action::Churn);
+        let drain_delays = world.timings.store_timeout + faults.delayed_write_max;
+        self.at(
+            self.quiet_at.checked_sub(drain_delays).unwrap_or(now),
+            Action::StopDelays,
+        );
+        self.at(self.quiet_at, Action::Quiet);
+        self.at(world.origin + config.duration, Action::End);
+    }
+
+    async fn run(&mut self) {
+        while let Some(((at, _), action)) = self.agenda.pop_first() {
+            tokio::time::sleep_until(at).await;
+            if self.world.lock().violation.is_some() {
+                return;
+            }
+            match action {
+                Action::End => {
+                    self.finish();
+                    return;
+                }
+                action => self.act(action).await,
+            }
+            if self.world.lock().violation.is_some() {
+                return;
+            }
+        }
+    }
+
+    async fn act(&mut self, action: Action) {
+        let faults = self.world.config.faults.clone();
+        match action {
+            Action::Sample => self.sample(),
+            Action::Crash => {
+                self.crash();
+                self.next_arrival(faults.crash_every, Action::Crash);
+            }
+            Action::Pause => {
+                self.pause();
+                self.next_arrival(faults.pause_every, Action::Pause);
+            }
+            Action::Outage => {
+                self.outage();
+                self.next_arrival(faults.outage_every, Action::Outage);
+            }
+            Action::Churn => {
+                self.churn().await;
+                self.next_arrival(faults.churn_every, Action::Churn);
+            }
+            Action::Restart(index) => self.restart(index),
+            Action::Resume(holder) => self.resume(holder),
+            Action::StopDelays => self.world.lock().faults.delays = false,
+            Action::Quiet => self.quiet(),
+            Action::End => {}
+        }
+    }
+
+    fn sample(&mut self) {
+        self.world.sample_all();
+        let now = Instant::now();
+        if now >= self.live_from {
+            self.check_liveness(now);
+        }
+        self.world.lock().recorder.settle(now);
+        self.at(now + self.world.config.sample_every, Action::Sample);
+    }
+
+    fn check_liveness(&self, now: Instant) {
+        let world = &self.world;
+        let mut state = world.lock();
+        let handoff = world.timings.handoff_bound();
+        let checked = liveness::check(&state.beliefs, world.config.partitions, now, handoff);
+        if let Err(details) = checked {
+            world.violate(&mut state, Invariant::Liveness, details);
+        }
+    }
+
+    /// Picks a node uniformly among those that `eligible` accepts, keeping at least two
+    /// nodes serving when `keeps_serving` is false for the chosen one.
+    fn pick(
+        &mut self,
+        state: &State,
+        eligible: impl Fn(&crate::world::Slot) -> bool,
+        keep_two: bool,
+    ) -> Option<usize> {
+        let active = state.nodes.values().filter(|s| s.is_active()).count();
+        let candidates: Vec<usize> = state
+            .nodes
+            .iter()
+            .filter(|(_, slot)| eligible(slot))
+            .filter(|(_, slot)| !keep_two || !slot.is_active() || active > 2)
+            .map(|(index, _)| *index)
+            .collect();
+        (!candidates.is_empty()).then(|| candidates[self.rng.below(candidates.len())])
+    }
+
+    fn crash(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let Some(index) = self.pick(&state, |s| s.process().is_some() && !s.leaving, true) else {
+            return;
+        };
+        world.end_process(&mut state, index, Life::Crashed);
+        let restart_in = world
+            .config
+            .faults
+            .restart_within
+            .mul_f64(self.rng.next_f64());
+        self.at(Instant::now() + restart_in, Action::Restart(index));
+    }
+
+    fn restart(&mut self, index: usize) {
+        let crashed = matches!(
+            self.world.lock().nodes.get(&index).map(|s| &s.life),
+            Some(Life::Crashed)
+        );
+        if crashed {
+            self.world.start_node(index);
+        }
+    }
+
+    fn pause(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let eligible =
+            |s: &crate::world::Slot| !s.leaving && s.process().is_some_and(|p| !p.gate.is_paused());
+        let Some(index) = self.pick(&state, eligible, true) else {
+            return;
+        };
+        let slot = &state.nodes[&index];
+        let holder = slot.holder(index);
+        if let Some(process) = slot.process() {
+            process.gate.set_paused(true);
+        }
+        let faults = &world.config.faults;
+        let multiple = 1.0 + (faults.pause_lease_multiple - 1.0).max(0.0) * self.rng.next_f64();
+        let length = world.timings.lease_validity.mul_f64(multiple);
+        world.event(
+            &mut state,
+            format!("{holder} paused for {:.3}s", length.as_secs_f64()),
+        );
+        state.recorder.disturbed();
+        state.counts.pauses += 1;
+        self.at(Instant::now() + length, Action::Resume(holder));
+    }
+
+    fn resume(&mut self, holder: Holder) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let Some(slot) = state.nodes.get(&holder.node) else {
+            return;
+        };
+        if slot.incarnation != holder.incarnation {
+            return;
+        }
+        if let Some(process) = slot.process().filter(|p| p.gate.is_paused()) {
+            process.gate.set_paused(false);
+            world.event(&mut state, format!("{holder} resumed"));
+        }
+    }
+
+    fn outage(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let length = world.config.faults.outage_max.mul_f64(self.rng.next_f64());
+        let end = (Instant::now() + length).min(self.quiet_at);
+        state.faults.outage_until = Some(end);
+        world.event(
+            &mut state,
+            format!(
+                "store outage for {:.3}s",
+                (end - Instant::now()).as_secs_f64()
+            ),
+        );
+        state.recorder.disturbed();
+        state.counts.outages += 1;
+    }
+
+    fn quiet(&mut self) {
+        let world = Arc::clone(&self.world);
+        let crashed: Vec<usize> = {
+            let mut state = world.lock();
+            state.faults.calls = false;
+            state.faults.delays = false;
+            state.faults.outage_until = None;
+            for slot in state.nodes.values() {
+                if let Some(process) = slot.process() {
+                    process.gate.set_paused(false);
+                }
+            }
+            world.event(&mut state, "faults stop".to_owned());
+            state
+                .nodes
+                .iter()
+                .filter(|(_, s)| matches!(s.life, Life::Crashed))
+                .map(|(index, _)| *index)
+                .collect()
+        };
+        for index in crashed {
+            world.start_node(index);
+        }
+    }
+
+    fn finish(&mut self) {
+        let world = Arc::clone(&self.world);
+        world.sample_all();
+        let now = Instant::now();
+        self.check_liveness(now);
+        let mut state = world.lock();
+        let holdings: Vec<balance::Holdings> = state
+            .nodes
+            .values()
+            .filter_map(|slot| {
+                let process = slot.process()?;
+                Some(balance::Holdings {
+                    node: slot.name.to_string(),
+                    owned: process.participant.owned().len(),
+                    draining: slot.draining,
+                })
+            })
+            .collect();
+        if let Err(details) = balance::check(&holdings) {
+            world.violate(&mut state, Invariant::Balance, details);
+        }
+        state.recorder.settle(now);
+        let running: Vec<usize> = state.nodes.keys().copied().collect();
+        for index in running {
+            world.end_process(&mut state, index, Life::Left);
+        }
+        state.tasks.abort_all();
+    }
+}
+
+mod churn;

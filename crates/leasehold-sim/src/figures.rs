@@ -1,0 +1,272 @@
+//! What a run measures: failover and hand-off times, ramp-up of joining nodes, partitions
+//! moved per membership change, and store traffic.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leasehold::PartitionId;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::invariants::Holder;
+
+/// Store traffic counted by the fault-injecting wrapper, over every node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StoreTraffic {
+    /// Read calls (list, get).
+    pub read_calls: u64,
+    /// Records returned by reads.
+    pub rows_read: u64,
+    /// Write calls (put, delete; a batch counts once).
+    pub write_calls: u64,
+    /// Records in those writes.
+    pub rows_written: u64,
+    /// Node-heartbeats lived: the sum over node processes of their lifetime divided by the
+    /// heartbeat period.
+    pub node_heartbeats: f64,
+    /// Wall-clock seconds spent inside the in-memory store (copying records out of it for
+    /// listings, mostly): a profile of where a large run's time goes.
+    pub store_wall_seconds: f64,
+}
+
+impl StoreTraffic {
+    /// Adds another run's counts.
+    pub fn add(&mut self, other: &StoreTraffic) {
+        self.read_calls += other.read_calls;
+        self.rows_read += other.rows_read;
+        self.write_calls += other.write_calls;
+        self.rows_written += other.rows_written;
+        self.node_heartbeats += other.node_heartbeats;
+        self.store_wall_seconds += other.store_wall_seconds;
+    }
+}
+
+/// How many faults of each kind were injected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FaultCounts {
+    /// Node crashes.
+    pub crashes: u64,
+    /// Process pauses.
+    pub pauses: u64,
+    /// Store outages.
+    pub outages: u64,
+    /// Calls refused as throttled.
+    pub throttled: u64,
+    /// Calls refused during outages.
+    pub unavailable: u64,
+    /// Writes applied whose reply was lost (and reads whose reply was lost).
+    pub lost_replies: u64,
+    /// Writes held back and applied later.
+    pub delayed_writes: u64,
+    /// Nodes joined.
+    pub joins: u64,
+    /// Nodes that left gracefully.
+    pub leaves: u64,
+    /// Drains and undrains.
+    pub drains: u64,
+}
+
+impl FaultCounts {
+    /// Adds another run's counts.
+    pub fn add(&mut self, other: &FaultCounts) {
+        self.crashes += other.crashes;
+        self.pauses += other.pauses;
+        self.outages += other.outages;
+        self.throttled += other.throttled;
+        self.unavailable += other.unavailable;
+        self.lost_replies += other.lost_replies;
+        self.delayed_writes += other.delayed_writes;
+        self.joins += other.joins;
+        self.leaves += other.leaves;
+        self.drains += other.drains;
+    }
+}
+
+/// Raw samples from one or more runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Samples {
+    /// From a crash to the next acquisition of each partition the crashed node held.
+    pub failover: Vec<Duration>,
+    /// From a cooperative release (rebalance, drain, leave) to the next acquisition.
+    pub handoff: Vec<Duration>,
+    /// From a node's join to its holding its fair share `⌊P / N⌋`.
+    pub join_to_fair_share: Vec<Duration>,
+    /// Per membership change with no other fault nearby: (partitions moved, ⌈P/N⌉).
+    pub moves: Vec<(u64, u64)>,
+    /// Store traffic.
+    pub traffic: StoreTraffic,
+    /// Submissions to fenced resources accepted and rejected as stale.
+    pub fenced: (u64, u64),
+    /// Faults injected.
+    pub faults: FaultCounts,
+}
+
+impl Samples {
+    /// Adds another run's samples.
+    pub fn add(&mut self, other: &Samples) {
+        self.failover.extend_from_slice(&other.failover);
+        self.handoff.extend_from_slice(&other.handoff);
+        self.join_to_fair_share
+            .extend_from_slice(&other.join_to_fair_share);
+        self.moves.extend_from_slice(&other.moves);
+        self.traffic.add(&other.traffic);
+        self.fenced.0 += other.fenced.0;
+        self.fenced.1 += other.fenced.1;
+        self.faults.add(&other.faults);
+    }
+}
+
+#[derive(Debug)]
+struct ChangeWindow {
+    until: Instant,
+    minimum: u64,
+    moved: u64,
+    clean: bool,
+}
+
+/// Collects [`Samples`] as events happen during one run.
+#[derive(Debug)]
+pub struct Recorder {
+    partitions: u32,
+    window: Duration,
+    /// Partitions of crashed nodes, since the crash.
+    failover_pending: BTreeMap<PartitionId, Instant>,
+    /// Released partitions, since the release.
+    handoff_pending: BTreeMap<PartitionId, Instant>,
+    /// Joined nodes, since the join.
+    join_pending: BTreeMap<usize, Instant>,
+    last_holder: BTreeMap<PartitionId, usize>,
+    windows: Vec<ChangeWindow>,
+    /// What was measured so far.
+    pub samples: Samples,
+}
+
+impl Recorder {
+    /// A recorder for `partitions` partitions that attributes moves to a membership change
+    /// for `window` after it.
+    pub fn new(partitions: u32, window: Duration) -> Recorder {
+        Recorder {
+            partitions,
+            window,
+            failover_pending: BTreeMap::new(),
+            handoff_pending: BTreeMap::new(),
+            join_pending: BTreeMap::new(),
+            last_holder: BTreeMap::new(),
+            windows: Vec::new(),
+            samples: Samples::default(),
+        }
+    }
+
+    /// A node crashed at `now` while holding `held`.
+    pub fn crashed(&mut self, held: &[PartitionId], now: Instant) {
+        for partition in held {
+            self.failover_pending.insert(*partition, now);
+        }
+        self.disturbed();
+    }
+
+    /// Something other than a membership change disturbed the fleet: moves it causes are
+    /// not attributed to the change in progress.
+    pub fn disturbed(&mut self) {
+        for window in &mut self.windows {
+            window.clean = false;
+        }
+    }
+
+    /// A membership change at `now` leaving `active` nodes serving.
+    pub fn membership_changed(&mut self, now: Instant, active: usize) {
+        self.disturbed();
+        let minimum = u64::from(self.partitions).div_ceil(active.max(1) as u64);
+        self.windows.push(ChangeWindow {
+            until: now + self.window,
+            minimum,
+            moved: 0,
+            clean: true,
+        });
+    }
+
+    /// A node joined at `now`.
+    pub fn joined(&mut self, node: usize, now: Instant) {
+        self.join_pending.insert(node, now);
+    }
+
+    /// `holder` released `partition` at `now`.
+    pub fn released(&mut self, partition: PartitionId, now: Instant) {
+        self.handoff_pending.insert(partition, now);
+    }
+
+    /// `holder` acquired `partition` at `now` and now holds `held` partitions, the fair share
+    /// being `fair_share`.
+    pub fn acquired(
+        &mut self,
+        holder: Holder,
+        partition: PartitionId,
+        now: Instant,
+        held: usize,
+        fair_share: usize,
+    ) {
+        if let Some(crash) = self.failover_pending.remove(&partition) {
+            self.samples.failover.push(now - crash);
+        }
+        if let Some(release) = self.handoff_pending.remove(&partition) {
+            self.samples.handoff.push(now - release);
+        }
+        if held >= fair_share {
+            if let Some(joined) = self.join_pending.remove(&holder.node) {
+                self.samples.join_to_fair_share.push(now - joined);
+            }
+        }
+        let previous = self.last_holder.insert(partition, holder.node);
+        if previous.is_some_and(|node| node != holder.node) {
+            for window in self.windows.iter_mut().filter(|w| now <= w.until) {
+                window.moved += 1;
+            }
+        }
+    }
+
+    /// Closes the windows that ended by `now`, keeping the clean ones as samples.
+    pub fn settle(&mut self, now: Instant) {
+        let (done, open): (Vec<ChangeWindow>, Vec<ChangeWindow>) =
+            self.windows.drain(..).partition(|w| w.until <= now);
+        self.windows = open;
+        self.samples.moves.extend(
+            done.into_iter()
+                .filter(|w| w.clean)
+                .map(|w| (w.moved, w.minimum)),
+        );
+    }
+}
+
+/// A distribution summary in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: usize,
+    /// Median, seconds.
+    pub p50_seconds: f64,
+    /// 99th percentile, seconds.
+    pub p99_seconds: f64,
+    /// Largest, seconds.
+    pub max_seconds: f64,
+}
+
+impl Percentiles {
+    /// The summary of `samples`, or `None` if there are none.
+    pub fn of(samples: &[Duration]) -> Option<Percentiles> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        let at = |q: f64| {
+            let index = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+            sorted[index].as_secs_f64()
+        };
+        Some(Percentiles {
+            count: sorted.len(),
+            p50_seconds: at(0.50),
+            p99_seconds: at(0.99),
+            max_seconds: sorted[sorted.len() - 1].as_secs_f64(),
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! **Single owner.** At no true instant do two nodes believe they hold a valid lease on the
+//! same partition.
+//!
+//! A node believes it holds partition p while `lease(p)` would answer `Some`: from
+//! `on_acquired` until `on_lost`, a crash or a release, and never past its deadline — the
+//! `valid_until` it keeps on its own drifting clock, mapped to true time with
+//! [`leasehold::DriftClock::to_true`]. Renewals move that deadline; the simulator reads it
+//! again at every callback and every store call the node makes (a renewal's reply is always
+//! followed by one of those before the node does anything else) and at each sampling point,
+//! so each belief interval `[acquired, min(deadline, lost))` is known as it grows. Two
+//! intervals of different nodes (or of two processes of one node) on one partition must not
+//! overlap by more than [`TOLERANCE`], the rounding of clock conversions.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use leasehold::{Epoch, PartitionId};
+use tokio::time::Instant;
+
+use super::Holder;
+
+/// Overlaps up to this long are rounding in the drift conversion, not two owners.
+pub const TOLERANCE: Duration = Duration::from_micros(1);
+
+#[derive(Debug, Clone)]
+struct Belief {
+    holder: Holder,
+    epoch: Epoch,
+    start: Instant,
+    end: Instant,
+    open: bool,
+}
+
+/// Every node's belief intervals, per partition.
+#[derive(Debug)]
+pub struct SingleOwner {
+    origin: Instant,
+    retention: Duration,
+    by_partition: BTreeMap<PartitionId, Vec<Belief>>,
+    open: BTreeMap<Holder, BTreeSet<PartitionId>>,
+}
+
+impl SingleOwner {
+    /// Tracks beliefs for a run that started at `origin`. Closed intervals are forgotten
+    /// `retention` after they end: nothing that starts or grows later can reach back that far.
+    pub fn new(origin: Instant, retention: Duration) -> SingleOwner {
+        SingleOwner {
+            origin,
+            retention,
+            by_partition: BTreeMap::new(),
+            open: BTreeMap::new(),
+        }
+    }
+
+    /// `holder` believes, at `now`, that it holds `partition` under `epoch` until `end`.
+    pub fn believe(
+        &mut self,
+        holder: Holder,
+        partition: PartitionId,
+        epoch: Epoch,
+        now: Instant,
+        end: Instant,
+    ) -> Result<(), String> {
+        let beliefs = self.by_partition.entry(partition).or_default();
+        let current = beliefs.iter().position(|b| b.open && b.holder == holder);
+        let index = match current {
+            Some(i) if beliefs[i].epoch == epoch && beliefs[i].end >= now => {
+                beliefs[i].end = beliefs[i].end.max(end);
+                i
+            }
+            other => {
+                if let Some(i) = other {
+                    close(&mut beliefs[i], now);
+                }
+                beliefs.push(Belief {
+                    holder,
+                    epoch,
+                    start: now,
+                    end,
+                    open: true,
+                });
+                beliefs.len() - 1
+            }
+        };
+        self.open.entry(holder).or_default().insert(partition);
+        overlap(self.origin, partition, beliefs, index)
+    }
+
+    /// `holder` no longer believes it holds `partition`, as of `now`.
+    pub fn disbelieve(&mut self, holder: Holder, partition: PartitionId, now: Instant) {
+        if let Some(beliefs) = self.by_partition.get_mut(&partition) {
+            for belief in beliefs.iter_mut().filter(|b| b.open && b.holder == holder) {
+                close(belief, now);
+            }
+        }
+        if let Some(open) = self.open.get_mut(&holder) {
+            open.remove(&partition);
+            if open.is_empty() {
+                self.open.remove(&holder);
+            }
+        }
+    }
+
+    /// Ends every belief of `holder` at `now` (its process is gone).
+    pub fn end_all(&mut self, holder: Holder, now: Instant) {
+        for partition in self.open_partitions(holder) {
+            self.disbelieve(holder, partition, now);
+        }
+    }
+
+    /// The partitions `holder` had an open belief on at the last look.
+    pub fn open_partitions(&self, holder: Holder) -> Vec<PartitionId> {
+        self.open
+            .get(&holder)
+            .map(|set| set.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether some node believed it held `partition` at some instant in `[from, to]`.
+    pub fn owned_during(&self, partition: PartitionId, from: Instant, to: Instant) -> bool {
+        self.by_partition
+            .get(&partition)
+            .is_some_and(|beliefs| beliefs.iter().any(|b| b.start <= to && b.end > from))
+    }
+
+    /// Who believed they held `partition` at `at`.
+    pub fn holders_at(&self, partition: PartitionId, at: Instant) -> Vec<Holder> {
+        self.by_partition
+            .get(&partition)
+            .map(|beliefs| {
+                beliefs
+                    .iter()
+                    .filter(|b| b.start <= at && at < b.end)
+                    .map(|b| b.holder)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Forgets intervals that ended more than the retention before `now`.
+    pub fn prune(&mut self, now: Instant) {
+        let horizon = now.checked_sub(self.retention).unwrap_or(self.origin);
+        self.by_partition.retain(|_, beliefs| {
+            beliefs.retain(|b| b.open || b.end >= horizon);
+            !beliefs.is_empty()
+        });
+    }
+}
+
+fn close(belief: &mut Belief, now: Instant) {
+    belief.end = belief.end.min(now);
+    belief.open = false;
+}
+
+fn overlap(
+    origin: Instant,
+    partition: PartitionId,
+    beliefs: &[Belief],
+    index: usize,
+) -> Result<(), String> {
+    let mine = &beliefs[index];
+    for other in beliefs.iter().filter(|b| b.holder != mine.holder) {
+        let start = mine.start.max(other.start);
+        let end = mine.end.min(other.end);
+        if start + TOLERANCE < end {
+            let at = |t: Instant| t.saturating_duration_since(origin).as_secs_f64();
+            return Err(format!(
+                "p{partition}: {} believed it held epoch {} over [{:.6}s, {:.6}s) and {} \
+                 believed it held epoch {} over [{:.6}s, {:.6}s): both for {:.6}s from {:.6}s",
+                other.holder,
+                other.epoch,
+                at(other.start),
+                at(other.end),
+                mine.holder,
+                mine.epoch,
+                at(mine.start),
+                at(mine.end),
+                (end - start).as_secs_f64(),
+                at(start)
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! A seeded, deterministic simulation of a leasehold fleet.
+//!
+//! Each seed runs the real [`leasehold::Participant`] — its runner and planner, not a model
+//! of them — for a fleet of nodes against the in-memory store, on one thread, in virtual
+//! time: a current-thread Tokio runtime with a paused clock that jumps to the next timer
+//! whenever every task waits, so an hour of simulated time costs only the work done in it.
+//! Everything random comes from the seed, so a failing seed replays exactly.
+//!
+//! Between each node and the store sits a fault injector, and each node's clock is its own:
+//!
+//! - **crashes** (`abort`, no clean-up) and restarts as a fresh process with the same name;
+//! - **process pauses** longer than a lease: the node's timers stop firing and its store
+//!   calls neither leave nor complete, while its clock — which `lease(p)` reads — runs on;
+//! - **lost replies**: a write is applied but its caller never hears back;
+//! - **held-back writes**, applied after later requests, which must then fail their
+//!   compare-and-set or do no harm;
+//! - **store outages** (every call fails `Unavailable`) and **throttling**;
+//! - **clock drift**: each node's clock runs at its own rate within the configured ±ρ;
+//! - **membership churn**: joins, graceful leaves, drains and undrains.
+//!
+//! At every callback, every store call and frequent sampling points the [`invariants`] are
+//! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop, and
+//! balance once settled. A [`Violation`] names the invariant, the seed, the simulated time
+//! and the command that replays it. A deliberately unsafe configuration
+//! ([`SimConfig::unsafe_timings`]) is the negative control the single-owner check must catch.
+//!
+//! ```
+//! use std::time::Duration;
+//! use leasehold_sim::{run_many, FaultProfile, SimConfig};
+//!
+//! let config = SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All);
+//! let summary = run_many(&config, 0..4);
+//! assert!(summary.is_clean(), "{:?}", summary.violations);
+//! println!("{}", summary.figures);
+//! ```
+
+mod cli;
+mod clock;
+mod config;
+mod driver;
+mod figures;
+pub mod invariants;
+mod report;
+mod run;
+mod store;
+mod trace;
+mod world;
+
+pub use cli::{parse_duration, run_cli, SimArgs};
+pub use clock::{Gate, SimClock};
+pub use config::{FaultConfig, FaultProfile, SimConfig, Timings};
+pub use figures::{FaultCounts, Percentiles, Samples, StoreTraffic};
+pub use report::{Figures, SeedReport, Summary, Violation};
+pub use run::{run_many, run_many_on, run_seed};
+pub use trace::Trace;

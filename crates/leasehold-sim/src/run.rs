@@ -1,0 +1,131 @@
+//! Running seeds: one on its own single-threaded runtime in virtual time, or many on up to
+//! two OS threads.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::SimConfig;
+use crate::driver::simulate;
+use crate::report::{Figures, SeedReport, Summary, Violation};
+use crate::world::World;
+
+/// Runs one seed: the real participants of `config.nodes` nodes against the in-memory store
+/// through the fault injector, on a single-threaded Tokio runtime whose clock is paused, so
+/// simulated time passes only as fast as the work requires and the run is fully determined
+/// by `seed`. Returns the first violated invariant, or the run's report.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_sim::{run_seed, FaultProfile, SimConfig};
+///
+/// let config = SimConfig::new(3, 16, Duration::from_secs(300), FaultProfile::All);
+/// let report = run_seed(&config, 7).expect("no invariant is broken");
+/// assert_eq!(report.simulated, Duration::from_secs(300));
+/// assert_eq!(report.trace_hash, run_seed(&config, 7).unwrap().trace_hash);
+/// ```
+pub fn run_seed(config: &SimConfig, seed: u64) -> Result<SeedReport, Violation> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime can always be built");
+    let wall = std::time::Instant::now();
+    let (world, simulated) = runtime.block_on(async {
+        let world = World::new(config, seed);
+        simulate(Arc::clone(&world)).await;
+        let simulated = Instant::now() - world.origin;
+        (world, simulated)
+    });
+    drop(runtime);
+    let wall = wall.elapsed();
+    let mut state = world.lock();
+    if let Some(violation) = state.violation.take() {
+        return Err(violation);
+    }
+    let mut samples = state.recorder.samples.clone();
+    samples.traffic = state.traffic.clone();
+    samples.fenced = (state.fenced.accepted, state.fenced.rejected);
+    samples.faults = state.counts.clone();
+    Ok(SeedReport {
+        seed,
+        simulated,
+        wall,
+        trace_hash: state.trace.hash(),
+        events: state.trace.count(),
+        samples,
+    })
+}
+
+/// Runs `seeds` on up to two OS threads, each seed on its own runtime.
+pub fn run_many(config: &SimConfig, seeds: Range<u64>) -> Summary {
+    run_many_on(config, seeds, 2, |_| {})
+}
+
+/// Runs `seeds` on up to `threads` OS threads, calling `progress` after each seed with its
+/// outcome (from whichever thread ran it).
+pub fn run_many_on(
+    config: &SimConfig,
+    seeds: Range<u64>,
+    threads: usize,
+    progress: impl Fn(&Result<SeedReport, Violation>) + Sync,
+) -> Summary {
+    let wall = std::time::Instant::now();
+    let next = AtomicU64::new(seeds.start);
+    let outcomes = Mutex::new(Vec::new());
+    let threads = threads.clamp(1, 2).min(seeds.clone().count().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= seeds.end {
+                    return;
+                }
+                let outcome = run_seed(config, seed);
+                progress(&outcome);
+                outcomes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((seed, outcome));
+            });
+        }
+    });
+    let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
+    outcomes.sort_by_key(|(seed, _)| *seed);
+    summarize(config, outcomes, wall.elapsed())
+}
+
+fn summarize(
+    config: &SimConfig,
+    outcomes: Vec<(u64, Result<SeedReport, Violation>)>,
+    wall: Duration,
+) -> Summary {
+    let mut samples = crate::figures::Samples::default();
+    let mut simulated = Duration::ZERO;
+    let mut violations = Vec::new();
+    let seeds = outcomes.len() as u64;
+    for (_, outcome) in outcomes {
+        match outcome {
+            Ok(report) => {
+                samples.add(&report.samples);
+                simulated += report.simulated;
+            }
+            Err(violation) => {
+                simulated += violation.at;
+                violations.push(violation);
+            }
+        }
+    }
+    let timings = config.effective_timings();
+    Summary {
+        seeds,
+        passed: seeds - violations.len() as u64,
+        violations,
+        simulated,
+        wall,
+        figures: Figures::new(&samples, &timings, simulated, wall),
+    }
+}

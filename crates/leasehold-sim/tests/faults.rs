@@ -1,0 +1,82 @@
+//! Many seeds with every fault kind on: every invariant must hold, and every fault must have
+//! actually been injected, so the run cannot pass by doing nothing.
+//!
+//! `LEASEHOLD_SIM_SEEDS` overrides the number of seeds.
+
+use std::time::Duration;
+
+use leasehold_sim::{run_many, FaultProfile, SimConfig};
+
+fn seeds(default: u64) -> u64 {
+    std::env::var("LEASEHOLD_SIM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn every_invariant_holds_under_all_faults() {
+    // Small fleets and short runs keep the suite quick; the fault rates are per fleet, so
+    // each seed still sees several faults of each kind.
+    let config = SimConfig::new(4, 16, Duration::from_secs(480), FaultProfile::All);
+    let summary = run_many(
+        &config,
+        0..seeds(if cfg!(debug_assertions) { 200 } else { 400 }),
+    );
+    for violation in &summary.violations {
+        eprintln!("{violation}");
+        for line in &violation.recent_events {
+            eprintln!("    {line}");
+        }
+    }
+    assert!(
+        summary.is_clean(),
+        "{} seeds broke an invariant",
+        summary.violations.len()
+    );
+    let faults = &summary.figures.faults;
+    for (kind, count) in [
+        ("crashes", faults.crashes),
+        ("pauses", faults.pauses),
+        ("outages", faults.outages),
+        ("throttled calls", faults.throttled),
+        ("lost replies", faults.lost_replies),
+        ("held-back writes", faults.delayed_writes),
+        ("joins", faults.joins),
+        ("leaves", faults.leaves),
+        ("drains", faults.drains),
+    ] {
+        assert!(count > 0, "no {kind} were injected");
+    }
+    let figures = &summary.figures;
+    assert!(figures.failover.is_some() && figures.handoff.is_some());
+    assert!(figures.fenced_accepted > 0);
+    println!("{} seeds in {:?}\n{}", summary.seeds, summary.wall, figures);
+}
+
+#[test]
+fn failover_and_handoff_take_the_expected_time_without_store_faults() {
+    let config = SimConfig::new(5, 32, Duration::from_secs(900), FaultProfile::Membership);
+    let summary = run_many(&config, 0..seeds(20).min(20));
+    assert!(summary.is_clean(), "{:?}", summary.violations.first());
+    let figures = &summary.figures;
+    let timings = &config.timings;
+    let failover = figures.failover.as_ref().expect("crashes happened");
+    // A crashed node's last renewal is at most a heartbeat old; the taker waits acquire_after
+    // from its first sight of it, at most a scan later: failover sits between
+    // acquire_after − heartbeat and acquire_after + scan, plus drift and latency.
+    let low = (timings.acquire_after - timings.heartbeat).as_secs_f64() * 0.98;
+    let high = (timings.acquire_after + timings.scan_interval * 2).as_secs_f64();
+    assert!(
+        failover.p50_seconds > low && failover.p50_seconds < high,
+        "failover p50 {}s outside ({low}, {high})",
+        failover.p50_seconds
+    );
+    let handoff = figures.handoff.as_ref().expect("releases happened");
+    assert!(
+        handoff.p50_seconds < 1.0,
+        "a cooperative hand-off should take a change notice, not a lease: p50 {}s",
+        handoff.p50_seconds
+    );
+    println!("{figures}");
+}

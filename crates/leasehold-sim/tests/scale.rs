@@ -1,0 +1,118 @@
+//! Scale measurement, run by hand (see BENCHMARKS-sim.md):
+//! `NODES=100 PARTITIONS=4096 DURATION=10m cargo test -p leasehold-sim --release --test scale -- --ignored --nocapture`.
+//!
+//! A steady fleet with no faults and no fenced-work tasks, so the time measured is the
+//! participants' own work: scans, renewals and planning.
+
+use std::time::{Duration, Instant};
+
+use leasehold::planner::{plan, Observed, PlanInput};
+use leasehold::{
+    LeaseRecord, LeaseState, NodeId, ParticipantConfig, PartitionId, SeededRng, Stored, Version,
+};
+use leasehold_sim::{parse_duration, run_seed, FaultProfile, Figures, SimConfig};
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Time one scan's worth of the runner's own work at `partitions` rows: merging a listing
+/// into the observed view, and one planning pass.
+fn runner_work_per_scan(partitions: u32, nodes: usize) -> (Duration, Duration) {
+    let owner = NodeId::new("n0").unwrap();
+    let records: Vec<Stored<PartitionId, LeaseRecord>> = (0..partitions)
+        .map(|p| Stored {
+            key: PartitionId(p),
+            value: LeaseRecord {
+                owner: Some(owner.clone()),
+                epoch: leasehold::Epoch(1),
+                state: LeaseState::Held,
+                ..LeaseRecord::default()
+            },
+            version: Version::from_number(u64::from(p)),
+        })
+        .collect();
+    let mut observed = Observed::default();
+    let now = tokio::time::Instant::now();
+    let rounds = 20;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        observed.observe_leases(now, records.clone());
+    }
+    let merge = started.elapsed() / rounds;
+    let config = ParticipantConfig::new(NodeId::new("n1").unwrap(), partitions);
+    let holdings = Default::default();
+    let mut rng = SeededRng::new(1);
+    let _ = nodes;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        let input = PlanInput {
+            now,
+            config: &config,
+            observed: &observed,
+            holdings: &holdings,
+            draining: false,
+        };
+        std::hint::black_box(plan(&input, &mut rng));
+    }
+    (merge, started.elapsed() / rounds)
+}
+
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn scale() {
+    let nodes: usize = env("NODES", 100);
+    let partitions: u32 = env("PARTITIONS", 4096);
+    let duration =
+        parse_duration(&std::env::var("DURATION").unwrap_or_else(|_| "10m".into())).unwrap();
+    let mut config = SimConfig::new(nodes, partitions, duration, FaultProfile::None);
+    config.work_every = Duration::ZERO;
+    config.sample_every = Duration::from_secs(60);
+    config.faults.max_latency = Duration::ZERO;
+    config.change_notices = std::env::var_os("POLL_ONLY").is_none();
+    let report = run_seed(&config, 1).unwrap_or_else(|v| panic!("{v}"));
+    let figures = Figures::new(
+        &report.samples,
+        &config.timings,
+        report.simulated,
+        report.wall,
+    );
+    let traffic = &report.samples.traffic;
+    println!(
+        "{nodes} nodes × {partitions} partitions (change notices {}) for {:.0}s simulated: {:.1}s wall, \
+         peak resident {:.0} MiB, {} events",
+        if config.change_notices { "on" } else { "off" },
+        report.simulated.as_secs_f64(),
+        report.wall.as_secs_f64(),
+        peak_resident_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        report.events
+    );
+    println!(
+        "inside the in-memory store: {:.1}s ({:.0}% of wall); rows read {}, rows written {}",
+        traffic.store_wall_seconds,
+        100.0 * traffic.store_wall_seconds / report.wall.as_secs_f64(),
+        traffic.rows_read,
+        traffic.rows_written
+    );
+    let (merge, planning) = runner_work_per_scan(partitions, nodes);
+    let scans = traffic.rows_read as f64 / f64::from(partitions);
+    println!(
+        "per scan at {partitions} rows: merge {:.3} ms, plan {:.3} ms; ≈{scans:.0} scans → \
+         ≈{:.1}s merging, ≈{:.1}s planning",
+        merge.as_secs_f64() * 1e3,
+        planning.as_secs_f64() * 1e3,
+        scans * merge.as_secs_f64(),
+        scans * planning.as_secs_f64()
+    );
+    print!("{figures}");
+}
