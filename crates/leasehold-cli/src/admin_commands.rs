@@ -116,7 +116,11 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             drain(&table, node, false).await?;
             println!("node {node}: no longer draining");
         }
-        Command::Status(_) | Command::Stale(_) | Command::Node(_) | Command::Demo(_) => {
+        Command::Status(_)
+        | Command::Stale(_)
+        | Command::Node(_)
+        | Command::Demo(_)
+        | Command::Sim(_) => {
             unreachable!("dispatched in main")
         }
     }

@@ -109,6 +109,11 @@ pub enum Command {
     Node(Box<NodeArgs>),
     /// Run a self-contained demonstration: several nodes in this process, a crash, a drain.
     Demo(DemoArgs),
+    /// Run the deterministic simulation: real participants in virtual time under injected
+    /// faults (crashes, pauses, lost and delayed replies, outages, throttling, clock drift,
+    /// churn), checking that no partition ever has two owners. A failing seed prints the
+    /// command that replays it.
+    Sim(Box<leasehold_sim::SimArgs>),
 }
 
 /// Options of `status`.

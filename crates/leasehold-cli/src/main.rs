@@ -40,11 +40,21 @@ pub enum Outcome {
     ProblemsFound,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The simulator drives its own single-threaded runtimes in virtual time.
+    if let Command::Sim(args) = cli.command {
+        return leasehold_sim::run_cli(*args);
+    }
     init_logging(&cli.command);
-    exit_code(run(&cli).await)
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return exit_code(Err(anyhow::anyhow!("cannot start the runtime: {error}"))),
+    };
+    exit_code(runtime.block_on(run(&cli)))
 }
 
 async fn run(cli: &Cli) -> anyhow::Result<Outcome> {

@@ -72,7 +72,11 @@ impl Clock for DriftClock {
     }
 
     fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Box::pin(tokio::time::sleep_until(self.to_true(deadline)))
+        // One nanosecond late rather than a rounding error early: waking before `now()`
+        // reads the deadline would make a caller that re-checks the clock sleep again at
+        // once, forever, under a paused Tokio clock.
+        let wake = self.to_true(deadline) + Duration::from_nanos(1);
+        Box::pin(tokio::time::sleep_until(wake))
     }
 }
 
@@ -163,6 +167,18 @@ mod tests {
         assert_eq!(fast.now() - origin, Duration::from_secs(15));
         let target = origin + Duration::from_secs(30);
         fast.sleep_until(target).await;
-        assert_eq!(Instant::now() - origin, Duration::from_secs(20));
+        assert!(
+            fast.now() >= target,
+            "woke at or after the deadline on its own clock"
+        );
+        // Tokio's timer rounds up to the next millisecond.
+        assert!(Instant::now() - origin <= Duration::from_secs(20) + Duration::from_millis(1));
+        // Odd rates and deadlines never wake early through rounding.
+        for rate in [0.99, 1.01, 1.003, 0.9977] {
+            let clock = DriftClock::new(origin, rate);
+            let deadline = clock.now() + Duration::from_nanos(123_456_789_123);
+            clock.sleep_until(deadline).await;
+            assert!(clock.now() >= deadline, "rate {rate}");
+        }
     }
 }

@@ -75,6 +75,18 @@ impl ParticipantConfig {
         }
     }
 
+    /// How long a member's record may stay unchanged before other nodes stop counting it
+    /// live: `lease_validity` (by then its own leases have run out), but never less than a
+    /// heartbeat plus two scans, the longest a live member can look unchanged to a reader.
+    ///
+    /// Shorter than `acquire_after`, so that after a crash the survivors raise their targets
+    /// before the dead node's leases become takeable, and take them the moment they do.
+    /// Liveness only steers balancing; no lease is taken on its account.
+    pub fn member_timeout(&self) -> Duration {
+        self.lease_validity
+            .max(self.heartbeat + self.scan_interval * 2)
+    }
+
     /// Sets the group.
     #[must_use]
     pub fn with_group(mut self, group: GroupName) -> Self {

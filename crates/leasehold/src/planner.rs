@@ -225,7 +225,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         }
     }
 
-    let mut members = observed.live_members(now, config.acquire_after);
+    let mut members = observed.live_members(now, config.member_timeout());
     members.retain(|m| m.node != config.node);
     members.push(MemberShare {
         node: config.node.clone(),
@@ -238,15 +238,17 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         .filter(|seen| seen.record.state != LeaseState::Offline)
         .count() as u32;
     let cap = config.max_partitions_per_node;
-    plan.target = fair_targets(available.min(config.partitions), &members, cap)
-        .get(&config.node)
-        .copied()
-        .unwrap_or(0);
+    let targets = fair_targets(available.min(config.partitions), &members, cap);
+    plan.target = targets.get(&config.node).copied().unwrap_or(0);
     plan.live_members = members.len();
 
     let held = plan.renew.len() as u32;
     if held > plan.target {
-        plan.release = surplus(&plan.renew, holdings, (held - plan.target) as usize);
+        // Hand off only what other live members lack: a lease nobody else needs stays
+        // served here (for example one rescued as an orphan).
+        let wanted_elsewhere = deficit_of_others(observed, &targets, &config.node);
+        let count = (held - plan.target).min(wanted_elsewhere);
+        plan.release = surplus(&plan.renew, holdings, count as usize);
         plan.renew.retain(|p| !plan.release.contains(p));
         return plan;
     }
@@ -321,6 +323,22 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
 /// node at its target may then take it (up to its cap), and hands off an unrestricted
 /// partition in exchange, so every partition stays served and the shares converge.
 pub const ORPHAN_GRACE_SCANS: u32 = 2;
+
+/// How many partitions the other live members lack to reach their targets, counting what
+/// each holds in the observed table.
+fn deficit_of_others(observed: &Observed, targets: &BTreeMap<NodeId, u32>, node: &NodeId) -> u32 {
+    let mut held: BTreeMap<&NodeId, u32> = BTreeMap::new();
+    for seen in observed.leases.values() {
+        if let (LeaseState::Held, Some(owner)) = (seen.record.state, &seen.record.owner) {
+            *held.entry(owner).or_default() += 1;
+        }
+    }
+    targets
+        .iter()
+        .filter(|(member, _)| *member != node)
+        .map(|(member, target)| target.saturating_sub(held.get(member).copied().unwrap_or(0)))
+        .sum()
+}
 
 /// The `count` leases to hand off. Leases nobody is prohibited from go first, so that any
 /// node below its target can take them; among those, the most recently acquired, which have

@@ -177,6 +177,7 @@ impl Participant {
         callbacks: Arc<dyn Callbacks>,
         environment: Environment,
     ) -> Participant {
+        let store: Arc<dyn LeaseStore> = Arc::new(TimeoutStore::new(store, config.store_timeout));
         Participant::spawn(store, config, callbacks, environment)
     }
 

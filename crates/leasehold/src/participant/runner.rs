@@ -26,8 +26,10 @@ pub(crate) enum Command {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// Scans back off to at most this many scan intervals while the store fails or throttles.
-const MAX_SCAN_BACKOFF_FACTOR: u32 = 16;
+/// Scans back off to at most this many scan intervals while the store fails or throttles:
+/// enough to shed most of the read load, short enough that partitions freed meanwhile are
+/// found within a few scans once the store recovers.
+const MAX_SCAN_BACKOFF_FACTOR: u32 = 4;
 /// A change notice brings the next scan forward to this soon, coalescing bursts.
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 /// Scans brought forward by notices start at least this fraction of the scan interval
@@ -59,6 +61,7 @@ pub(crate) struct Runner {
     next_scan: Instant,
     wake_at: Option<Instant>,
     scan_failures: u32,
+    member_write_failing: bool,
     last_scan: Option<Instant>,
     reported_corrupt: BTreeSet<String>,
 }
@@ -92,6 +95,7 @@ impl Runner {
             next_scan: now,
             wake_at: None,
             scan_failures: 0,
+            member_write_failing: false,
             last_scan: None,
             reported_corrupt: BTreeSet::new(),
         }
@@ -156,7 +160,9 @@ impl Runner {
             return;
         }
         let mut soon = self.clock.now() + CHANGE_DEBOUNCE;
-        if let Some(last) = self.last_scan {
+        // A hint that cannot tell a renewal from a release comes with every renewal: bound
+        // the scans it causes. Precise hints (a release, a join, a leave) are rare.
+        if let (Change::Lease(_), Some(last)) = (change, self.last_scan) {
             soon = soon.max(last + self.config.scan_interval / NOTICE_SCAN_GAP_DIVISOR);
         }
         self.next_scan = self.next_scan.min(soon);
@@ -356,6 +362,12 @@ impl Runner {
             match result {
                 Ok(version) => {
                     self.member_version = Some(version);
+                    if std::mem::take(&mut self.member_write_failing) && self.scan_failures > 0 {
+                        // The store answers writes again after failing them: an outage is
+                        // over, so stop backing off and look for what expired meanwhile.
+                        self.scan_failures = 0;
+                        self.next_scan = self.next_scan.min(self.clock.now() + CHANGE_DEBOUNCE);
+                    }
                     return;
                 }
                 Err(StoreError::NotFound { .. }) => self.member_version = None,
@@ -364,6 +376,7 @@ impl Runner {
                 }
                 Err(error) => {
                     tracing::warn!(node = %self.config.node, %error, "member heartbeat failed");
+                    self.member_write_failing = true;
                     return;
                 }
             }

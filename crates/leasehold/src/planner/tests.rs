@@ -306,23 +306,39 @@ fn surplus_is_released_newest_first_and_nothing_is_taken() {
 }
 
 #[test]
-fn a_draining_node_releases_everything() {
+fn a_draining_node_hands_everything_to_a_live_peer_but_never_to_nobody() {
     let mut fixture = Fixture::new(2);
     let far = fixture.start + Duration::from_secs(60);
     fixture.hold(0, far);
     fixture.hold(1, far);
-    let plan = plan(
-        &PlanInput {
-            now: fixture.start,
-            config: &fixture.config,
-            observed: &fixture.observed,
-            holdings: &fixture.holdings,
-            draining: true,
-        },
-        &mut SeededRng::new(3),
+    let drain_plan = |fixture: &Fixture| {
+        plan(
+            &PlanInput {
+                now: fixture.start,
+                config: &fixture.config,
+                observed: &fixture.observed,
+                holdings: &fixture.holdings,
+                draining: true,
+            },
+            &mut SeededRng::new(3),
+        )
+    };
+    let alone = drain_plan(&fixture);
+    assert_eq!(alone.target, 0);
+    assert!(
+        alone.release.is_empty(),
+        "no live peer could take them: keep serving"
     );
-    assert_eq!(plan.target, 0);
-    assert_eq!(plan.release, vec![PartitionId(0), PartitionId(1)]);
+    fixture.observed.members.insert(
+        node("peer"),
+        Observation {
+            record: MemberRecord::default(),
+            version: Version::from_number(1),
+            first_seen: fixture.start,
+        },
+    );
+    let with_peer = drain_plan(&fixture);
+    assert_eq!(with_peer.release, vec![PartitionId(0), PartitionId(1)]);
 }
 
 #[test]
@@ -381,6 +397,13 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
             acquired_at: fixture.start + Duration::from_secs(100),
         },
     );
+    // "other" keeps heartbeating.
+    fixture
+        .observed
+        .members
+        .get_mut(&node("other"))
+        .unwrap()
+        .first_seen = fixture.start + Duration::from_secs(100);
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(101));
     assert_eq!(plan.release.len(), 1);
     assert_ne!(
