@@ -19,10 +19,7 @@ fn every_invariant_holds_under_all_faults() {
     // Small fleets and short runs keep the suite quick; the fault rates are per fleet, so
     // each seed still sees several faults of each kind.
     let config = SimConfig::new(4, 16, Duration::from_secs(480), FaultProfile::All);
-    let summary = run_many(
-        &config,
-        0..seeds(if cfg!(debug_assertions) { 200 } else { 400 }),
-    );
+    let summary = run_many(&config, 0..seeds(400));
     for violation in &summary.violations {
         eprintln!("{violation}");
         for line in &violation.recent_events {

@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
+use leasehold::testing::FaultyStore;
 use leasehold::{
     admin, Callbacks, Environment, GroupName, LeaseGuard, LeaseRecord, LeaseState, LeaseStore,
-    LeaseWrite, Listing, Loss, LossReason, MemberRecord, MemoryStore, NodeId, Participant,
-    ParticipantConfig, PartitionId, PutMode, StoreError, StoredLease, StoredMember, TokioClock,
-    Version,
+    Loss, LossReason, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
+    StoredLease, TokioClock,
 };
 use tokio::time::{sleep, Instant};
 
@@ -187,111 +186,17 @@ async fn a_renewal_conflict_loses_the_lease_at_once() {
     a.shutdown().await;
 }
 
-/// A store whose calls can be made to hang, as a partitioned network would.
-#[derive(Debug, Clone)]
-struct HangingStore {
-    inner: MemoryStore,
-    hang: Arc<Mutex<bool>>,
-}
-
-impl HangingStore {
-    async fn gate(&self) {
-        if *self.hang.lock().unwrap() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-#[async_trait]
-impl LeaseStore for HangingStore {
-    async fn list_leases(&self, g: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        self.gate().await;
-        self.inner.list_leases(g).await
-    }
-    async fn get_lease(
-        &self,
-        g: &GroupName,
-        p: PartitionId,
-    ) -> Result<Option<StoredLease>, StoreError> {
-        self.gate().await;
-        self.inner.get_lease(g, p).await
-    }
-    async fn put_lease(
-        &self,
-        g: &GroupName,
-        p: PartitionId,
-        r: &LeaseRecord,
-        m: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.gate().await;
-        self.inner.put_lease(g, p, r, m).await
-    }
-    async fn put_leases(
-        &self,
-        g: &GroupName,
-        w: &[LeaseWrite],
-    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        self.gate().await;
-        self.inner.put_leases(g, w).await
-    }
-    async fn delete_lease(
-        &self,
-        g: &GroupName,
-        p: PartitionId,
-        v: &Version,
-    ) -> Result<(), StoreError> {
-        self.gate().await;
-        self.inner.delete_lease(g, p, v).await
-    }
-    async fn list_members(&self, g: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        self.gate().await;
-        self.inner.list_members(g).await
-    }
-    async fn get_member(
-        &self,
-        g: &GroupName,
-        n: &NodeId,
-    ) -> Result<Option<StoredMember>, StoreError> {
-        self.gate().await;
-        self.inner.get_member(g, n).await
-    }
-    async fn put_member(
-        &self,
-        g: &GroupName,
-        n: &NodeId,
-        r: &MemberRecord,
-        m: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.gate().await;
-        self.inner.put_member(g, n, r, m).await
-    }
-    async fn delete_member(
-        &self,
-        g: &GroupName,
-        n: &NodeId,
-        v: &Version,
-    ) -> Result<(), StoreError> {
-        self.gate().await;
-        self.inner.delete_member(g, n, v).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn with_the_store_hung_the_lease_ends_exactly_at_its_deadline() {
-    let memory = store_with(3).await;
-    let hang = Arc::new(Mutex::new(false));
-    let store = Arc::new(HangingStore {
-        inner: (*memory).clone(),
-        hang: hang.clone(),
-    });
+    let store = Arc::new(FaultyStore::new(store_with(3).await));
     let recorder = Recorder::default();
     let mut cfg = config("a", 3);
     // A long store timeout, so the hung call is still in flight when the deadline comes.
     cfg.store_timeout = cfg.heartbeat;
-    let a = Participant::start(store, cfg, recorder.callbacks(&node("a"))).unwrap();
+    let a = Participant::start(store.clone(), cfg, recorder.callbacks(&node("a"))).unwrap();
     sleep(Duration::from_millis(100)).await;
     let guard = a.lease(PartitionId(0)).expect("held");
-    *hang.lock().unwrap() = true;
+    store.set_hung(true);
     let deadline = guard.valid_until();
     sleep_until_just_before(deadline).await;
     assert!(
@@ -593,104 +498,22 @@ async fn invalid_config_is_refused_at_start() {
     assert!(error.contains("acquire_after"), "{error}");
 }
 
-/// A store that applies batch writes but, when told to, loses the reply: the caller sees a
-/// time-out although the write landed.
-#[derive(Debug, Clone)]
-struct LostReplyStore {
-    inner: HangingStore,
-    lose_replies: Arc<Mutex<u32>>,
-}
-
-#[async_trait]
-impl LeaseStore for LostReplyStore {
-    async fn list_leases(&self, g: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        self.inner.list_leases(g).await
-    }
-    async fn get_lease(
-        &self,
-        g: &GroupName,
-        p: PartitionId,
-    ) -> Result<Option<StoredLease>, StoreError> {
-        self.inner.get_lease(g, p).await
-    }
-    async fn put_lease(
-        &self,
-        g: &GroupName,
-        p: PartitionId,
-        r: &LeaseRecord,
-        m: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.inner.put_lease(g, p, r, m).await
-    }
-    async fn put_leases(
-        &self,
-        g: &GroupName,
-        w: &[LeaseWrite],
-    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        let results = self.inner.put_leases(g, w).await;
-        let mut remaining = self.lose_replies.lock().unwrap();
-        if *remaining > 0 {
-            *remaining -= 1;
-            return Err(StoreError::Timeout(Duration::from_millis(250)));
-        }
-        results
-    }
-    async fn delete_lease(
-        &self,
-        g: &GroupName,
-        p: PartitionId,
-        v: &Version,
-    ) -> Result<(), StoreError> {
-        self.inner.delete_lease(g, p, v).await
-    }
-    async fn list_members(&self, g: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        self.inner.list_members(g).await
-    }
-    async fn get_member(
-        &self,
-        g: &GroupName,
-        n: &NodeId,
-    ) -> Result<Option<StoredMember>, StoreError> {
-        self.inner.get_member(g, n).await
-    }
-    async fn put_member(
-        &self,
-        g: &GroupName,
-        n: &NodeId,
-        r: &MemberRecord,
-        m: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.inner.put_member(g, n, r, m).await
-    }
-    async fn delete_member(
-        &self,
-        g: &GroupName,
-        n: &NodeId,
-        v: &Version,
-    ) -> Result<(), StoreError> {
-        self.inner.delete_member(g, n, v).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_renewal_whose_reply_was_lost_is_recognised_and_the_lease_kept() {
-    let memory = store_with(3).await;
-    let lose_replies = Arc::new(Mutex::new(0));
-    let store = Arc::new(LostReplyStore {
-        inner: HangingStore {
-            inner: (*memory).clone(),
-            hang: Arc::new(Mutex::new(false)),
-        },
-        lose_replies: lose_replies.clone(),
-    });
+    let store = Arc::new(FaultyStore::new(store_with(3).await));
     let recorder = Recorder::default();
-    let a = Participant::start(store, config("a", 3), recorder.callbacks(&node("a"))).unwrap();
+    let a = Participant::start(
+        store.clone(),
+        config("a", 3),
+        recorder.callbacks(&node("a")),
+    )
+    .unwrap();
     sleep(Duration::from_millis(100)).await;
     assert_eq!(a.owned().len(), 3);
     // The next two renewal batches land but their replies are lost.
-    *lose_replies.lock().unwrap() = 2;
+    store.lose_batch_replies(2);
     sleep(Duration::from_secs(3)).await;
-    assert_eq!(*lose_replies.lock().unwrap(), 0, "the replies were lost");
+    assert_eq!(store.replies_left_to_lose(), 0, "the replies were lost");
     assert_eq!(
         a.owned().len(),
         3,
@@ -706,14 +529,8 @@ async fn a_renewal_whose_reply_was_lost_is_recognised_and_the_lease_kept() {
 
 #[tokio::test(start_paused = true)]
 async fn an_acquisition_whose_reply_was_lost_is_recognised() {
-    let memory = store_with(2).await;
-    let store = Arc::new(LostReplyStore {
-        inner: HangingStore {
-            inner: (*memory).clone(),
-            hang: Arc::new(Mutex::new(false)),
-        },
-        lose_replies: Arc::new(Mutex::new(1)),
-    });
+    let store = Arc::new(FaultyStore::new(store_with(2).await));
+    store.lose_batch_replies(1);
     let recorder = Recorder::default();
     let a = Participant::start(store, config("a", 2), recorder.callbacks(&node("a"))).unwrap();
     sleep(Duration::from_millis(100)).await;

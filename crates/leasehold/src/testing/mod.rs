@@ -13,8 +13,8 @@
 //! ```
 
 mod checks;
+mod faulty;
 pub mod scenarios;
-pub mod throttle;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use crate::store::LeaseStore;
 use crate::types::{GroupName, PartitionId};
 
 pub use checks::*;
+pub use faulty::FaultyStore;
 
 /// What the suite needs from a backend under test.
 #[async_trait]

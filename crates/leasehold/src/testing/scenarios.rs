@@ -369,7 +369,7 @@ pub struct ThrottleFigures {
 /// (far fewer listings than the scan interval would make) while renewals keep their schedule
 /// (no lease lost, renewal batches at the heartbeat rate).
 pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> ThrottleFigures {
-    let throttle = Arc::new(crate::testing::throttle::ThrottledReads::new(store));
+    let throttle = Arc::new(crate::testing::FaultyStore::new(store));
     let fleet = Fleet::start(throttle.clone(), group, 8, 2, |_| {}).await;
     fleet
         .wait_balanced(Duration::from_secs(20))
@@ -378,14 +378,14 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
     let config = scenario_config("x", &fleet.group, 8);
     let window = Duration::from_secs(5);
     let (listings_before, batches_before) = (throttle.listings(), throttle.batches());
-    throttle.set_throttled(true);
+    throttle.set_reads_throttled(true);
     let started = Instant::now();
     let mut lowest_owned = fleet.owned_total();
     while started.elapsed() < window {
         lowest_owned = lowest_owned.min(fleet.owned_total());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    throttle.set_throttled(false);
+    throttle.set_reads_throttled(false);
     let nodes = fleet.nodes.len() as u64;
     let figures = ThrottleFigures {
         listings: throttle.listings() - listings_before,

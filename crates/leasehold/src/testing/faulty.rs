@@ -1,8 +1,9 @@
-//! A store wrapper that throttles reads on demand and counts calls, to show that a
-//! participant backs its scans off under throttling while its renewals keep their schedule.
+//! A store wrapper that injects faults on demand and counts calls: for tests of how
+//! participants behave when a store hangs, loses replies or throttles.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -11,31 +12,55 @@ use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
 use crate::store::{ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
-/// Wraps a store; while [`ThrottledReads::set_throttled`] is on, every listing fails with
-/// [`StoreError::Throttled`] as an overloaded service would answer (HTTP 429/503), while
-/// writes go through. Counts listings attempted and batch writes made.
+/// Wraps a store and, when told to:
+/// - hangs every call, as a partitioned network would ([`FaultyStore::set_hung`]);
+/// - applies batch writes but loses their replies, answering a time-out
+///   ([`FaultyStore::lose_batch_replies`]);
+/// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
+///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]).
+///
+/// Counts listings attempted and batch writes made.
 #[derive(Debug)]
-pub struct ThrottledReads {
+pub struct FaultyStore {
     inner: Arc<dyn LeaseStore>,
-    throttled: AtomicBool,
+    hung: AtomicBool,
+    lost_replies: AtomicU32,
+    reads_throttled: AtomicBool,
     listings: AtomicU64,
     batches: AtomicU64,
 }
 
-impl ThrottledReads {
-    /// Wraps `inner`, not throttling yet.
-    pub fn new(inner: Arc<dyn LeaseStore>) -> ThrottledReads {
-        ThrottledReads {
+impl FaultyStore {
+    /// Wraps `inner`, injecting nothing yet.
+    pub fn new(inner: Arc<dyn LeaseStore>) -> FaultyStore {
+        FaultyStore {
             inner,
-            throttled: AtomicBool::new(false),
+            hung: AtomicBool::new(false),
+            lost_replies: AtomicU32::new(0),
+            reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
             batches: AtomicU64::new(0),
         }
     }
 
+    /// Makes every call from now on hang until this is turned off again.
+    pub fn set_hung(&self, hung: bool) {
+        self.hung.store(hung, Ordering::SeqCst);
+    }
+
+    /// The next `count` batch writes are applied, but answer [`StoreError::Timeout`].
+    pub fn lose_batch_replies(&self, count: u32) {
+        self.lost_replies.store(count, Ordering::SeqCst);
+    }
+
+    /// Batch replies still to be lost.
+    pub fn replies_left_to_lose(&self) -> u32 {
+        self.lost_replies.load(Ordering::SeqCst)
+    }
+
     /// Starts or stops throttling listings.
-    pub fn set_throttled(&self, throttled: bool) {
-        self.throttled.store(throttled, Ordering::SeqCst);
+    pub fn set_reads_throttled(&self, throttled: bool) {
+        self.reads_throttled.store(throttled, Ordering::SeqCst);
     }
 
     /// Lease listings attempted so far (throttled or not).
@@ -43,13 +68,20 @@ impl ThrottledReads {
         self.listings.load(Ordering::SeqCst)
     }
 
-    /// Batch writes (renewals, acquisitions, releases) made so far.
+    /// Batch writes (renewals, acquisitions, releases) attempted so far.
     pub fn batches(&self) -> u64 {
         self.batches.load(Ordering::SeqCst)
     }
 
-    fn check(&self) -> Result<(), StoreError> {
-        if self.throttled.load(Ordering::SeqCst) {
+    async fn gate(&self) {
+        while self.hung.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn read_gate(&self) -> Result<(), StoreError> {
+        self.gate().await;
+        if self.reads_throttled.load(Ordering::SeqCst) {
             return Err(StoreError::Throttled {
                 message: "server busy (injected)".into(),
             });
@@ -59,10 +91,10 @@ impl ThrottledReads {
 }
 
 #[async_trait]
-impl LeaseStore for ThrottledReads {
+impl LeaseStore for FaultyStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         self.listings.fetch_add(1, Ordering::SeqCst);
-        self.check()?;
+        self.read_gate().await?;
         self.inner.list_leases(group).await
     }
 
@@ -71,6 +103,7 @@ impl LeaseStore for ThrottledReads {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
+        self.gate().await;
         self.inner.get_lease(group, partition).await
     }
 
@@ -81,6 +114,7 @@ impl LeaseStore for ThrottledReads {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        self.gate().await;
         self.inner.put_lease(group, partition, record, mode).await
     }
 
@@ -90,7 +124,17 @@ impl LeaseStore for ThrottledReads {
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
         self.batches.fetch_add(1, Ordering::SeqCst);
-        self.inner.put_leases(group, writes).await
+        self.gate().await;
+        let results = self.inner.put_leases(group, writes).await;
+        let lose = self
+            .lost_replies
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(1)
+            });
+        match lose {
+            Ok(_) => Err(StoreError::Timeout(Duration::from_millis(250))),
+            Err(_) => results,
+        }
     }
 
     async fn delete_lease(
@@ -99,11 +143,12 @@ impl LeaseStore for ThrottledReads {
         partition: PartitionId,
         version: &Version,
     ) -> Result<(), StoreError> {
+        self.gate().await;
         self.inner.delete_lease(group, partition, version).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        self.check()?;
+        self.read_gate().await?;
         self.inner.list_members(group).await
     }
 
@@ -112,6 +157,7 @@ impl LeaseStore for ThrottledReads {
         group: &GroupName,
         node: &NodeId,
     ) -> Result<Option<StoredMember>, StoreError> {
+        self.gate().await;
         self.inner.get_member(group, node).await
     }
 
@@ -122,6 +168,7 @@ impl LeaseStore for ThrottledReads {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        self.gate().await;
         self.inner.put_member(group, node, record, mode).await
     }
 
@@ -131,6 +178,7 @@ impl LeaseStore for ThrottledReads {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError> {
+        self.gate().await;
         self.inner.delete_member(group, node, version).await
     }
 
