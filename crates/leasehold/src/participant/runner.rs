@@ -33,8 +33,11 @@ const MAX_SCAN_BACKOFF_FACTOR: u32 = 4;
 /// A change notice brings the next scan forward to this soon, coalescing bursts.
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 /// Scans brought forward by notices start at least this fraction of the scan interval
-/// apart, bounding the extra reads when a store's hints cannot tell renewals from releases.
+/// apart: a fleet starting together, or rebalancing, sends a burst of hints, and every node
+/// answering each one at once would read the table N² times.
 const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
+/// The same for a release, which is what a quick hand-off waits for: a shorter gap.
+const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
 
 enum Event {
     Command(Option<Command>),
@@ -160,10 +163,15 @@ impl Runner {
             return;
         }
         let mut soon = self.clock.now() + CHANGE_DEBOUNCE;
-        // A hint that cannot tell a renewal from a release comes with every renewal: bound
-        // the scans it causes. Precise hints (a release, a join, a leave) are rare.
-        if let (Change::Lease(_), Some(last)) = (change, self.last_scan) {
-            soon = soon.max(last + self.config.scan_interval / NOTICE_SCAN_GAP_DIVISOR);
+        let divisor = match change {
+            Change::LeaseWritten {
+                state: LeaseState::Released,
+                ..
+            } => RELEASE_SCAN_GAP_DIVISOR,
+            _ => NOTICE_SCAN_GAP_DIVISOR,
+        };
+        if let Some(last) = self.last_scan {
+            soon = soon.max(last + self.config.scan_interval / divisor);
         }
         self.next_scan = self.next_scan.min(soon);
     }
