@@ -1,4 +1,4 @@
-//! Scale measurement, run by hand (see BENCHMARKS-sim.md):
+//! Scale measurement, run by hand (see BENCHMARKS.md at the repository root):
 //! `NODES=100 PARTITIONS=4096 DURATION=10m cargo test -p leasehold-sim --release --test scale -- --ignored --nocapture`.
 //!
 //! A steady fleet with no faults and no fenced-work tasks, so the time measured is the
