@@ -103,3 +103,8 @@ mod store;
 
 pub use options::{SqliteOptions, Synchronous};
 pub use store::SqliteStore;
+
+/// The repository README's examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExamples;
