@@ -1,83 +1,11 @@
-//! Change hints, concurrent batches, schema versions and connection settings.
+//! Concurrent batches, schema versions and connection settings. Change hints are checked by
+//! the conformance suite.
 
 mod common;
 
-use std::time::Duration;
-
 use leasehold::testing::unique_group;
-use leasehold::{
-    Change, ChangeFeed, LeaseRecord, LeaseStore, LeaseWrite, MemberRecord, NodeId, PartitionId,
-    PutMode, StoreError,
-};
+use leasehold::{LeaseRecord, LeaseStore, LeaseWrite, PartitionId, PutMode, StoreError};
 use leasehold_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
-
-async fn next_change(feed: &mut ChangeFeed) -> Change {
-    tokio::time::timeout(Duration::from_secs(5), feed.next())
-        .await
-        .expect("a change hint within 5 s")
-        .expect("the feed is still open")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_watch_reports_writes_in_the_group_only() {
-    let Some(url) = common::url() else {
-        return;
-    };
-    let store = common::store(&url).await;
-    let group = unique_group("watch");
-    let other = unique_group("watch-other");
-    let mut feed = store.watch(&group).await.expect("watch");
-
-    store
-        .put_lease(
-            &other,
-            PartitionId(1),
-            &LeaseRecord::released(),
-            PutMode::Create,
-        )
-        .await
-        .unwrap();
-    let version = store
-        .put_lease(
-            &group,
-            PartitionId(7),
-            &LeaseRecord::released(),
-            PutMode::Create,
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        next_change(&mut feed).await,
-        Change::LeaseWritten {
-            partition: PartitionId(7),
-            state: leasehold::LeaseState::Released
-        }
-    );
-
-    let node = NodeId::new("node-1").unwrap();
-    store
-        .put_member(&group, &node, &MemberRecord::default(), PutMode::Create)
-        .await
-        .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::Member(node.clone()));
-    // A heartbeat rewrites an existing member: a hint that readers may ignore.
-    let member = store.get_member(&group, &node).await.unwrap().unwrap();
-    store
-        .put_member(
-            &group,
-            &node,
-            &MemberRecord::default(),
-            PutMode::Update(member.version),
-        )
-        .await
-        .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::MemberUpdated(node));
-    store
-        .delete_lease(&group, PartitionId(7), &version)
-        .await
-        .unwrap();
-    assert_eq!(next_change(&mut feed).await, Change::Lease(PartitionId(7)));
-}
 
 /// Renews every lease of `group` in one batch, in the given partition order.
 async fn renew_all(store: &PostgresStore, group: &leasehold::GroupName, order: &[u32]) -> usize {

@@ -101,6 +101,7 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(members_round_trip, harness.store());
     check!(batch_write_reports_each_result, harness.store());
     check!(corrupt_record_is_reported_alone, harness);
+    check!(change_hints_name_what_changed, harness.store());
     check!(concurrent_increments_race, harness.store(), 8, 50);
     println!("conformance[{name}]: all checks passed");
 }
