@@ -4,13 +4,16 @@
 #   postgres.sh install|start|stop|status
 #
 # The cluster trusts local connections (user postgres, no password) and runs as the `postgres`
-# OS user. Its data lives in $SERVICES_DIR/postgres, or, when the `postgres` user cannot reach
-# that folder (a checkout under /root, say), in /tmp/leasehold-pg-<hash>; the folder in use is
+# OS user. It accepts plain and TLS connections on the same port; its certificate is signed by
+# the throwaway authority of certs.sh, whose certificate LEASEHOLD_TEST_POSTGRES_CA names.
+# Its data lives in $SERVICES_DIR/postgres, or, when the `postgres` user cannot reach that
+# folder (a checkout under /root, say), in /tmp/leasehold-pg-<hash>; the folder in use is
 # recorded in $SERVICES_DIR/postgres.dir. $SERVICES_DIR/postgres.stop and postgres.start stop
 # and start the server again, so a test can take it down and bring it back.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
+. "$here/certs.sh"
 
 port=55432
 bin=/usr/lib/postgresql/15/bin
@@ -42,7 +45,9 @@ write_control_scripts() {
 # Starts the test PostgreSQL server again and waits until it accepts connections.
 set -euo pipefail
 runuser -u postgres -- $bin/pg_ctl -D "$base/data" -l "$base/server.log" -w -t 30 \\
-  -o "-p $port -k $base -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+  -o "-p $port -k $base -c listen_addresses=127.0.0.1 -c fsync=off \\
+      -c ssl=on -c ssl_cert_file=$base/server.pem -c ssl_key_file=$base/server.key" \\
+  start >/dev/null
 SCRIPT
   cat >"$SERVICES_DIR/postgres.stop" <<SCRIPT
 #!/usr/bin/env bash
@@ -65,6 +70,10 @@ start() {
   if [ ! -f "$base/data/PG_VERSION" ]; then
     as_postgres "$bin/initdb" -D "$base/data" -A trust -U postgres -E UTF8 --no-sync >/dev/null
   fi
+  ensure_test_certs
+  # The server reads its own copies: it runs as postgres and wants its key private to itself.
+  command install -o postgres -g postgres -m 644 "$TEST_CERTS_DIR/server.pem" "$base/server.pem"
+  command install -o postgres -g postgres -m 600 "$TEST_CERTS_DIR/server.key" "$base/server.key"
   write_control_scripts "$base"
   bash "$SERVICES_DIR/postgres.start"
   wait_until 30 "postgres" "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"
@@ -72,8 +81,10 @@ start() {
 export LEASEHOLD_TEST_POSTGRES_URL=$url
 export LEASEHOLD_TEST_POSTGRES_START=$SERVICES_DIR/postgres.start
 export LEASEHOLD_TEST_POSTGRES_STOP=$SERVICES_DIR/postgres.stop
+export LEASEHOLD_TEST_POSTGRES_CA=$TEST_CERTS_DIR/ca.pem
+export LEASEHOLD_TEST_OTHER_CA=$TEST_CERTS_DIR/other-ca.pem
 ENV
-  echo "postgres: $url (data in $base)"
+  echo "postgres: $url, TLS too (data in $base)"
 }
 
 stop() {

@@ -5,6 +5,7 @@
 //! until a delay has passed that doubles with each failure, so a server that is down costs
 //! one quick refusal per call, not a pile of waiting connection attempts.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,18 +13,60 @@ use leasehold::StoreError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_postgres::config::{Host, SslMode};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::map_error;
 use crate::options::PostgresOptions;
 use crate::schema::{self, Names};
 use crate::statements::Statements;
 
+/// Where and how to connect: the settings and the TLS connector they use.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) config: Config,
+    /// Used only when `config` requires TLS; with `sslmode=disable` the connection stays plain.
+    pub(crate) tls: MakeRustlsConnect,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&describe(&self.config))
+    }
+}
+
+impl Target {
+    /// The settings from `url` (see [`config_from`]) with the TLS the URL asks for.
+    pub(crate) fn new(url: &str, options: &PostgresOptions) -> Result<Target, StoreError> {
+        let config = config_from(url, options)?;
+        // A plain connection never reads the CA file, so a CA file given for later use does
+        // not stop a plain connection from opening.
+        let ca_file = match config.get_ssl_mode() {
+            SslMode::Require => options.ca_file.as_deref(),
+            _ => None,
+        };
+        let tls = crate::tls::connector(ca_file)?;
+        Ok(Target { config, tls })
+    }
+
+    /// Whether connections use TLS.
+    pub(crate) fn encrypted(&self) -> bool {
+        self.config.get_ssl_mode() == SslMode::Require
+    }
+}
+
+/// `url` with the libpq modes that tokio-postgres does not parse, `verify-ca` and
+/// `verify-full`, written as `require`: every TLS connection here is verified in full anyway.
+fn with_known_ssl_mode(url: &str) -> String {
+    url.replace("sslmode=verify-full", "sslmode=require")
+        .replace("sslmode=verify-ca", "sslmode=require")
+}
+
 /// The connection settings from a `postgres://` URL (or `key=value` string), completed from
 /// the standard `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE` variables for
 /// whatever the URL leaves out, as libpq does.
 pub(crate) fn config_from(url: &str, options: &PostgresOptions) -> Result<Config, StoreError> {
-    let mut config: Config = url
+    let mut config: Config = with_known_ssl_mode(url)
         .parse()
         .map_err(|e| StoreError::Invalid(format!("connection string: {e}")))?;
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -53,12 +96,10 @@ pub(crate) fn config_from(url: &str, options: &PostgresOptions) -> Result<Config
             config.dbname(dbname);
         }
     }
-    if config.get_ssl_mode() == SslMode::Require {
-        return Err(StoreError::Invalid(
-            "sslmode=require: TLS connections are not offered yet; use sslmode=disable or \
-             prefer on a trusted network"
-                .to_owned(),
-        ));
+    // `prefer` would let anyone on the path decide between TLS and plain, so it means plain
+    // here, as `disable` does; ask for `require` to get TLS.
+    if config.get_ssl_mode() == SslMode::Prefer {
+        config.ssl_mode(SslMode::Disable);
     }
     let statement_ms = options.statement_timeout.as_millis();
     config
@@ -110,14 +151,20 @@ impl Session {
     /// Opens a connection, checks the schema and prepares the statements, all within the
     /// connect timeout.
     pub(crate) async fn open(
-        config: &Config,
+        target: &Target,
         names: &Names,
         options: &PostgresOptions,
     ) -> Result<Session, StoreError> {
         let limit = options.connect_timeout;
         let opening = async {
-            let fail = |e| map_error("connect to PostgreSQL", options.statement_timeout, e);
-            let (mut client, connection) = config.connect(NoTls).await.map_err(fail)?;
+            let action = if target.encrypted() {
+                "connect to PostgreSQL over TLS"
+            } else {
+                "connect to PostgreSQL"
+            };
+            let fail = |e| map_error(action, options.statement_timeout, e);
+            let connecting = target.config.connect(target.tls.clone());
+            let (mut client, connection) = connecting.await.map_err(fail)?;
             let driver = tokio::spawn(async move {
                 if let Err(error) = connection.await {
                     tracing::debug!(%error, "PostgreSQL connection ended");
@@ -179,7 +226,7 @@ impl Slot {
     /// The open connection, opening a new one if needed and allowed now.
     pub(crate) async fn session(
         &mut self,
-        config: &Config,
+        target: &Target,
         names: &Names,
         options: &PostgresOptions,
     ) -> Result<&mut Arc<Session>, StoreError> {
@@ -197,7 +244,7 @@ impl Slot {
                     });
                 }
             }
-            match Session::open(config, names, options).await {
+            match Session::open(target, names, options).await {
                 Ok(session) => {
                     self.retry_at = None;
                     self.delay = options.min_reconnect_delay;

@@ -18,9 +18,12 @@
 //! `leasehold_changes` for every change, which [`LeaseStore::watch`](leasehold::LeaseStore::watch)
 //! turns into change hints.
 //!
-//! TLS is not offered yet: connections are plain TCP (`sslmode=disable` or `prefer`), and a
-//! URL with `sslmode=require` is refused rather than silently downgraded. Use it on a trusted
-//! network or through a local TLS tunnel.
+//! TLS: `sslmode=require` (or `verify-ca`, `verify-full`) in the URL connects over TLS and
+//! verifies the server's certificate and host name against
+//! [`PostgresOptions::ca_file`](crate::PostgresOptions::ca_file), or the Mozilla roots when
+//! none is given; a server that fails verification is refused, never used unencrypted.
+//! `sslmode=prefer` (the default) and `disable` connect without TLS: `prefer` would let
+//! whoever sits on the network path choose plain anyway.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), leasehold::StoreError> {
@@ -45,6 +48,7 @@ mod rows;
 mod schema;
 mod statements;
 mod store;
+mod tls;
 mod watch;
 
 pub use options::PostgresOptions;

@@ -1,5 +1,6 @@
 //! Settings of a [`PostgresStore`](crate::PostgresStore).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use leasehold::StoreError;
@@ -26,6 +27,10 @@ pub struct PostgresOptions {
     /// `<prefix>_members` and `<prefix>_schema`, sequence `<prefix>_version`, notification
     /// channel `<prefix>_changes`. Lowercase letters, digits and `_`, at most 40 bytes.
     pub table_prefix: String,
+    /// PEM file of the certificate authorities that TLS connections (`sslmode=require`,
+    /// `verify-ca` or `verify-full`) trust; `None` trusts the Mozilla roots. Plain
+    /// connections ignore it.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for PostgresOptions {
@@ -37,6 +42,7 @@ impl Default for PostgresOptions {
             min_reconnect_delay: Duration::from_millis(100),
             max_reconnect_delay: Duration::from_secs(5),
             table_prefix: "leasehold".to_owned(),
+            ca_file: None,
         }
     }
 }

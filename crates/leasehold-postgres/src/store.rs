@@ -10,9 +10,9 @@ use leasehold::{
     MemberRecord, NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
 };
 use tokio::sync::Mutex;
-use tokio_postgres::{Config, GenericClient, Row};
+use tokio_postgres::{GenericClient, Row};
 
-use crate::connection::{config_from, describe, Session, Slot};
+use crate::connection::{Session, Slot, Target};
 use crate::error::map_error;
 use crate::options::PostgresOptions;
 use crate::rows::{
@@ -37,7 +37,7 @@ pub struct PostgresStore {
 }
 
 struct Inner {
-    config: Config,
+    target: Target,
     names: Names,
     options: PostgresOptions,
     shared: Mutex<Slot>,
@@ -47,7 +47,7 @@ struct Inner {
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresStore")
-            .field("server", &describe(&self.inner.config))
+            .field("server", &self.inner.target)
             .field("table_prefix", &self.inner.names.prefix)
             .finish()
     }
@@ -63,21 +63,25 @@ impl PostgresStore {
     /// the `key=value` form), creating the store's tables if they are missing.
     ///
     /// What the URL leaves out is taken from `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
-    /// `PGDATABASE`. Fails if the server cannot be reached within the connect timeout, or if
-    /// the URL asks for TLS (`sslmode=require`), which this release does not offer.
+    /// `PGDATABASE`. Fails if the server cannot be reached within the connect timeout.
+    ///
+    /// `sslmode=require`, `verify-ca` and `verify-full` connect over TLS and verify the
+    /// server's certificate and name against [`PostgresOptions::ca_file`] (or the Mozilla
+    /// roots); a server that fails verification is refused, never used unencrypted.
+    /// `sslmode=disable` and `prefer` (the default) connect without TLS.
     pub async fn connect_with(
         url: &str,
         options: PostgresOptions,
     ) -> Result<PostgresStore, StoreError> {
         options.validate()?;
-        let config = config_from(url, &options)?;
+        let target = Target::new(url, &options)?;
         let names = Names::new(&options.table_prefix);
-        let first = Session::open(&config, &names, &options).await?;
+        let first = Session::open(&target, &names, &options).await?;
         let shared = Mutex::new(Slot::new(Some(first), &options));
         let batch = Mutex::new(Slot::new(None, &options));
         Ok(PostgresStore {
             inner: Arc::new(Inner {
-                config,
+                target,
                 names,
                 options,
                 shared,
@@ -102,7 +106,7 @@ impl PostgresStore {
         let inner = &self.inner;
         let mut slot = inner.shared.lock().await;
         let session = slot
-            .session(&inner.config, &inner.names, &inner.options)
+            .session(&inner.target, &inner.names, &inner.options)
             .await?;
         Ok(Arc::clone(session))
     }
@@ -146,7 +150,7 @@ impl PostgresStore {
         let inner = &self.inner;
         let mut slot = inner.batch.lock().await;
         let session = slot
-            .session(&inner.config, &inner.names, &inner.options)
+            .session(&inner.target, &inner.names, &inner.options)
             .await?;
         let Session {
             client, statements, ..
@@ -492,7 +496,7 @@ impl LeaseStore for PostgresStore {
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
         let inner = &self.inner;
         crate::watch::start(
-            inner.config.clone(),
+            inner.target.clone(),
             inner.names.channel.clone(),
             group.clone(),
             inner.options.clone(),

@@ -3,8 +3,9 @@
 use futures_util::StreamExt;
 use leasehold::{Change, ChangeFeed, GroupName, LeaseState, NodeId, PartitionId, StoreError};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::AsyncMessage;
 
+use crate::connection::Target;
 use crate::error::map_error;
 use crate::options::PostgresOptions;
 
@@ -15,7 +16,7 @@ const MAX_REOPEN_ATTEMPTS: u32 = 10;
 /// Opens a listening connection for `group` and starts the task that turns notifications
 /// into hints. Returns once `LISTEN` is in force, so every later write is reported.
 pub(crate) async fn start(
-    config: Config,
+    target: Target,
     channel: String,
     group: GroupName,
     options: PostgresOptions,
@@ -23,7 +24,7 @@ pub(crate) async fn start(
     let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
     let (ready, listening) = oneshot::channel();
     let listener = Listener {
-        config,
+        target,
         channel,
         group,
         options,
@@ -42,7 +43,7 @@ pub(crate) async fn start(
 }
 
 struct Listener {
-    config: Config,
+    target: Target,
     channel: String,
     group: GroupName,
     options: PostgresOptions,
@@ -122,7 +123,8 @@ impl Listener {
     ) -> Ended {
         let timeout = self.options.statement_timeout;
         let limit = self.options.connect_timeout;
-        let connecting = tokio::time::timeout(limit, self.config.connect(NoTls)).await;
+        let connecting =
+            tokio::time::timeout(limit, self.target.config.connect(self.target.tls.clone())).await;
         let (client, mut connection) = match connecting {
             Ok(Ok(pair)) => pair,
             Ok(Err(error)) => {

@@ -175,10 +175,16 @@ async fn postgres_store_never_shows_the_password() {
 }
 
 #[tokio::test]
-async fn postgres_store_refuses_required_tls_instead_of_downgrading() {
-    let result = PostgresStore::connect("postgres://leases@127.0.0.1:1/app?sslmode=require").await;
-    match result {
-        Err(StoreError::Invalid(message)) => assert!(message.contains("TLS"), "{message}"),
+async fn postgres_store_refuses_an_unreadable_ca_file_before_connecting() {
+    let options = PostgresOptions {
+        ca_file: Some("/nonexistent/leasehold-ca.pem".into()),
+        ..PostgresOptions::default()
+    };
+    let url = "postgres://leases@127.0.0.1:1/app?sslmode=verify-full";
+    match PostgresStore::connect_with(url, options).await {
+        Err(StoreError::Invalid(message)) => {
+            assert!(message.contains("leasehold-ca.pem"), "{message}")
+        }
         other => panic!("expected Invalid, got {other:?}"),
     }
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,8 @@ use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
 use leasehold_postgres::{PostgresOptions, PostgresStore};
 
 const URL_VAR: &str = "LEASEHOLD_TEST_POSTGRES_URL";
+const CA_VAR: &str = "LEASEHOLD_TEST_POSTGRES_CA";
+const OTHER_CA_VAR: &str = "LEASEHOLD_TEST_OTHER_CA";
 
 /// The test server's URL, or `None` (after saying why) when the test should skip.
 ///
@@ -27,6 +30,28 @@ pub fn url() -> Option<String> {
             None
         }
     }
+}
+
+/// The test server's TLS settings: its URL with `sslmode=require`, the authority that signed
+/// its certificate, and one that did not. `None` (after saying why) when the test should skip;
+/// panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`.
+pub fn tls() -> Option<(String, PathBuf, PathBuf)> {
+    let url = url()?;
+    let ca = std::env::var(CA_VAR).ok().filter(|v| !v.trim().is_empty());
+    let other = std::env::var(OTHER_CA_VAR)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let (Some(ca), Some(other)) = (ca, other) else {
+        let reason = format!("{CA_VAR} or {OTHER_CA_VAR} is not set");
+        if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
+            panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the TLS server");
+        }
+        println!("skipped: {reason} (set {CA_VAR} or run scripts/test.sh)");
+        return None;
+    };
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let tls_url = format!("{url}{separator}sslmode=require");
+    Some((tls_url, PathBuf::from(ca), PathBuf::from(other)))
 }
 
 /// Options with timeouts short enough for tests that stop the server.
@@ -67,6 +92,17 @@ impl PostgresHarness {
         PostgresHarness {
             store: store(url).await,
             client: raw_client(url).await,
+        }
+    }
+
+    /// A harness whose store connects to `store_url` with `options`, and whose own client to
+    /// `plain_url`.
+    pub async fn with(store_url: &str, options: PostgresOptions, plain_url: &str) -> Self {
+        PostgresHarness {
+            store: PostgresStore::connect_with(store_url, options)
+                .await
+                .expect("connect to the test server"),
+            client: raw_client(plain_url).await,
         }
     }
 }
