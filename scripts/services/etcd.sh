@@ -8,15 +8,22 @@
 # (pid file $SERVICES_DIR/etcd-<name>.pid); $SERVICES_DIR/etcd-<name>.stop stops it and
 # $SERVICES_DIR/etcd-<name>.start starts it again with the same flags, so a test can take one
 # member down and bring it back.
+#
+# A separate single-member cluster, tls, serves clients over TLS on 127.0.0.1:52409 (peer
+# 52410, plain) with the server certificate of certs.sh; LEASEHOLD_TEST_ETCD_CA names the
+# authority that signed it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
+. "$here/certs.sh"
 
 members=(e1 e2 e3)
 declare -A client_port=([e1]=52379 [e2]=52389 [e3]=52399)
 declare -A peer_port=([e1]=52380 [e2]=52390 [e3]=52400)
 endpoints="127.0.0.1:52379,127.0.0.1:52389,127.0.0.1:52399"
 initial_cluster="e1=http://127.0.0.1:52380,e2=http://127.0.0.1:52390,e3=http://127.0.0.1:52400"
+tls_endpoint="127.0.0.1:52409"
+tls_peer="http://127.0.0.1:52410"
 
 install() {
   # protoc and the well-known .proto files are needed to build the etcd client crate.
@@ -54,6 +61,25 @@ SCRIPT
   chmod +x "$script" "$SERVICES_DIR/etcd-$name.stop"
 }
 
+start_tls_member() {
+  start_daemon etcd-tls etcd --name tls \
+    --data-dir "$SERVICES_DIR/etcd/tls" \
+    --listen-client-urls "https://$tls_endpoint" \
+    --advertise-client-urls "https://$tls_endpoint" \
+    --cert-file "$TEST_CERTS_DIR/server.pem" \
+    --key-file "$TEST_CERTS_DIR/server.key" \
+    --listen-peer-urls "$tls_peer" \
+    --initial-advertise-peer-urls "$tls_peer" \
+    --initial-cluster "tls=$tls_peer" \
+    --initial-cluster-token leasehold-test-tls \
+    --initial-cluster-state new
+}
+
+tls_healthy() {
+  ETCDCTL_API=3 etcdctl --endpoints="https://$tls_endpoint" --cacert="$TEST_CERTS_DIR/ca.pem" \
+    --dial-timeout=1s --command-timeout=2s endpoint health
+}
+
 healthy() {
   ETCDCTL_API=3 etcdctl --endpoints="$endpoints" --dial-timeout=1s --command-timeout=2s \
     endpoint health
@@ -69,16 +95,22 @@ start() {
     write_member_scripts "$name"
     bash "$SERVICES_DIR/etcd-$name.start"
   done
+  ensure_test_certs
+  start_tls_member
   wait_until 30 "etcd cluster" healthy
+  wait_until 30 "etcd TLS member" tls_healthy
   cat >"$SERVICES_DIR/etcd.env" <<ENV
 export LEASEHOLD_TEST_ETCD_ENDPOINTS=$endpoints
 export LEASEHOLD_TEST_ETCD_PIDS_DIR=$SERVICES_DIR
+export LEASEHOLD_TEST_ETCD_TLS_ENDPOINT=$tls_endpoint
+export LEASEHOLD_TEST_ETCD_CA=$TEST_CERTS_DIR/ca.pem
+export LEASEHOLD_TEST_OTHER_CA=$TEST_CERTS_DIR/other-ca.pem
 ENV
-  echo "etcd: 3 members on $endpoints"
+  echo "etcd: 3 members on $endpoints, TLS member on $tls_endpoint"
 }
 
 stop() {
-  for name in "${members[@]}"; do
+  for name in "${members[@]}" tls; do
     stop_daemon "etcd-$name"
   done
   rm -f "$SERVICES_DIR/etcd.env"
@@ -86,6 +118,8 @@ stop() {
 
 status() {
   healthy
+  ensure_test_certs
+  tls_healthy
 }
 
 case "${1:-}" in

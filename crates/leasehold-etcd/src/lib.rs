@@ -13,9 +13,10 @@
 //! Partition numbers are zero-padded to ten digits so etcd's key order is numeric order.
 //! [`LeaseStore::watch`](leasehold::LeaseStore::watch) is an etcd watch on the group's prefix.
 //!
-//! TLS is not offered yet: connect to etcd over plain HTTP on a trusted network, or through a
-//! local TLS proxy. User and password authentication is supported through
-//! [`EtcdOptions::credentials`].
+//! TLS: `https://` endpoints, or [`EtcdOptions::ca_file`] (with bare `host:port` endpoints),
+//! connect over TLS and verify the server's certificate against that CA file or the Mozilla
+//! roots; [`EtcdOptions::client_certificate`] adds a client certificate. User and password
+//! authentication is supported through [`EtcdOptions::credentials`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), leasehold::StoreError> {

@@ -1,7 +1,11 @@
 //! How to reach an etcd cluster.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use etcd_client::{Certificate, Identity, TlsOptions};
+use leasehold::StoreError;
 
 /// Connection settings for [`EtcdStore::connect`](crate::EtcdStore::connect).
 ///
@@ -19,6 +23,14 @@ pub struct EtcdOptions {
     pub keep_alive: (Duration, Duration),
     /// User name and password, for clusters with authentication enabled.
     pub credentials: Option<EtcdCredentials>,
+    /// PEM file of the certificate authorities that TLS connections trust. Setting it (or a
+    /// client certificate) turns TLS on: endpoints without a scheme then use `https`. An
+    /// `https://` endpoint with no CA file trusts the Mozilla roots. The server's certificate
+    /// must name the endpoint's host or address.
+    pub ca_file: Option<PathBuf>,
+    /// PEM files of a client certificate and its private key, for clusters that require
+    /// client certificates (`--client-cert-auth`).
+    pub client_certificate: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for EtcdOptions {
@@ -28,6 +40,8 @@ impl Default for EtcdOptions {
             connect_timeout: Duration::from_secs(3),
             keep_alive: (Duration::from_secs(5), Duration::from_secs(3)),
             credentials: None,
+            ca_file: None,
+            client_certificate: None,
         }
     }
 }
@@ -39,6 +53,8 @@ impl fmt::Debug for EtcdOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("keep_alive", &self.keep_alive)
             .field("credentials", &self.credentials)
+            .field("ca_file", &self.ca_file)
+            .field("client_certificate", &self.client_certificate)
             .finish()
     }
 }
@@ -62,7 +78,12 @@ impl fmt::Debug for EtcdCredentials {
 }
 
 impl EtcdOptions {
-    pub(crate) fn connect_options(&self) -> etcd_client::ConnectOptions {
+    /// The client's settings for `endpoints`; fails if a file cannot be read, or if TLS is
+    /// asked for while an endpoint says `http://`.
+    pub(crate) fn connect_options(
+        &self,
+        endpoints: &[String],
+    ) -> Result<etcd_client::ConnectOptions, StoreError> {
         let (interval, timeout) = self.keep_alive;
         let mut options = etcd_client::ConnectOptions::new()
             .with_timeout(self.request_timeout)
@@ -77,8 +98,47 @@ impl EtcdOptions {
                 .with_user(credentials.user.clone(), credentials.password.clone())
                 .with_auto_token_refresh(true);
         }
-        options
+        if let Some(tls) = self.tls(endpoints)? {
+            options = options.with_tls(tls);
+        }
+        Ok(options)
     }
+
+    /// The TLS settings, or `None` for plain connections.
+    fn tls(&self, endpoints: &[String]) -> Result<Option<TlsOptions>, StoreError> {
+        let https = endpoints.iter().any(|e| e.starts_with("https://"));
+        if self.ca_file.is_none() && self.client_certificate.is_none() && !https {
+            return Ok(None);
+        }
+        // A plain endpoint among TLS ones would send the credentials unencrypted.
+        if let Some(plain) = endpoints.iter().find(|e| e.starts_with("http://")) {
+            return Err(StoreError::Invalid(format!(
+                "endpoint {plain} is plain http, but TLS is configured"
+            )));
+        }
+        let mut tls = TlsOptions::new();
+        tls = match &self.ca_file {
+            Some(path) => tls.ca_certificate(Certificate::from_pem(read_pem(path)?)),
+            None => tls.with_webpki_roots(),
+        };
+        if let Some((certificate, key)) = &self.client_certificate {
+            tls = tls.identity(Identity::from_pem(read_pem(certificate)?, read_pem(key)?));
+        }
+        Ok(Some(tls))
+    }
+}
+
+/// The contents of a PEM file, checked to hold at least one PEM block.
+fn read_pem(path: &Path) -> Result<Vec<u8>, StoreError> {
+    let contents = std::fs::read(path)
+        .map_err(|e| StoreError::Invalid(format!("cannot read {}: {e}", path.display())))?;
+    if !contents.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Err(StoreError::Invalid(format!(
+            "{} holds no PEM block",
+            path.display()
+        )));
+    }
+    Ok(contents)
 }
 
 #[cfg(test)]
@@ -97,5 +157,23 @@ mod tests {
         let shown = format!("{options:?}");
         assert!(shown.contains("leases"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn tls_settings_are_checked() {
+        let plain = EtcdOptions::default();
+        let endpoints = ["127.0.0.1:2379".to_owned()];
+        assert!(plain.tls(&endpoints).unwrap().is_none());
+        let https = ["https://etcd.internal:2379".to_owned()];
+        assert!(plain.tls(&https).unwrap().is_some());
+        let missing = EtcdOptions {
+            ca_file: Some("/nonexistent/leasehold-ca.pem".into()),
+            ..EtcdOptions::default()
+        };
+        let error = missing.tls(&endpoints).unwrap_err().to_string();
+        assert!(error.contains("leasehold-ca.pem"), "{error}");
+        let mixed = ["http://127.0.0.1:2379".to_owned()];
+        let error = missing.tls(&mixed).unwrap_err().to_string();
+        assert!(error.contains("plain http"), "{error}");
     }
 }

@@ -54,8 +54,12 @@ impl fmt::Debug for EtcdStore {
 }
 
 impl EtcdStore {
-    /// A store using the cluster at `endpoints` (`host:port` or `http://host:port`), keeping its
-    /// records under `prefix` (for example `/leasehold`).
+    /// A store using the cluster at `endpoints` (`host:port`, `http://host:port` or
+    /// `https://host:port`), keeping its records under `prefix` (for example `/leasehold`).
+    ///
+    /// TLS is used for `https://` endpoints, and for all endpoints once
+    /// [`EtcdOptions::ca_file`] or a client certificate is set; the server's certificate is
+    /// always verified, and a server that fails verification is not used.
     ///
     /// Requests go to any endpoint that answers, so naming every member of the cluster lets
     /// the store ride out the loss of some of them. Connections are opened as needed: an
@@ -70,7 +74,7 @@ impl EtcdStore {
             return Err(StoreError::Invalid("no etcd endpoints given".to_owned()));
         }
         let limit = options.connect_timeout + options.request_timeout;
-        let connecting = Client::connect(endpoints, Some(options.connect_options()));
+        let connecting = Client::connect(endpoints, Some(options.connect_options(endpoints)?));
         let client = tokio::time::timeout(limit, connecting)
             .await
             .map_err(|_| StoreError::Timeout(limit))?

@@ -8,12 +8,35 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::Client;
+use etcd_client::{Certificate, Client, ConnectOptions, TlsOptions};
 use leasehold::testing::{unique_group, Harness};
 use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
 use leasehold_etcd::{EtcdOptions, EtcdStore, MAX_TXN_OPS};
 
 const ENDPOINTS_VAR: &str = "LEASEHOLD_TEST_ETCD_ENDPOINTS";
+const TLS_ENDPOINT_VAR: &str = "LEASEHOLD_TEST_ETCD_TLS_ENDPOINT";
+const CA_VAR: &str = "LEASEHOLD_TEST_ETCD_CA";
+const OTHER_CA_VAR: &str = "LEASEHOLD_TEST_OTHER_CA";
+
+/// The TLS test member: its endpoint, the authority that signed its certificate, and one that
+/// did not. `None` (after saying why) when the test should skip; panics instead when
+/// `LEASEHOLD_REQUIRE_SERVICES=1`.
+pub fn tls() -> Option<(String, PathBuf, PathBuf)> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    match (var(TLS_ENDPOINT_VAR), var(CA_VAR), var(OTHER_CA_VAR)) {
+        (Some(endpoint), Some(ca), Some(other)) => {
+            Some((endpoint, PathBuf::from(ca), PathBuf::from(other)))
+        }
+        _ => {
+            let reason = format!("{TLS_ENDPOINT_VAR}, {CA_VAR} or {OTHER_CA_VAR} is not set");
+            if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
+                panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the TLS member");
+            }
+            println!("skipped: {reason} (set {TLS_ENDPOINT_VAR} or run scripts/test.sh)");
+            None
+        }
+    }
+}
 
 /// The test cluster's endpoints, or `None` (after saying why) when the test should skip.
 ///
@@ -59,6 +82,29 @@ pub struct EtcdHarness {
 }
 
 impl EtcdHarness {
+    /// A harness on the TLS member at `endpoint`, trusting the authority in `ca`.
+    pub async fn over_tls(endpoint: &str, ca: &PathBuf) -> EtcdHarness {
+        let prefix = format!("/leasehold-test/{}", unique_group("tls-suite"));
+        let options = EtcdOptions {
+            ca_file: Some(ca.clone()),
+            ..test_options()
+        };
+        let endpoints = [endpoint.to_owned()];
+        let store = EtcdStore::connect(&endpoints, &prefix, options)
+            .await
+            .expect("connect to the TLS member");
+        let pem = std::fs::read(ca).expect("read the CA file");
+        let tls = TlsOptions::new().ca_certificate(Certificate::from_pem(pem));
+        let client = Client::connect(&endpoints, Some(ConnectOptions::new().with_tls(tls)))
+            .await
+            .expect("raw TLS client");
+        EtcdHarness {
+            store,
+            client,
+            prefix,
+        }
+    }
+
     pub async fn new(endpoints: &[String]) -> EtcdHarness {
         let prefix = format!("/leasehold-test/{}", unique_group("suite"));
         let store = EtcdStore::connect(endpoints, &prefix, test_options())

@@ -1,0 +1,79 @@
+//! TLS against the test member that serves only TLS: verified connections work, others fail.
+
+mod common;
+
+use std::error::Error;
+
+use leasehold::testing::{run_conformance, unique_group};
+use leasehold::{LeaseStore, StoreError};
+use leasehold_etcd::{EtcdOptions, EtcdStore};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_store_passes_the_conformance_suite_over_tls() {
+    let Some((endpoint, ca, _)) = common::tls() else {
+        return;
+    };
+    run_conformance(&common::EtcdHarness::over_tls(&endpoint, &ca).await).await;
+}
+
+#[tokio::test]
+async fn etcd_store_accepts_an_https_endpoint_with_its_ca() {
+    let Some((endpoint, ca, _)) = common::tls() else {
+        return;
+    };
+    let options = EtcdOptions {
+        ca_file: Some(ca),
+        ..common::test_options()
+    };
+    let store = EtcdStore::connect(&[format!("https://{endpoint}")], "/leasehold-tls", options)
+        .await
+        .expect("connect");
+    let group = unique_group("https");
+    let listing = store.list_leases(&group).await.expect("list over https");
+    assert!(listing.records.is_empty());
+}
+
+#[tokio::test]
+async fn etcd_store_refuses_a_server_its_ca_did_not_sign() {
+    let Some((endpoint, _, other_ca)) = common::tls() else {
+        return;
+    };
+    // The unrelated authority, and the Mozilla roots (an https endpoint with no CA file).
+    let cases = [
+        (endpoint.clone(), Some(other_ca)),
+        (format!("https://{endpoint}"), None),
+    ];
+    for (endpoint, ca_file) in cases {
+        let options = EtcdOptions {
+            ca_file: ca_file.clone(),
+            ..common::test_options()
+        };
+        let group = unique_group("refused");
+        // Connecting may be deferred to the first call; either must fail.
+        let error = match EtcdStore::connect(&[endpoint], "/leasehold-tls", options).await {
+            Err(error) => error,
+            Ok(store) => store
+                .list_leases(&group)
+                .await
+                .expect_err("a server outside the trusted roots is refused"),
+        };
+        let chain = chain(&error);
+        assert!(
+            matches!(error, StoreError::Unavailable { .. }),
+            "{ca_file:?}: {chain}"
+        );
+        assert!(chain.contains("certificate"), "{ca_file:?}: {chain}");
+    }
+}
+
+/// The error and all its sources, one after another.
+fn chain(error: &StoreError) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
