@@ -9,6 +9,7 @@
 //! | `memory:` | an empty in-memory store private to this process: for `demo` and tests only, since no other process can see it |
 //! | `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgresql://`) | PostgreSQL; the password may also come from `PGPASSWORD` and is never printed |
 //! | `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` | an etcd cluster, records under `PREFIX` (default `/leasehold`); needs the `etcd` feature |
+//! | `etcd+https://HOST:PORT[,…][/PREFIX]` | the same over TLS, verified against the CA in `LEASEHOLD_ETCD_CA` (or the Mozilla roots) |
 //! | `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` | a ZooKeeper ensemble, records under `PREFIX` (default `/leasehold`) |
 //! | `azure://ACCOUNT/TABLE` | Azure Table Storage at `https://ACCOUNT.table.core.windows.net`; the account key from `LEASEHOLD_AZURE_KEY` |
 //! | `azure+http://HOST:PORT/ACCOUNT/TABLE` (or `azure+https://`) | an Azure Table endpoint with path-style URLs, such as the Azurite emulator |
@@ -130,16 +131,25 @@ impl StoreUrl {
                 }),
                 _ => Err(fail("expected postgres://USER@HOST:PORT/DATABASE".into())),
             },
-            "etcd" | "zk" => {
+            "etcd" | "etcd+https" | "zk" => {
                 let (hosts, prefix) =
                     hosts_and_prefix(rest).map_err(|reason| fail(reason.into()))?;
-                Ok(if scheme == "etcd" {
+                // TLS endpoints carry their scheme: the etcd store turns TLS on for them.
+                let transport = if scheme == "etcd+https" {
+                    "https://"
+                } else {
+                    ""
+                };
+                Ok(if scheme == "zk" {
+                    StoreUrl::Zookeeper { hosts, prefix }
+                } else {
                     StoreUrl::Etcd {
-                        endpoints: hosts.split(',').map(str::to_owned).collect(),
+                        endpoints: hosts
+                            .split(',')
+                            .map(|h| format!("{transport}{h}"))
+                            .collect(),
                         prefix,
                     }
-                } else {
-                    StoreUrl::Zookeeper { hosts, prefix }
                 })
             }
             "azure" | "azure+http" | "azure+https" => {
@@ -260,7 +270,13 @@ impl fmt::Display for StoreUrl {
             StoreUrl::Memory => f.write_str("memory:"),
             StoreUrl::Postgres { url } => f.write_str(&redact(url)),
             StoreUrl::Etcd { endpoints, prefix } => {
-                write!(f, "etcd://{}{prefix}", endpoints.join(","))
+                let tls = endpoints.iter().any(|e| e.starts_with("https://"));
+                let hosts: Vec<&str> = endpoints
+                    .iter()
+                    .map(|e| e.trim_start_matches("https://"))
+                    .collect();
+                let scheme = if tls { "etcd+https" } else { "etcd" };
+                write!(f, "{scheme}://{}{prefix}", hosts.join(","))
             }
             StoreUrl::Zookeeper { hosts, prefix } => write!(f, "zk://{hosts}{prefix}"),
             StoreUrl::Azure {
@@ -292,17 +308,42 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
     Ok(store)
 }
 
+/// The environment variable naming the CA (PEM) that verifies etcd servers over TLS.
+#[cfg(feature = "etcd")]
+pub const ETCD_CA_VARIABLE: &str = "LEASEHOLD_ETCD_CA";
+
+/// A CA file path from an environment variable, if set.
+#[cfg(any(feature = "postgres", feature = "etcd"))]
+fn ca_file_from(variable: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(variable)
+        .filter(|value| !value.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
 /// Opens a store on another server; each kind only if this build includes its crate.
 async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
     match url {
         #[cfg(feature = "postgres")]
-        StoreUrl::Postgres { url } => Ok(Arc::new(
-            leasehold_postgres::PostgresStore::connect(url).await?,
-        )),
+        StoreUrl::Postgres { url } => {
+            // libpq's variable for the CA that verifies the server under sslmode=require.
+            let options = leasehold_postgres::PostgresOptions {
+                ca_file: ca_file_from("PGSSLROOTCERT"),
+                ..Default::default()
+            };
+            Ok(Arc::new(
+                leasehold_postgres::PostgresStore::connect_with(url, options).await?,
+            ))
+        }
         #[cfg(feature = "etcd")]
-        StoreUrl::Etcd { endpoints, prefix } => Ok(Arc::new(
-            leasehold_etcd::EtcdStore::connect(endpoints, prefix, Default::default()).await?,
-        )),
+        StoreUrl::Etcd { endpoints, prefix } => {
+            let options = leasehold_etcd::EtcdOptions {
+                ca_file: ca_file_from(ETCD_CA_VARIABLE),
+                ..Default::default()
+            };
+            Ok(Arc::new(
+                leasehold_etcd::EtcdStore::connect(endpoints, prefix, options).await?,
+            ))
+        }
         #[cfg(feature = "zookeeper")]
         StoreUrl::Zookeeper { hosts, prefix } => Ok(Arc::new(
             leasehold_zookeeper::ZookeeperStore::connect(hosts, prefix, Default::default()).await?,
@@ -444,6 +485,7 @@ mod tests {
             "memory:",
             "etcd://h1:1,h2:2/p",
             "zk://h:1/leasehold",
+            "etcd+https://h1:1,h2:2/p",
             "azure://acme/leases",
             "azure+http://127.0.0.1:10002/devstoreaccount1/leases",
         ] {

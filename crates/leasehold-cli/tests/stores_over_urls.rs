@@ -123,3 +123,26 @@ fn azure_url_runs_the_demo_and_admin_commands() {
     let url = format!("azure+{endpoint}/leaseholdcli");
     exercise("azure", &url, &[("LEASEHOLD_AZURE_KEY", key)]);
 }
+
+#[test]
+fn postgres_url_over_tls_verifies_the_server_with_pgsslrootcert() {
+    let Some(url) = url_from_env("LEASEHOLD_TEST_POSTGRES_URL", |url| {
+        format!("{url}?sslmode=require")
+    }) else {
+        return;
+    };
+    let ca = std::env::var("LEASEHOLD_TEST_POSTGRES_CA").expect("the test CA with the server");
+    exercise("postgres-tls", &url, &[("PGSSLROOTCERT", ca)]);
+}
+
+#[test]
+#[cfg(feature = "etcd")]
+fn etcd_https_url_verifies_the_server_with_its_ca() {
+    let Some(url) = url_from_env("LEASEHOLD_TEST_ETCD_TLS_ENDPOINT", |endpoint| {
+        format!("etcd+https://{endpoint}/leasehold-cli")
+    }) else {
+        return;
+    };
+    let ca = std::env::var("LEASEHOLD_TEST_ETCD_CA").expect("the test CA with the server");
+    exercise("etcd-tls", &url, &[("LEASEHOLD_ETCD_CA", ca)]);
+}
