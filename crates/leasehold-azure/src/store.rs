@@ -213,24 +213,22 @@ impl LeaseStore for AzureTableStore {
             .client
             .query(group.as_str(), LEASE_PREFIX, &what)
             .await?;
-        let mut listing = Listing::default();
-        for found in entities {
-            let Some(partition) = entity::parse_lease_row_key(&found.row_key) else {
-                listing.corrupt.push(StoreError::Corrupt {
-                    key: format!("{group}/{}", found.row_key),
-                    reason: "the RowKey is not lease-<10-digit partition>".to_owned(),
-                });
-                continue;
-            };
-            match entity::parse_lease(&lease_key(group, partition), &found.properties) {
-                Ok(value) => listing.records.push(StoredLease {
+        let mut listing: Listing<StoredLease> = entities
+            .into_iter()
+            .map(|found| {
+                let partition = entity::parse_lease_row_key(&found.row_key).ok_or_else(|| {
+                    StoreError::Corrupt {
+                        key: format!("{group}/{}", found.row_key),
+                        reason: "the RowKey is not lease-<10-digit partition>".to_owned(),
+                    }
+                })?;
+                Ok(StoredLease {
                     key: partition,
-                    value,
+                    value: entity::parse_lease(&lease_key(group, partition), &found.properties)?,
                     version: Version::from_tag(&found.etag),
-                }),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
+                })
+            })
+            .collect();
         // The service returns RowKey order, which the zero-padding makes numeric; sorting
         // again costs little and does not depend on it.
         listing.records.sort_by_key(|record| record.key);
@@ -315,28 +313,25 @@ impl LeaseStore for AzureTableStore {
             .client
             .query(group.as_str(), MEMBER_PREFIX, &what)
             .await?;
-        let mut listing = Listing::default();
-        for found in entities {
-            let name = found
-                .row_key
-                .strip_prefix(MEMBER_PREFIX)
-                .unwrap_or(&found.row_key);
-            let key = format!("{group}/member/{name}");
-            let parsed = NodeId::new(name)
-                .map_err(|error| StoreError::Corrupt {
+        let mut listing: Listing<StoredMember> = entities
+            .into_iter()
+            .map(|found| {
+                let name = found
+                    .row_key
+                    .strip_prefix(MEMBER_PREFIX)
+                    .unwrap_or(&found.row_key);
+                let key = format!("{group}/member/{name}");
+                let node = NodeId::new(name).map_err(|error| StoreError::Corrupt {
                     key: key.clone(),
                     reason: error.to_string(),
-                })
-                .and_then(|node| Ok((node, entity::parse_member(&key, &found.properties)?)));
-            match parsed {
-                Ok((node, value)) => listing.records.push(StoredMember {
+                })?;
+                Ok(StoredMember {
                     key: node,
-                    value,
+                    value: entity::parse_member(&key, &found.properties)?,
                     version: Version::from_tag(&found.etag),
-                }),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
+                })
+            })
+            .collect();
         listing.records.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(listing)
     }

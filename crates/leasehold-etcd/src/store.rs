@@ -387,14 +387,11 @@ fn has_repeated_partition(writes: &[LeaseWrite]) -> bool {
 #[async_trait]
 impl LeaseStore for EtcdStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        let mut listing = Listing::default();
-        for kv in self.list_prefix(self.keys.leases(group)).await? {
-            match self.decode_lease(group, &kv) {
-                Ok(stored) => listing.records.push(stored),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
-        Ok(listing)
+        let values = self.list_prefix(self.keys.leases(group)).await?;
+        Ok(values
+            .iter()
+            .map(|kv| self.decode_lease(group, kv))
+            .collect())
     }
 
     async fn get_lease(
@@ -443,14 +440,11 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let mut listing = Listing::default();
-        for kv in self.list_prefix(self.keys.members(group)).await? {
-            match self.decode_member(group, &kv) {
-                Ok(stored) => listing.records.push(stored),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
-        Ok(listing)
+        let values = self.list_prefix(self.keys.members(group)).await?;
+        Ok(values
+            .iter()
+            .map(|kv| self.decode_member(group, kv))
+            .collect())
     }
 
     async fn get_member(

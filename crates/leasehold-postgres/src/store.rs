@@ -290,14 +290,7 @@ impl LeaseStore for PostgresStore {
             let rows = self
                 .query("list leases", |s| &s.list_leases, &[&group.as_str()])
                 .await?;
-            let mut listing = Listing::default();
-            for row in &rows {
-                match lease_from_row(group, row) {
-                    Ok(stored) => listing.records.push(stored),
-                    Err(error) => listing.corrupt.push(error),
-                }
-            }
-            Ok(listing)
+            Ok(rows.iter().map(|row| lease_from_row(group, row)).collect())
         })
         .await
     }
@@ -385,14 +378,7 @@ impl LeaseStore for PostgresStore {
             let rows = self
                 .query("list members", |s| &s.list_members, &[&group.as_str()])
                 .await?;
-            let mut listing = Listing::default();
-            for row in &rows {
-                match member_from_row(group, row) {
-                    Ok(stored) => listing.records.push(stored),
-                    Err(error) => listing.corrupt.push(error),
-                }
-            }
-            Ok(listing)
+            Ok(rows.iter().map(|row| member_from_row(group, row)).collect())
         })
         .await
     }

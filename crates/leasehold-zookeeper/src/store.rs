@@ -165,24 +165,21 @@ impl ZookeeperStore {
 #[async_trait]
 impl LeaseStore for ZookeeperStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        let mut listing = Listing::default();
-        for (name, data, stat) in self.list(self.shared.layout.leases(group)).await? {
-            let Some(partition) = parse_partition(&name) else {
-                listing.corrupt.push(StoreError::Corrupt {
+        let nodes = self.list(self.shared.layout.leases(group)).await?;
+        let mut listing: Listing<StoredLease> = nodes
+            .into_iter()
+            .map(|(name, data, stat)| {
+                let partition = parse_partition(&name).ok_or_else(|| StoreError::Corrupt {
                     key: format!("{group}/lease/{name}"),
                     reason: "the znode name is not a 10-digit partition number".to_owned(),
-                });
-                continue;
-            };
-            match decode(&lease_key(group, partition), &data) {
-                Ok(value) => listing.records.push(StoredLease {
+                })?;
+                Ok(StoredLease {
                     key: partition,
-                    value,
+                    value: decode(&lease_key(group, partition), &data)?,
                     version: version_of(&stat),
-                }),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
+                })
+            })
+            .collect();
         listing.records.sort_by_key(|record| record.key);
         Ok(listing)
     }
@@ -244,28 +241,22 @@ impl LeaseStore for ZookeeperStore {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let mut listing = Listing::default();
-        for (name, data, stat) in self.list(self.shared.layout.members(group)).await? {
-            let key = format!("{group}/member/{name}");
-            let node = match NodeId::new(&name) {
-                Ok(node) => node,
-                Err(error) => {
-                    listing.corrupt.push(StoreError::Corrupt {
-                        key,
-                        reason: error.to_string(),
-                    });
-                    continue;
-                }
-            };
-            match decode(&key, &data) {
-                Ok(value) => listing.records.push(StoredMember {
+        let nodes = self.list(self.shared.layout.members(group)).await?;
+        let mut listing: Listing<StoredMember> = nodes
+            .into_iter()
+            .map(|(name, data, stat)| {
+                let key = format!("{group}/member/{name}");
+                let node = NodeId::new(&name).map_err(|error| StoreError::Corrupt {
+                    key: key.clone(),
+                    reason: error.to_string(),
+                })?;
+                Ok(StoredMember {
                     key: node,
-                    value,
+                    value: decode(&key, &data)?,
                     version: version_of(&stat),
-                }),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
+                })
+            })
+            .collect();
         listing.records.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(listing)
     }

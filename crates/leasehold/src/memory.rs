@@ -180,18 +180,15 @@ impl MemoryStore {
 impl LeaseStore for MemoryStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let inner = self.lock();
-        let mut listing = Listing::default();
         let start = (group.clone(), PartitionId(0));
-        for ((g, partition), entry) in inner.leases.range(start..) {
-            if g != group {
-                break;
-            }
-            match to_stored(partition, entry, || lease_key(group, *partition)) {
-                Ok(stored) => listing.records.push(stored),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
-        Ok(listing)
+        Ok(inner
+            .leases
+            .range(start..)
+            .take_while(|((g, _), _)| g == group)
+            .map(|((_, partition), entry)| {
+                to_stored(partition, entry, || lease_key(group, *partition))
+            })
+            .collect())
     }
 
     async fn get_lease(
@@ -263,17 +260,12 @@ impl LeaseStore for MemoryStore {
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
         let inner = self.lock();
-        let mut listing = Listing::default();
-        for ((g, node), entry) in inner.members.iter() {
-            if g != group {
-                continue;
-            }
-            match to_stored(node, entry, || member_key(group, node)) {
-                Ok(stored) => listing.records.push(stored),
-                Err(error) => listing.corrupt.push(error),
-            }
-        }
-        Ok(listing)
+        Ok(inner
+            .members
+            .iter()
+            .filter(|((g, _), _)| g == group)
+            .map(|((_, node), entry)| to_stored(node, entry, || member_key(group, node)))
+            .collect())
     }
 
     async fn get_member(

@@ -41,6 +41,34 @@ pub struct Listing<T> {
     pub corrupt: Vec<StoreError>,
 }
 
+/// Collects decoded records: each `Ok` is listed, each `Err` (a record that could not be
+/// decoded) is reported in [`Listing::corrupt`], so one damaged record never hides the others.
+///
+/// ```
+/// use leasehold::{Listing, StoreError};
+/// let listing: Listing<u32> = vec![
+///     Ok(1),
+///     Err(StoreError::Corrupt { key: "g/lease/2".into(), reason: "bad".into() }),
+///     Ok(3),
+/// ]
+/// .into_iter()
+/// .collect();
+/// assert_eq!(listing.records, vec![1, 3]);
+/// assert_eq!(listing.corrupt.len(), 1);
+/// ```
+impl<T> FromIterator<Result<T, StoreError>> for Listing<T> {
+    fn from_iter<I: IntoIterator<Item = Result<T, StoreError>>>(items: I) -> Self {
+        let mut listing = Listing::default();
+        for item in items {
+            match item {
+                Ok(record) => listing.records.push(record),
+                Err(error) => listing.corrupt.push(error),
+            }
+        }
+        listing
+    }
+}
+
 impl<T> Default for Listing<T> {
     fn default() -> Self {
         Listing {
