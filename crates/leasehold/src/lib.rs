@@ -80,7 +80,7 @@ pub use participant::{Callbacks, Environment, LeaseGuard, Loss, LossReason, Part
 pub use record::{
     unix_ms_now, LeaseRecord, LeaseState, MemberRecord, Stored, StoredLease, StoredMember,
 };
-pub use router::{fnv1a_32, partition_for_key, NotOwner, Router};
+pub use router::{fnv1a_32, partition_for_key, NotOwner, Router, ROUTER_STORE_TIMEOUT};
 pub use store::{
     lease_key, member_key, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode,
     TimeoutStore,

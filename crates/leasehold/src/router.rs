@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::record::LeaseState;
-use crate::store::LeaseStore;
+use crate::store::{LeaseStore, TimeoutStore};
 use crate::types::{GroupName, NodeId, PartitionId};
 
 const FNV_OFFSET_BASIS: u32 = 0x811c_9dc5;
@@ -82,8 +82,13 @@ pub struct Router {
     map: Arc<RwLock<BTreeMap<PartitionId, Option<NodeId>>>>,
 }
 
+/// The time limit on each store call a router makes.
+pub const ROUTER_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Router {
-    /// A router for `group` with `partitions` partitions, its map loaded from the store.
+    /// A router for `group` with `partitions` partitions, its map loaded from the store. Every
+    /// store call is limited to [`ROUTER_STORE_TIMEOUT`], so a hung store fails a refresh
+    /// instead of hanging the client.
     pub async fn connect(
         store: Arc<dyn LeaseStore>,
         group: GroupName,
@@ -95,7 +100,7 @@ impl Router {
             ));
         }
         let router = Router {
-            store,
+            store: Arc::new(TimeoutStore::new(store, ROUTER_STORE_TIMEOUT)),
             group,
             partitions,
             map: Arc::default(),
@@ -232,5 +237,26 @@ mod tests {
         assert_eq!(answer.to_string(), "not the owner of partition 7 (try n2)");
         let json = serde_json::to_string(&answer).unwrap();
         assert_eq!(json, r#"{"partition":7,"owner_hint":"n2"}"#);
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod timeout_tests {
+    use super::*;
+    use crate::testing::FaultyStore;
+    use crate::MemoryStore;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_store_fails_a_refresh_instead_of_hanging_it() {
+        let store = Arc::new(FaultyStore::new(Arc::new(MemoryStore::new())));
+        let group = GroupName::new("default").unwrap();
+        crate::admin::init(&*store, &group, 4).await.unwrap();
+        let router = Router::connect(store.clone(), group, 4).await.unwrap();
+        store.set_hung(true);
+        let error = router.refresh().await.unwrap_err();
+        assert!(
+            matches!(error, StoreError::Timeout(limit) if limit == ROUTER_STORE_TIMEOUT),
+            "{error}"
+        );
     }
 }
