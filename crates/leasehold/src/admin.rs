@@ -3,6 +3,10 @@
 //!
 //! Every change is a compare-and-set on the current record, retried a bounded number of times
 //! if a participant writes in between, so an operator never overwrites a renewal blindly.
+//!
+//! These functions call the store they are given as it is: wrap it in a
+//! [`TimeoutStore`](crate::TimeoutStore) (as the command-line tool does) so that a hung store
+//! fails an operation instead of hanging it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
