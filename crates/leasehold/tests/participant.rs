@@ -539,6 +539,36 @@ async fn an_acquisition_whose_reply_was_lost_is_recognised() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_renewal_lost_on_the_way_is_not_mistaken_for_the_one_before() {
+    // Paused time runs many heartbeats inside one wall-clock millisecond, so consecutive
+    // renewals would carry equal records if only the clock stamped them.
+    let store = Arc::new(FaultyStore::new(store_with(1).await));
+    let recorder = Recorder::default();
+    let a = Participant::start(
+        store.clone(),
+        config("a", 1),
+        recorder.callbacks(&node("a")),
+    )
+    .unwrap();
+    sleep(Duration::from_secs(2)).await;
+    let before = a.lease(PartitionId(0)).expect("held").valid_until();
+    store.drop_batches(1);
+    // Past the next heartbeat (250 ms), before the one after.
+    sleep(Duration::from_millis(300)).await;
+    let after = a.lease(PartitionId(0)).expect("still valid").valid_until();
+    assert_eq!(
+        after, before,
+        "the dropped renewal must not extend the lease: the read-back shows the previous one"
+    );
+    sleep(Duration::from_millis(300)).await;
+    assert!(
+        a.lease(PartitionId(0)).expect("renewed").valid_until() > before,
+        "the next renewal, conditioned on the version still current, lands"
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_prohibited_partition_is_still_served_by_a_permitted_node() {
     let store = store_with(4).await;
     let recorder = Recorder::default();

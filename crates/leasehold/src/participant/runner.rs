@@ -67,6 +67,7 @@ pub(crate) struct Runner {
     member_write_failing: bool,
     last_scan: Option<Instant>,
     reported_corrupt: BTreeSet<String>,
+    last_stamp: u64,
 }
 
 impl Runner {
@@ -101,6 +102,7 @@ impl Runner {
             member_write_failing: false,
             last_scan: None,
             reported_corrupt: BTreeSet::new(),
+            last_stamp: 0,
         }
     }
 
@@ -174,6 +176,15 @@ impl Runner {
             soon = soon.max(last + self.config.scan_interval / divisor);
         }
         self.next_scan = self.next_scan.min(soon);
+    }
+
+    /// The wall-clock stamp for a write: the time in milliseconds, but strictly increasing,
+    /// so no two writes of this node ever carry equal records. [`Runner::settle`] depends on
+    /// that: two renewals sent within one millisecond (or one delayed behind another) would
+    /// otherwise be indistinguishable on read-back.
+    fn write_stamp(&mut self) -> Option<u64> {
+        self.last_stamp = unix_ms_now().max(self.last_stamp + 1);
+        Some(self.last_stamp)
     }
 
     fn sleep_until(&self, deadline: Option<Instant>) -> crate::clock::Sleep {
@@ -252,7 +263,7 @@ impl Runner {
         if self.holdings.is_empty() {
             return;
         }
-        let written_at = Some(unix_ms_now());
+        let written_at = self.write_stamp();
         let writes: Vec<LeaseWrite> = self
             .holdings
             .iter()
@@ -300,8 +311,9 @@ impl Runner {
 
     /// Pairs each write with its result, and resolves writes whose outcome is unknown
     /// (time-out, lost connection) by reading the records back once: a record equal to what
-    /// we sent is our write, landed. Any other writer changes the owner, epoch, note or
-    /// timestamp, so equality cannot be a coincidence.
+    /// we sent is our write, landed. Any other writer changes the owner, epoch or note, and
+    /// every write of ours carries its own stamp ([`Runner::write_stamp`]), so equality
+    /// cannot be a coincidence.
     async fn settle(
         &mut self,
         what: &'static str,
@@ -353,7 +365,7 @@ impl Runner {
                 draining: self.draining,
                 load: None,
                 heartbeat: self.heartbeats,
-                written_at_unix_ms: Some(unix_ms_now()),
+                written_at_unix_ms: self.write_stamp(),
             };
             let mode = match &self.member_version {
                 Some(version) => PutMode::Update(version.clone()),
@@ -502,7 +514,7 @@ impl Runner {
     }
 
     async fn acquire(&mut self, acquisitions: Vec<Acquisition>) {
-        let written_at = Some(unix_ms_now());
+        let written_at = self.write_stamp();
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
             .map(|a| {
@@ -555,7 +567,7 @@ impl Runner {
     /// Hands leases off: stop serving first, then write them released.
     async fn release(&mut self, partitions: Vec<PartitionId>) {
         let now = self.clock.now();
-        let written_at = Some(unix_ms_now());
+        let written_at = self.write_stamp();
         let mut writes = Vec::new();
         for partition in partitions {
             let Some(holding) = self.holdings.get(&partition) else {

@@ -16,6 +16,8 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// - hangs every call, as a partitioned network would ([`FaultyStore::set_hung`]);
 /// - applies batch writes but loses their replies, answering a time-out
 ///   ([`FaultyStore::lose_batch_replies`]);
+/// - loses batch writes on the way in, answering a time-out without applying them
+///   ([`FaultyStore::drop_batches`]);
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
 ///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]).
 ///
@@ -25,6 +27,7 @@ pub struct FaultyStore {
     inner: Arc<dyn LeaseStore>,
     hung: AtomicBool,
     lost_replies: AtomicU32,
+    dropped_batches: AtomicU32,
     reads_throttled: AtomicBool,
     listings: AtomicU64,
     batches: AtomicU64,
@@ -37,6 +40,7 @@ impl FaultyStore {
             inner,
             hung: AtomicBool::new(false),
             lost_replies: AtomicU32::new(0),
+            dropped_batches: AtomicU32::new(0),
             reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
             batches: AtomicU64::new(0),
@@ -51,6 +55,12 @@ impl FaultyStore {
     /// The next `count` batch writes are applied, but answer [`StoreError::Timeout`].
     pub fn lose_batch_replies(&self, count: u32) {
         self.lost_replies.store(count, Ordering::SeqCst);
+    }
+
+    /// The next `count` batch writes never reach the store, and answer
+    /// [`StoreError::Timeout`].
+    pub fn drop_batches(&self, count: u32) {
+        self.dropped_batches.store(count, Ordering::SeqCst);
     }
 
     /// Batch replies still to be lost.
@@ -125,16 +135,21 @@ impl LeaseStore for FaultyStore {
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
         self.batches.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
-        let results = self.inner.put_leases(group, writes).await;
-        let lose = self
-            .lost_replies
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                left.checked_sub(1)
-            });
-        match lose {
-            Ok(_) => Err(StoreError::Timeout(Duration::from_millis(250))),
-            Err(_) => results,
+        let take = |counter: &AtomicU32| {
+            counter
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok()
+        };
+        if take(&self.dropped_batches) {
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
         }
+        let results = self.inner.put_leases(group, writes).await;
+        if take(&self.lost_replies) {
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
+        results
     }
 
     async fn delete_lease(
