@@ -46,9 +46,16 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Inner {
     next_version: u64,
-    leases: BTreeMap<(GroupName, PartitionId), Entry<LeaseRecord>>,
-    members: BTreeMap<(GroupName, NodeId), Entry<MemberRecord>>,
+    groups: BTreeMap<GroupName, Tables>,
     watchers: Vec<(GroupName, mpsc::Sender<Change>)>,
+}
+
+/// One group's records. Kept apart per group so that a listing walks only its own group and
+/// knows its length up front.
+#[derive(Debug, Default)]
+struct Tables {
+    leases: BTreeMap<PartitionId, Entry<LeaseRecord>>,
+    members: BTreeMap<NodeId, Entry<MemberRecord>>,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +66,13 @@ struct Entry<T> {
 }
 
 impl Inner {
+    fn tables(&mut self, group: &GroupName) -> &mut Tables {
+        if !self.groups.contains_key(group) {
+            self.groups.insert(group.clone(), Tables::default());
+        }
+        self.groups.get_mut(group).expect("just inserted")
+    }
+
     fn bump(&mut self) -> u64 {
         self.next_version += 1;
         self.next_version
@@ -86,23 +100,23 @@ fn put_entry<K: Ord + Clone, T: Clone>(
     version: u64,
     name: impl FnOnce() -> String,
 ) -> Result<Version, StoreError> {
-    match (map.get(key), mode) {
+    let entry = Entry {
+        value: Ok(record.clone()),
+        version,
+    };
+    match (map.get_mut(key), mode) {
         (Some(_), PutMode::Create) => return Err(StoreError::AlreadyExists { key: name() }),
         (None, PutMode::Update(_)) => return Err(StoreError::NotFound { key: name() }),
-        (Some(entry), PutMode::Update(expected)) => {
-            if expected.as_number() != Some(entry.version) {
+        (Some(current), PutMode::Update(expected)) => {
+            if expected.as_number() != Some(current.version) {
                 return Err(StoreError::Conflict { key: name() });
             }
+            *current = entry;
         }
-        (None, PutMode::Create) => {}
+        (None, PutMode::Create) => {
+            map.insert(key.clone(), entry);
+        }
     }
-    map.insert(
-        key.clone(),
-        Entry {
-            value: Ok(record.clone()),
-            version,
-        },
-    );
     Ok(Version::from_number(version))
 }
 
@@ -161,8 +175,8 @@ impl MemoryStore {
     pub fn corrupt_lease(&self, group: &GroupName, partition: PartitionId) {
         let mut inner = self.lock();
         let version = inner.bump();
-        inner.leases.insert(
-            (group.clone(), partition),
+        inner.tables(group).leases.insert(
+            partition,
             Entry {
                 value: Err("deliberately corrupted".to_owned()),
                 version,
@@ -172,7 +186,7 @@ impl MemoryStore {
 
     /// The number of lease records across all groups.
     pub fn lease_count(&self) -> usize {
-        self.lock().leases.len()
+        self.lock().groups.values().map(|t| t.leases.len()).sum()
     }
 }
 
@@ -180,14 +194,13 @@ impl MemoryStore {
 impl LeaseStore for MemoryStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let inner = self.lock();
-        let start = (group.clone(), PartitionId(0));
-        Ok(inner
+        let Some(tables) = inner.groups.get(group) else {
+            return Ok(Listing::default());
+        };
+        Ok(tables
             .leases
-            .range(start..)
-            .take_while(|((g, _), _)| g == group)
-            .map(|((_, partition), entry)| {
-                to_stored(partition, entry, || lease_key(group, *partition))
-            })
+            .iter()
+            .map(|(partition, entry)| to_stored(partition, entry, || lease_key(group, *partition)))
             .collect())
     }
 
@@ -198,8 +211,9 @@ impl LeaseStore for MemoryStore {
     ) -> Result<Option<StoredLease>, StoreError> {
         let inner = self.lock();
         inner
-            .leases
-            .get(&(group.clone(), partition))
+            .groups
+            .get(group)
+            .and_then(|t| t.leases.get(&partition))
             .map(|entry| to_stored(&partition, entry, || lease_key(group, partition)))
             .transpose()
     }
@@ -213,10 +227,14 @@ impl LeaseStore for MemoryStore {
     ) -> Result<Version, StoreError> {
         let mut inner = self.lock();
         let version = inner.next_version + 1;
-        let key = (group.clone(), partition);
-        let result = put_entry(&mut inner.leases, &key, record, &mode, version, || {
-            lease_key(group, partition)
-        });
+        let result = put_entry(
+            &mut inner.tables(group).leases,
+            &partition,
+            record,
+            &mode,
+            version,
+            || lease_key(group, partition),
+        );
         if result.is_ok() {
             inner.next_version = version;
             let change = Change::LeaseWritten {
@@ -250,8 +268,7 @@ impl LeaseStore for MemoryStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        let key = (group.clone(), partition);
-        delete_entry(&mut inner.leases, &key, version, || {
+        delete_entry(&mut inner.tables(group).leases, &partition, version, || {
             lease_key(group, partition)
         })?;
         inner.notify(group, Change::Lease(partition));
@@ -260,11 +277,13 @@ impl LeaseStore for MemoryStore {
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
         let inner = self.lock();
-        Ok(inner
+        let Some(tables) = inner.groups.get(group) else {
+            return Ok(Listing::default());
+        };
+        Ok(tables
             .members
             .iter()
-            .filter(|((g, _), _)| g == group)
-            .map(|((_, node), entry)| to_stored(node, entry, || member_key(group, node)))
+            .map(|(node, entry)| to_stored(node, entry, || member_key(group, node)))
             .collect())
     }
 
@@ -275,8 +294,9 @@ impl LeaseStore for MemoryStore {
     ) -> Result<Option<StoredMember>, StoreError> {
         let inner = self.lock();
         inner
-            .members
-            .get(&(group.clone(), node.clone()))
+            .groups
+            .get(group)
+            .and_then(|t| t.members.get(node))
             .map(|entry| to_stored(node, entry, || member_key(group, node)))
             .transpose()
     }
@@ -290,10 +310,14 @@ impl LeaseStore for MemoryStore {
     ) -> Result<Version, StoreError> {
         let mut inner = self.lock();
         let version = inner.next_version + 1;
-        let key = (group.clone(), node.clone());
-        let result = put_entry(&mut inner.members, &key, record, &mode, version, || {
-            member_key(group, node)
-        });
+        let result = put_entry(
+            &mut inner.tables(group).members,
+            node,
+            record,
+            &mode,
+            version,
+            || member_key(group, node),
+        );
         if result.is_ok() {
             inner.next_version = version;
             let change = match mode {
@@ -312,8 +336,7 @@ impl LeaseStore for MemoryStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        let key = (group.clone(), node.clone());
-        delete_entry(&mut inner.members, &key, version, || {
+        delete_entry(&mut inner.tables(group).members, node, version, || {
             member_key(group, node)
         })?;
         inner.notify(group, Change::Member(node.clone()));

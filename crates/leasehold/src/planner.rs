@@ -33,27 +33,51 @@ pub struct Observed {
     pub members: BTreeMap<NodeId, Observation<MemberRecord>>,
 }
 
+/// Folds a listing into a view, keeping `first_seen` for records whose version did not
+/// change. Listings come ordered by key, so the two are walked side by side and entries are
+/// updated in place; only keys that appeared or vanished touch the map's structure. Every
+/// node folds in the whole table on every scan, so this is the participant's hottest loop.
 fn merge<K: Ord + Clone, T>(
     view: &mut BTreeMap<K, Observation<T>>,
     now: Instant,
-    records: Vec<Stored<K, T>>,
+    mut records: Vec<Stored<K, T>>,
 ) {
-    let mut fresh = BTreeMap::new();
-    for stored in records {
-        let first_seen = match view.remove(&stored.key) {
-            Some(old) if old.version == stored.version => old.first_seen,
-            _ => now,
-        };
-        fresh.insert(
-            stored.key,
-            Observation {
-                record: stored.value,
-                version: stored.version,
-                first_seen,
-            },
-        );
+    if !records.is_sorted_by(|a, b| a.key < b.key) {
+        records.sort_by(|a, b| a.key.cmp(&b.key));
+        records.dedup_by(|later, earlier| later.key == earlier.key);
     }
-    *view = fresh;
+    let fresh = |stored: Stored<K, T>| {
+        let observation = Observation {
+            record: stored.value,
+            version: stored.version,
+            first_seen: now,
+        };
+        (stored.key, observation)
+    };
+    let mut vanished = Vec::new();
+    let mut appeared = Vec::new();
+    let mut current = view.iter_mut().peekable();
+    for stored in records {
+        while let Some((key, _)) = current.next_if(|(key, _)| **key < stored.key) {
+            vanished.push(key.clone());
+        }
+        match current.next_if(|(key, _)| **key == stored.key) {
+            Some((_, seen)) if seen.version == stored.version => {}
+            Some((_, seen)) => *seen = fresh(stored).1,
+            None => appeared.push(fresh(stored)),
+        }
+    }
+    vanished.extend(current.map(|(key, _)| key.clone()));
+    for key in vanished {
+        view.remove(&key);
+    }
+    // A few new keys are inserted one by one; many (a first scan) are merged in one linear
+    // pass.
+    if appeared.len() * 16 < view.len() {
+        view.extend(appeared);
+    } else {
+        view.append(&mut appeared.into_iter().collect());
+    }
 }
 
 impl Observed {
@@ -266,17 +290,22 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     let mut ready = Vec::new();
     let mut orphans = Vec::new();
     for (partition, seen) in &observed.leases {
+        let ready_at = match seen.record.state {
+            LeaseState::Offline => continue,
+            LeaseState::Released => seen.first_seen,
+            LeaseState::Held => seen.first_seen + config.acquire_after,
+        };
+        // The common case in a settled fleet, decided before any lookup: a live lease, and
+        // no share left to fill that would need a timer for it.
+        if ready_at > now && wanted == 0 {
+            continue;
+        }
         if holdings.contains_key(partition)
             || partition.0 >= config.partitions
-            || seen.record.state == LeaseState::Offline
             || seen.record.is_prohibited(&config.node)
         {
             continue;
         }
-        let ready_at = match seen.record.state {
-            LeaseState::Released => seen.first_seen,
-            _ => seen.first_seen + config.acquire_after,
-        };
         if ready_at + orphaned_after <= now {
             orphans.push((*partition, seen));
         } else if ready_at <= now {

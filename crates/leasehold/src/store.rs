@@ -58,7 +58,11 @@ pub struct Listing<T> {
 /// ```
 impl<T> FromIterator<Result<T, StoreError>> for Listing<T> {
     fn from_iter<I: IntoIterator<Item = Result<T, StoreError>>>(items: I) -> Self {
-        let mut listing = Listing::default();
+        let items = items.into_iter();
+        let mut listing = Listing {
+            records: Vec::with_capacity(items.size_hint().0),
+            corrupt: Vec::new(),
+        };
         for item in items {
             match item {
                 Ok(record) => listing.records.push(record),

@@ -218,6 +218,32 @@ fn the_same_version_keeps_its_first_seen_across_scans() {
 }
 
 #[test]
+fn a_listing_with_other_keys_keeps_first_seen_only_for_unchanged_versions() {
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_secs(20);
+    let row = |p: u32, version: u64| Stored {
+        key: PartitionId(p),
+        value: held_by("other", 1),
+        version: Version::from_number(version),
+    };
+    let mut observed = Observed::default();
+    observed.observe_leases(t0, vec![row(0, 10), row(2, 20), row(3, 30)]);
+    // Partition 1 appears, 3 disappears, 2 changes; out of order, as a careless store might.
+    observed.observe_leases(t1, vec![row(2, 21), row(1, 15), row(0, 10)]);
+    let seen: Vec<(u32, u64, Instant)> = observed
+        .leases
+        .iter()
+        .map(|(p, o)| (p.0, o.version.as_number().unwrap(), o.first_seen))
+        .collect();
+    assert_eq!(seen, vec![(0, 10, t0), (1, 15, t1), (2, 21, t1)]);
+    // The same keys again: updated in place, unchanged versions keep their first sighting.
+    let t2 = t1 + Duration::from_secs(20);
+    observed.observe_leases(t2, vec![row(0, 11), row(1, 15), row(2, 21)]);
+    let first_seen: Vec<Instant> = observed.leases.values().map(|o| o.first_seen).collect();
+    assert_eq!(first_seen, vec![t2, t1, t1]);
+}
+
+#[test]
 fn offline_prohibited_and_out_of_range_partitions_are_never_taken() {
     let mut fixture = Fixture::new(3);
     fixture.set(
