@@ -181,6 +181,10 @@ pub struct NodeArgs {
     /// This node's relative capacity [default: 1].
     #[arg(long)]
     pub weight: Option<u32>,
+    /// Delete member records unchanged for this long: nodes that crashed and never came
+    /// back [default: 1h].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub forget_members_after: Option<Duration>,
     /// Append `<unix_ns> <node> acquired|lost|released <partition> <epoch>` lines here.
     #[arg(long, value_name = "FILE")]
     pub fence_log: Option<PathBuf>,

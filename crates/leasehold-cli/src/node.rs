@@ -79,6 +79,9 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
         .max_partitions_per_node
         .unwrap_or(config.max_partitions_per_node);
     config.weight = args.weight.unwrap_or(config.weight);
+    config.forget_members_after = args
+        .forget_members_after
+        .unwrap_or(config.forget_members_after);
     config
 }
 

@@ -40,6 +40,11 @@ pub struct ParticipantConfig {
     /// Fraction by which periods are randomly shortened or stretched, so a fleet does not
     /// hit the store in lock-step. Default 0.1.
     pub jitter: f64,
+    /// How long a member's record may stay unchanged before it is deleted: a node that
+    /// crashed and never came back under its name (a replaced container, say) would otherwise
+    /// stay in every member listing for good. Until then operators see it as stale. Default
+    /// 1 h; at least twice [`ParticipantConfig::member_timeout`].
+    pub forget_members_after: Duration,
 }
 
 impl ParticipantConfig {
@@ -59,6 +64,7 @@ impl ParticipantConfig {
             store_timeout: Duration::from_secs(5),
             weight: 1,
             jitter: 0.1,
+            forget_members_after: Duration::from_secs(3600),
         }
     }
 
@@ -163,6 +169,12 @@ impl ParticipantConfig {
                 heartbeat: self.heartbeat,
             });
         }
+        if self.forget_members_after < self.member_timeout() * 2 {
+            return Err(ConfigError::ForgetMembersTooSoon {
+                forget_members_after: self.forget_members_after,
+                member_timeout: self.member_timeout(),
+            });
+        }
         Ok(())
     }
 }
@@ -230,6 +242,17 @@ pub enum ConfigError {
         /// The heartbeat it was checked against.
         heartbeat: Duration,
     },
+    /// Member records would be deleted while their nodes may merely be slow.
+    #[error(
+        "forget_members_after = {forget_members_after:?} must be at least twice the member \
+         timeout ({member_timeout:?}, the longer of lease_validity and heartbeat + 2 × scan_interval)"
+    )]
+    ForgetMembersTooSoon {
+        /// The rejected delay.
+        forget_members_after: Duration,
+        /// The member timeout it was checked against.
+        member_timeout: Duration,
+    },
 }
 
 #[cfg(test)]
@@ -289,6 +312,13 @@ mod tests {
                     ..config()
                 },
                 "max_partitions_per_node",
+            ),
+            (
+                ParticipantConfig {
+                    forget_members_after: Duration::from_secs(59),
+                    ..config()
+                },
+                "forget_members_after = 59s",
             ),
             (
                 ParticipantConfig {

@@ -569,6 +569,50 @@ async fn a_renewal_lost_on_the_way_is_not_mistaken_for_the_one_before() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_member_silent_for_forget_members_after_is_deleted_and_may_return() {
+    let store = store_with(4).await;
+    let group = GroupName::new("default").unwrap();
+    let recorder = Recorder::default();
+    let forgetful = |name: &str| ParticipantConfig {
+        forget_members_after: Duration::from_secs(5),
+        ..config(name, 4)
+    };
+    // The node that crashes has the smaller name: a dead member never blocks the clean-up.
+    // It records apart: a crash ends its leases without callbacks.
+    let a = start(&store, forgetful("a"), &Recorder::default());
+    let b = start(&store, forgetful("b"), &recorder);
+    sleep(Duration::from_secs(2)).await;
+    a.abort();
+    let members = || async {
+        let listing = store.list_members(&group).await.unwrap();
+        listing
+            .records
+            .into_iter()
+            .map(|m| m.key.to_string())
+            .collect::<Vec<_>>()
+    };
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(members().await, ["a", "b"], "stale, not yet forgotten");
+    sleep(Duration::from_secs(4)).await;
+    assert_eq!(members().await, ["b"], "forgotten after 5 s of silence");
+    assert_eq!(
+        b.owned().len(),
+        4,
+        "its partitions were taken over meanwhile"
+    );
+    let a = start(&store, forgetful("a"), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        members().await,
+        ["a", "b"],
+        "a node that returns registers again"
+    );
+    assert_eq!(counts(&[&a, &b]), vec![2, 2]);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_prohibited_partition_is_still_served_by_a_permitted_node() {
     let store = store_with(4).await;
     let recorder = Recorder::default();

@@ -14,7 +14,7 @@ use crate::error::StoreError;
 use crate::planner::{self, Acquisition, Holding, Observed, PlanInput};
 use crate::record::{unix_ms_now, LeaseState, MemberRecord};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, PutMode};
-use crate::types::{PartitionId, Version};
+use crate::types::{NodeId, PartitionId, Version};
 
 use super::guard::{Callbacks, LeaseGuard, Loss, LossReason};
 use super::Shared;
@@ -30,6 +30,9 @@ pub(crate) enum Command {
 /// enough to shed most of the read load, short enough that partitions freed meanwhile are
 /// found within a few scans once the store recovers.
 const MAX_SCAN_BACKOFF_FACTOR: u32 = 4;
+/// Stale member records deleted per scan at most, so that clearing a backlog never delays
+/// the scan's own work by much.
+const MAX_FORGOTTEN_PER_SCAN: usize = 16;
 /// A change notice brings the next scan forward to this soon, coalescing bursts.
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 /// Scans brought forward by notices start at least this fraction of the scan interval
@@ -482,6 +485,53 @@ impl Runner {
             status.last_scan_error = None;
         });
         self.act().await;
+        self.forget_dead_members().await;
+    }
+
+    /// Deletes member records that have not changed for `forget_members_after`. One node
+    /// does it, the live member with the smallest name in this node's view, so a fleet does
+    /// not race to delete the same records; the delete is conditional on the version seen, so
+    /// a node that came back meanwhile keeps its record.
+    async fn forget_dead_members(&mut self) {
+        let now = self.clock.now();
+        let live = self
+            .observed
+            .live_members(now, self.config.member_timeout());
+        let me = &self.config.node;
+        if live.iter().any(|member| member.node < *me) {
+            return;
+        }
+        let forget_after = self.config.forget_members_after;
+        let dead: Vec<(NodeId, Version)> = self
+            .observed
+            .members
+            .iter()
+            .filter(|(node, seen)| *node != me && seen.first_seen + forget_after <= now)
+            .take(MAX_FORGOTTEN_PER_SCAN)
+            .map(|(node, seen)| (node.clone(), seen.version.clone()))
+            .collect();
+        for (node, version) in dead {
+            let (store, group, gone) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                node.clone(),
+            );
+            let result = self
+                .call(async move { store.delete_member(&group, &gone, &version).await })
+                .await;
+            match result {
+                Ok(()) => {
+                    tracing::info!(node = %self.config.node, member = %node, "forgot a member silent for forget_members_after");
+                    self.observed.members.remove(&node);
+                }
+                // It came back, or another node removed it first.
+                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(node = %self.config.node, %error, "could not delete a stale member record");
+                    return;
+                }
+            }
+        }
     }
 
     async fn act(&mut self) {
