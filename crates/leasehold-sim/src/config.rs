@@ -51,9 +51,11 @@ impl Timings {
         self
     }
 
-    /// The participant configuration for `node` in a group of `partitions`.
+    /// The participant configuration for `node` in a group of `partitions`. Member records
+    /// are forgotten as soon as the configuration allows, so that paused and crashed nodes
+    /// exercise coming back to a deleted record.
     pub fn participant_config(&self, node: NodeId, partitions: u32) -> ParticipantConfig {
-        ParticipantConfig {
+        let config = ParticipantConfig {
             heartbeat: self.heartbeat,
             lease_validity: self.lease_validity,
             acquire_after: self.acquire_after,
@@ -62,6 +64,10 @@ impl Timings {
             max_clock_drift: self.max_clock_drift,
             max_acquires_per_scan: self.max_acquires_per_scan,
             ..ParticipantConfig::new(node, partitions)
+        };
+        ParticipantConfig {
+            forget_members_after: config.member_timeout() * 2,
+            ..config
         }
     }
 

@@ -42,7 +42,8 @@ pub struct ParticipantConfig {
     pub jitter: f64,
     /// How long a member's record may stay unchanged before it is deleted: a node that
     /// crashed and never came back under its name (a replaced container, say) would otherwise
-    /// stay in every member listing for good. Until then operators see it as stale. Default
+    /// stay in every member listing for good. Until then operators see it as stale. Records
+    /// marked draining are kept, so a drain outlives the node's absence. Default
     /// 1 h; at least twice [`ParticipantConfig::member_timeout`].
     pub forget_members_after: Duration,
 }

@@ -491,7 +491,8 @@ impl Runner {
     /// Deletes member records that have not changed for `forget_members_after`. One node
     /// does it, the live member with the smallest name in this node's view, so a fleet does
     /// not race to delete the same records; the delete is conditional on the version seen, so
-    /// a node that came back meanwhile keeps its record.
+    /// a node that came back meanwhile keeps its record. A record marked draining is kept:
+    /// the drain is an operator's instruction for when that node returns.
     async fn forget_dead_members(&mut self) {
         let now = self.clock.now();
         let live = self
@@ -506,7 +507,9 @@ impl Runner {
             .observed
             .members
             .iter()
-            .filter(|(node, seen)| *node != me && seen.first_seen + forget_after <= now)
+            .filter(|(node, seen)| {
+                *node != me && !seen.record.draining && seen.first_seen + forget_after <= now
+            })
             .take(MAX_FORGOTTEN_PER_SCAN)
             .map(|(node, seen)| (node.clone(), seen.version.clone()))
             .collect();
