@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Azurite (npm azurite@3.35.0), the Azure Storage emulator: only its Table service, in
-# memory, on 127.0.0.1:52002.
+# memory, on 127.0.0.1:52002, and a second instance serving HTTPS on 127.0.0.1:52003 with the
+# server certificate of certs.sh.
 #
 #   azurite.sh install|start|stop|status
 #
 # `start` writes $SERVICES_DIR/azurite.env with LEASEHOLD_TEST_AZURITE_ENDPOINT,
-# LEASEHOLD_TEST_AZURITE_ACCOUNT and LEASEHOLD_TEST_AZURITE_KEY (Azurite's published
-# development account, read from the installed package, not a secret).
+# LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT, LEASEHOLD_TEST_AZURITE_CA (the authority that signed
+# the HTTPS certificate), LEASEHOLD_TEST_AZURITE_ACCOUNT and LEASEHOLD_TEST_AZURITE_KEY
+# (Azurite's published development account, read from the installed package, not a secret).
 set -euo pipefail
-source "$(dirname "$0")/common.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/common.sh"
+source "$here/certs.sh"
 
 port=52002
+tls_port=52003
 version=3.35.0
 # 3.36 and later require Node 22.
 prefix="$SERVICES_DIR/azurite"
@@ -37,6 +42,16 @@ connection.getresponse()
 PY
 }
 
+answers_https() {
+  python3 - "$tls_port" "$TEST_CERTS_DIR/ca.pem" <<'PY'
+import http.client, ssl, sys
+context = ssl.create_default_context(cafile=sys.argv[2])
+connection = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[1]), timeout=1, context=context)
+connection.request("GET", "/")
+connection.getresponse()
+PY
+}
+
 case "${1:-}" in
   install)
     if [ "$(installed_version)" != "$version" ]; then
@@ -46,24 +61,35 @@ case "${1:-}" in
     ;;
   start)
     stop_daemon azurite
+    stop_daemon azurite-tls
     [ -x "$binary" ] || { echo "azurite: not installed; run install first" >&2; exit 1; }
     key=$(account_key)
     [ -n "$key" ] || { echo "azurite: development account key not found in the package" >&2; exit 1; }
     start_daemon azurite "$binary" --tableHost 127.0.0.1 --tablePort "$port" \
       --inMemoryPersistence --disableTelemetry --skipApiVersionCheck
+    ensure_test_certs
+    start_daemon azurite-tls "$binary" --tableHost 127.0.0.1 --tablePort "$tls_port" \
+      --inMemoryPersistence --disableTelemetry --skipApiVersionCheck \
+      --cert "$TEST_CERTS_DIR/server.pem" --key "$TEST_CERTS_DIR/server.key"
     wait_until 60 azurite answers_http
+    wait_until 60 "azurite (HTTPS)" answers_https
     cat >"$SERVICES_DIR/azurite.env" <<ENV
 export LEASEHOLD_TEST_AZURITE_ENDPOINT=http://127.0.0.1:$port/$account
+export LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT=https://127.0.0.1:$tls_port/$account
+export LEASEHOLD_TEST_AZURITE_CA=$TEST_CERTS_DIR/ca.pem
 export LEASEHOLD_TEST_AZURITE_ACCOUNT=$account
 export LEASEHOLD_TEST_AZURITE_KEY=$key
 ENV
-    echo "azurite: ready on 127.0.0.1:$port"
+    echo "azurite: ready on 127.0.0.1:$port, HTTPS on 127.0.0.1:$tls_port"
     ;;
   stop)
     stop_daemon azurite
+    stop_daemon azurite-tls
     ;;
   status)
-    if answers_http >/dev/null 2>&1; then echo "azurite: running on 127.0.0.1:$port"
+    ensure_test_certs
+    if answers_http >/dev/null 2>&1 && answers_https >/dev/null 2>&1; then
+      echo "azurite: running on 127.0.0.1:$port, HTTPS on 127.0.0.1:$tls_port"
     else echo "azurite: not running"; exit 1; fi
     ;;
   *)

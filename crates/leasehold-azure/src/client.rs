@@ -80,6 +80,36 @@ pub(crate) fn status_error(error: ServiceError, key: &str) -> StoreError {
     }
 }
 
+/// Makes the client trust only the authorities in the PEM file at `path`.
+#[cfg(feature = "rustls")]
+fn trust_only(
+    builder: reqwest::ClientBuilder,
+    path: &std::path::Path,
+) -> Result<reqwest::ClientBuilder, StoreError> {
+    let shown = path.display();
+    let pem = std::fs::read(path)
+        .map_err(|error| StoreError::Invalid(format!("cannot read CA file {shown}: {error}")))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|error| StoreError::Invalid(format!("CA file {shown}: {error}")))?;
+    if certificates.is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "CA file {shown} holds no PEM certificate"
+        )));
+    }
+    Ok(builder.tls_certs_only(certificates))
+}
+
+#[cfg(not(feature = "rustls"))]
+fn trust_only(
+    _builder: reqwest::ClientBuilder,
+    path: &std::path::Path,
+) -> Result<reqwest::ClientBuilder, StoreError> {
+    Err(StoreError::Invalid(format!(
+        "CA file {} given, but this build has no HTTPS: enable leasehold-azure's rustls feature",
+        path.display()
+    )))
+}
+
 /// An HTTP client bound to one account and table.
 #[derive(Debug)]
 pub(crate) struct TableClient {
@@ -93,9 +123,13 @@ pub(crate) struct TableClient {
 
 impl TableClient {
     pub(crate) fn new(config: &AzureConfig) -> Result<TableClient, StoreError> {
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(config.call_timeout)
-            .connect_timeout(config.connect_timeout)
+            .connect_timeout(config.connect_timeout);
+        if let Some(path) = &config.ca_file {
+            builder = trust_only(builder, path)?;
+        }
+        let http = builder
             .build()
             .map_err(|error| StoreError::unavailable("cannot build the HTTP client", error))?;
         let base = config.endpoint.trim_end_matches('/').to_owned();
@@ -185,7 +219,14 @@ impl TableClient {
         if error.is_timeout() {
             StoreError::Timeout(self.call_timeout)
         } else {
-            StoreError::unavailable("cannot reach Azure Table Storage", error)
+            // The outermost message only names the URL; an operator needs the root cause
+            // (refused connection, untrusted certificate, unknown host).
+            let mut cause: &dyn std::error::Error = &error;
+            while let Some(source) = cause.source() {
+                cause = source;
+            }
+            let message = format!("cannot reach Azure Table Storage: {cause}");
+            StoreError::unavailable(message, error)
         }
     }
 }

@@ -1,6 +1,7 @@
 //! What an [`AzureTableStore`](crate::AzureTableStore) connects to.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
@@ -56,6 +57,10 @@ pub struct AzureConfig {
     pub call_timeout: Duration,
     /// The most establishing a connection may take.
     pub connect_timeout: Duration,
+    /// For an `https://` endpoint whose certificate a private authority signed (an Azurite
+    /// started with `--cert`, a proxy): the authorities to trust, as a PEM file, instead of
+    /// the built-in roots. `None` trusts the built-in roots, which is right for Azure itself.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl AzureConfig {
@@ -68,6 +73,7 @@ impl AzureConfig {
             table: table.to_owned(),
             call_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(3),
+            ca_file: None,
         }
     }
 

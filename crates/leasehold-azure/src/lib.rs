@@ -15,7 +15,10 @@
 //! request per page of 1,000 entities.
 //!
 //! The account key is read from the environment, never from a command line, and never
-//! appears in `Debug` output or logs.
+//! appears in `Debug` output or logs. HTTPS endpoints are verified against the built-in
+//! roots, or only against the authorities in [`AzureConfig::ca_file`] when it is set (an
+//! Azurite started with its own certificate); the conformance suite runs over both HTTP and
+//! HTTPS against Azurite.
 //!
 //! # Example
 //!

@@ -12,7 +12,7 @@
 //! | `etcd+https://HOST:PORT[,…][/PREFIX]` | the same over TLS, verified against the CA in `LEASEHOLD_ETCD_CA` (or the Mozilla roots) |
 //! | `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` | a ZooKeeper ensemble, records under `PREFIX` (default `/leasehold`) |
 //! | `azure://ACCOUNT/TABLE` | Azure Table Storage at `https://ACCOUNT.table.core.windows.net`; the account key from `LEASEHOLD_AZURE_KEY` |
-//! | `azure+http://HOST:PORT/ACCOUNT/TABLE` (or `azure+https://`) | an Azure Table endpoint with path-style URLs, such as the Azurite emulator |
+//! | `azure+http://HOST:PORT/ACCOUNT/TABLE` (or `azure+https://`) | an Azure Table endpoint with path-style URLs, such as the Azurite emulator; over HTTPS verified against the CA in `LEASEHOLD_AZURE_CA` if set |
 //!
 //! The rule for SQLite: drop `sqlite:`, then one leading `//` if present; what is left is the
 //! file path, taken literally (no percent-decoding, no query string). The default store is
@@ -312,8 +312,13 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
 #[cfg(feature = "etcd")]
 pub const ETCD_CA_VARIABLE: &str = "LEASEHOLD_ETCD_CA";
 
+/// The environment variable naming the CA (PEM) that verifies an `azure+https://` endpoint
+/// signed by a private authority; unset, the built-in roots verify it.
+#[cfg(feature = "azure")]
+pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
+
 /// A CA file path from an environment variable, if set.
-#[cfg(any(feature = "postgres", feature = "etcd"))]
+#[cfg(any(feature = "postgres", feature = "etcd", feature = "azure"))]
 fn ca_file_from(variable: &str) -> Option<std::path::PathBuf> {
     std::env::var_os(variable)
         .filter(|value| !value.is_empty())
@@ -355,7 +360,8 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
             table,
         } => {
             let key = leasehold_azure::AccountKey::from_env(AZURE_KEY_VARIABLE)?;
-            let config = leasehold_azure::AzureConfig::new(account, key, endpoint, table);
+            let mut config = leasehold_azure::AzureConfig::new(account, key, endpoint, table);
+            config.ca_file = ca_file_from(AZURE_CA_VARIABLE);
             Ok(Arc::new(
                 leasehold_azure::AzureTableStore::new(config).await?,
             ))

@@ -125,6 +125,21 @@ fn azure_url_runs_the_demo_and_admin_commands() {
 }
 
 #[test]
+fn azure_https_url_verifies_the_server_with_its_ca() {
+    let Some(endpoint) = url_from_env("LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT", |e| e) else {
+        return;
+    };
+    let key = std::env::var("LEASEHOLD_TEST_AZURITE_KEY").expect("Azurite key with its endpoint");
+    let ca = std::env::var("LEASEHOLD_TEST_AZURITE_CA").expect("the test CA with the server");
+    let url = format!("azure+{endpoint}/leaseholdclitls");
+    exercise(
+        "azure-tls",
+        &url,
+        &[("LEASEHOLD_AZURE_KEY", key), ("LEASEHOLD_AZURE_CA", ca)],
+    );
+}
+
+#[test]
 fn postgres_url_over_tls_verifies_the_server_with_pgsslrootcert() {
     let Some(url) = url_from_env("LEASEHOLD_TEST_POSTGRES_URL", |url| {
         format!("{url}?sslmode=require")

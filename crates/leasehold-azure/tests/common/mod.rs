@@ -28,3 +28,17 @@ pub fn azurite_config(table: &str) -> Option<AzureConfig> {
     config.call_timeout = Duration::from_secs(5);
     Some(config)
 }
+
+/// The HTTPS Azurite (`LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT`), trusting only the test authority
+/// (`LEASEHOLD_TEST_AZURITE_CA`); `None` when the plain server is not configured either.
+pub fn azurite_tls_config(table: &str) -> Option<AzureConfig> {
+    let mut config = azurite_config(table)?;
+    config.endpoint = std::env::var("LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT")
+        .expect("LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT is set with the plain endpoint");
+    config.ca_file = Some(
+        std::env::var("LEASEHOLD_TEST_AZURITE_CA")
+            .expect("LEASEHOLD_TEST_AZURITE_CA is set with the HTTPS endpoint")
+            .into(),
+    );
+    Some(config)
+}
