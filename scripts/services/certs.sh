@@ -4,6 +4,8 @@
 # ensure_test_certs writes, once, into $SERVICES_DIR/certs:
 #   ca.pem, ca.key           the authority that signs the server certificate
 #   server.pem, server.key   the server certificate (SAN IP:127.0.0.1, DNS:localhost)
+#   client.pem, client.key   a client certificate (CN leasehold-test-client), for servers
+#                            that demand one
 #   other-ca.pem             an unrelated authority, for tests that expect a refusal
 # and sets TEST_CERTS_DIR to that folder. Later calls reuse the files.
 
@@ -11,7 +13,7 @@ ensure_test_certs() {
   TEST_CERTS_DIR="$SERVICES_DIR/certs"
   local dir=$TEST_CERTS_DIR
   if [ -f "$dir/ca.pem" ] && [ -f "$dir/server.pem" ] && [ -f "$dir/server.key" ] \
-    && [ -f "$dir/other-ca.pem" ]; then
+    && [ -f "$dir/other-ca.pem" ] && [ -f "$dir/client.pem" ] && [ -f "$dir/client.key" ]; then
     return 0
   fi
   command -v openssl >/dev/null || apt_install openssl
@@ -33,7 +35,15 @@ ensure_test_certs() {
     "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$dir/server.ext"
   openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
     -CAcreateserial -days $days -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
-  rm -f "$dir/server.csr" "$dir/server.ext" "$dir/ca.srl"
+  openssl req "${quiet[@]}" -new -newkey rsa:2048 -nodes -subj "/CN=leasehold-test-client" \
+    -keyout "$dir/client.key" -out "$dir/client.csr" 2>/dev/null
+  printf '%s\n' \
+    "basicConstraints=CA:FALSE" \
+    "keyUsage=digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth" >"$dir/client.ext"
+  openssl x509 -req -in "$dir/client.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days $days -extfile "$dir/client.ext" -out "$dir/client.pem" 2>/dev/null
+  rm -f "$dir/server.csr" "$dir/server.ext" "$dir/client.csr" "$dir/client.ext" "$dir/ca.srl"
   # The certificates are public; the keys stay readable by root only.
   chmod 644 "$dir"/*.pem
   chmod 600 "$dir"/*.key

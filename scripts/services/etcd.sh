@@ -11,7 +11,9 @@
 #
 # A separate single-member cluster, tls, serves clients over TLS on 127.0.0.1:52409 (peer
 # 52410, plain) with the server certificate of certs.sh; LEASEHOLD_TEST_ETCD_CA names the
-# authority that signed it.
+# authority that signed it. Another, mtls, on 127.0.0.1:52419 (peer 52420), also demands a
+# client certificate signed by that authority (LEASEHOLD_TEST_ETCD_MTLS_ENDPOINT,
+# LEASEHOLD_TEST_CLIENT_CERT, LEASEHOLD_TEST_CLIENT_KEY).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -24,6 +26,8 @@ endpoints="127.0.0.1:52379,127.0.0.1:52389,127.0.0.1:52399"
 initial_cluster="e1=http://127.0.0.1:52380,e2=http://127.0.0.1:52390,e3=http://127.0.0.1:52400"
 tls_endpoint="127.0.0.1:52409"
 tls_peer="http://127.0.0.1:52410"
+mtls_endpoint="127.0.0.1:52419"
+mtls_peer="http://127.0.0.1:52420"
 
 install() {
   # protoc and the well-known .proto files are needed to build the etcd client crate.
@@ -61,18 +65,28 @@ SCRIPT
   chmod +x "$script" "$SERVICES_DIR/etcd-$name.stop"
 }
 
+# start_tls_member NAME CLIENT_ENDPOINT PEER_URL [FLAG...]: a single-member cluster serving
+# clients over TLS with the test server certificate.
 start_tls_member() {
-  start_daemon etcd-tls etcd --name tls \
-    --data-dir "$SERVICES_DIR/etcd/tls" \
-    --listen-client-urls "https://$tls_endpoint" \
-    --advertise-client-urls "https://$tls_endpoint" \
+  local name=$1 endpoint=$2 peer=$3; shift 3
+  start_daemon "etcd-$name" etcd --name "$name" \
+    --data-dir "$SERVICES_DIR/etcd/$name" \
+    --listen-client-urls "https://$endpoint" \
+    --advertise-client-urls "https://$endpoint" \
     --cert-file "$TEST_CERTS_DIR/server.pem" \
     --key-file "$TEST_CERTS_DIR/server.key" \
-    --listen-peer-urls "$tls_peer" \
-    --initial-advertise-peer-urls "$tls_peer" \
-    --initial-cluster "tls=$tls_peer" \
-    --initial-cluster-token leasehold-test-tls \
-    --initial-cluster-state new
+    --listen-peer-urls "$peer" \
+    --initial-advertise-peer-urls "$peer" \
+    --initial-cluster "$name=$peer" \
+    --initial-cluster-token "leasehold-test-$name" \
+    --initial-cluster-state new \
+    "$@"
+}
+
+mtls_healthy() {
+  ETCDCTL_API=3 etcdctl --endpoints="https://$mtls_endpoint" --cacert="$TEST_CERTS_DIR/ca.pem" \
+    --cert="$TEST_CERTS_DIR/client.pem" --key="$TEST_CERTS_DIR/client.key" \
+    --dial-timeout=1s --command-timeout=2s endpoint health
 }
 
 tls_healthy() {
@@ -96,21 +110,27 @@ start() {
     bash "$SERVICES_DIR/etcd-$name.start"
   done
   ensure_test_certs
-  start_tls_member
+  start_tls_member tls "$tls_endpoint" "$tls_peer"
+  start_tls_member mtls "$mtls_endpoint" "$mtls_peer" \
+    --client-cert-auth --trusted-ca-file "$TEST_CERTS_DIR/ca.pem"
   wait_until 30 "etcd cluster" healthy
   wait_until 30 "etcd TLS member" tls_healthy
+  wait_until 30 "etcd client-certificate member" mtls_healthy
   cat >"$SERVICES_DIR/etcd.env" <<ENV
 export LEASEHOLD_TEST_ETCD_ENDPOINTS=$endpoints
 export LEASEHOLD_TEST_ETCD_PIDS_DIR=$SERVICES_DIR
 export LEASEHOLD_TEST_ETCD_TLS_ENDPOINT=$tls_endpoint
 export LEASEHOLD_TEST_ETCD_CA=$TEST_CERTS_DIR/ca.pem
 export LEASEHOLD_TEST_OTHER_CA=$TEST_CERTS_DIR/other-ca.pem
+export LEASEHOLD_TEST_ETCD_MTLS_ENDPOINT=$mtls_endpoint
+export LEASEHOLD_TEST_CLIENT_CERT=$TEST_CERTS_DIR/client.pem
+export LEASEHOLD_TEST_CLIENT_KEY=$TEST_CERTS_DIR/client.key
 ENV
-  echo "etcd: 3 members on $endpoints, TLS member on $tls_endpoint"
+  echo "etcd: 3 members on $endpoints, TLS member on $tls_endpoint, client-certificate member on $mtls_endpoint"
 }
 
 stop() {
-  for name in "${members[@]}" tls; do
+  for name in "${members[@]}" tls mtls; do
     stop_daemon "etcd-$name"
   done
   rm -f "$SERVICES_DIR/etcd.env"
@@ -120,6 +140,7 @@ status() {
   healthy
   ensure_test_certs
   tls_healthy
+  mtls_healthy
 }
 
 case "${1:-}" in

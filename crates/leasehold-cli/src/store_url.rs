@@ -9,7 +9,7 @@
 //! | `memory:` | an empty in-memory store private to this process: for `demo` and tests only, since no other process can see it |
 //! | `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgresql://`) | PostgreSQL; the password may also come from `PGPASSWORD` and is never printed |
 //! | `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` | an etcd cluster, records under `PREFIX` (default `/leasehold`); needs the `etcd` feature |
-//! | `etcd+https://HOST:PORT[,…][/PREFIX]` | the same over TLS, verified against the CA in `LEASEHOLD_ETCD_CA` (or the Mozilla roots) |
+//! | `etcd+https://HOST:PORT[,…][/PREFIX]` | the same over TLS, verified against the CA in `LEASEHOLD_ETCD_CA` (or the Mozilla roots); a client certificate from `LEASEHOLD_ETCD_CERT` and `LEASEHOLD_ETCD_KEY` if the server demands one |
 //! | `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` | a ZooKeeper ensemble, records under `PREFIX` (default `/leasehold`) |
 //! | `azure://ACCOUNT/TABLE` | Azure Table Storage at `https://ACCOUNT.table.core.windows.net`; the account key from `LEASEHOLD_AZURE_KEY` |
 //! | `azure+http://HOST:PORT/ACCOUNT/TABLE` (or `azure+https://`) | an Azure Table endpoint with path-style URLs, such as the Azurite emulator; over HTTPS verified against the CA in `LEASEHOLD_AZURE_CA` if set |
@@ -311,13 +311,17 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
 /// The environment variable naming the CA (PEM) that verifies etcd servers over TLS.
 #[cfg(feature = "etcd")]
 pub const ETCD_CA_VARIABLE: &str = "LEASEHOLD_ETCD_CA";
+/// The environment variables naming a client certificate and its key (PEM), for etcd
+/// servers started with `--client-cert-auth`. Both or neither.
+#[cfg(feature = "etcd")]
+pub const ETCD_CLIENT_CERT_VARIABLES: [&str; 2] = ["LEASEHOLD_ETCD_CERT", "LEASEHOLD_ETCD_KEY"];
 
 /// The environment variable naming the CA (PEM) that verifies an `azure+https://` endpoint
 /// signed by a private authority; unset, the built-in roots verify it.
 #[cfg(feature = "azure")]
 pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
 
-/// A CA file path from an environment variable, if set.
+/// A file path (a CA, a certificate, a key) from an environment variable, if set.
 #[cfg(any(feature = "postgres", feature = "etcd", feature = "azure"))]
 fn ca_file_from(variable: &str) -> Option<std::path::PathBuf> {
     std::env::var_os(variable)
@@ -341,8 +345,18 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
         }
         #[cfg(feature = "etcd")]
         StoreUrl::Etcd { endpoints, prefix } => {
+            let [cert_variable, key_variable] = ETCD_CLIENT_CERT_VARIABLES;
+            let client_certificate =
+                match (ca_file_from(cert_variable), ca_file_from(key_variable)) {
+                    (Some(certificate), Some(key)) => Some((certificate, key)),
+                    (None, None) => None,
+                    _ => anyhow::bail!(
+                        "set both {cert_variable} and {key_variable} for a client certificate, or neither"
+                    ),
+                };
             let options = leasehold_etcd::EtcdOptions {
                 ca_file: ca_file_from(ETCD_CA_VARIABLE),
+                client_certificate,
                 ..Default::default()
             };
             Ok(Arc::new(

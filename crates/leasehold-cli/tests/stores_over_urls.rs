@@ -161,3 +161,23 @@ fn etcd_https_url_verifies_the_server_with_its_ca() {
     let ca = std::env::var("LEASEHOLD_TEST_ETCD_CA").expect("the test CA with the server");
     exercise("etcd-tls", &url, &[("LEASEHOLD_ETCD_CA", ca)]);
 }
+
+#[test]
+#[cfg(feature = "etcd")]
+fn etcd_https_url_presents_a_client_certificate_when_the_server_demands_one() {
+    let Some(url) = url_from_env("LEASEHOLD_TEST_ETCD_MTLS_ENDPOINT", |endpoint| {
+        format!("etcd+https://{endpoint}/leasehold-cli")
+    }) else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} with the server"));
+    exercise(
+        "etcd-mtls",
+        &url,
+        &[
+            ("LEASEHOLD_ETCD_CA", var("LEASEHOLD_TEST_ETCD_CA")),
+            ("LEASEHOLD_ETCD_CERT", var("LEASEHOLD_TEST_CLIENT_CERT")),
+            ("LEASEHOLD_ETCD_KEY", var("LEASEHOLD_TEST_CLIENT_KEY")),
+        ],
+    );
+}

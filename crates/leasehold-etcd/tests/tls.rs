@@ -66,6 +66,45 @@ async fn etcd_store_refuses_a_server_its_ca_did_not_sign() {
     }
 }
 
+#[tokio::test]
+async fn a_client_certificate_opens_a_server_that_demands_one() {
+    let Some((endpoint, ca, identity)) = common::mtls() else {
+        return;
+    };
+    let group = unique_group("mtls");
+    let with = |client_certificate| EtcdOptions {
+        ca_file: Some(ca.clone()),
+        client_certificate,
+        ..common::test_options()
+    };
+    let store = EtcdStore::connect(
+        std::slice::from_ref(&endpoint),
+        "/leasehold-mtls",
+        with(Some(identity)),
+    )
+    .await
+    .expect("connect with a client certificate");
+    leasehold::admin::init(&store, &group, 1)
+        .await
+        .expect("write with a client certificate");
+    let listing = store.list_leases(&group).await.expect("list");
+    assert_eq!(listing.records.len(), 1);
+
+    // Without one, the server ends the handshake: connecting or the first call fails.
+    let error = match EtcdStore::connect(&[endpoint], "/leasehold-mtls", with(None)).await {
+        Err(error) => error,
+        Ok(store) => store
+            .list_leases(&group)
+            .await
+            .expect_err("a client without a certificate is refused"),
+    };
+    assert!(
+        matches!(error, StoreError::Unavailable { .. }),
+        "{}",
+        chain(&error)
+    );
+}
+
 /// The error and all its sources, one after another.
 fn chain(error: &StoreError) -> String {
     let mut text = error.to_string();

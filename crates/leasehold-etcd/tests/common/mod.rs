@@ -38,6 +38,35 @@ pub fn tls() -> Option<(String, PathBuf, PathBuf)> {
     }
 }
 
+/// The member that demands a client certificate: its endpoint, the authority that signed
+/// both certificates, and the client's certificate and key. `None` (after saying why) when
+/// the test should skip; panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`.
+pub fn mtls() -> Option<(String, PathBuf, (PathBuf, PathBuf))> {
+    let names = [
+        "LEASEHOLD_TEST_ETCD_MTLS_ENDPOINT",
+        CA_VAR,
+        "LEASEHOLD_TEST_CLIENT_CERT",
+        "LEASEHOLD_TEST_CLIENT_KEY",
+    ];
+    let values: Vec<String> = names
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+        .collect();
+    if let [endpoint, ca, certificate, key] = values.as_slice() {
+        return Some((
+            endpoint.clone(),
+            PathBuf::from(ca),
+            (PathBuf::from(certificate), PathBuf::from(key)),
+        ));
+    }
+    let reason = format!("one of {} is not set", names.join(", "));
+    if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
+        panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the member");
+    }
+    println!("skipped: {reason} (run scripts/test.sh)");
+    None
+}
+
 /// The test cluster's endpoints, or `None` (after saying why) when the test should skip.
 ///
 /// Panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`, so CI cannot pass by skipping.
