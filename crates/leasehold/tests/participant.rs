@@ -613,6 +613,38 @@ async fn a_member_silent_for_forget_members_after_is_deleted_and_may_return() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_node_whose_member_record_vanished_registers_again_undrained() {
+    // Member records are only forgotten while not draining, so a vanished record's last word
+    // was "not draining", even if this node had not yet seen an undrain.
+    let store = store_with(2).await;
+    let group = GroupName::new("default").unwrap();
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 2), &recorder);
+    let b = start(&store, config("b", 2), &recorder);
+    sleep(Duration::from_secs(2)).await;
+    admin::set_draining(&*store, &group, &node("a"), true)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(counts(&[&a, &b]), vec![0, 2], "a drained");
+    let record = store.get_member(&group, &node("a")).await.unwrap().unwrap();
+    assert!(record.value.draining);
+    store
+        .delete_member(&group, &node("a"), &record.version)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    let record = store.get_member(&group, &node("a")).await.unwrap();
+    assert!(
+        record.is_some_and(|r| !r.value.draining),
+        "registered again, not draining"
+    );
+    assert_eq!(counts(&[&a, &b]), vec![1, 1], "a serves again");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_prohibited_partition_is_still_served_by_a_permitted_node() {
     let store = store_with(4).await;
     let recorder = Recorder::default();

@@ -393,7 +393,13 @@ impl Runner {
                     }
                     return;
                 }
-                Err(StoreError::NotFound { .. }) => self.member_version = None,
+                // Deleted while this node was away (see `forget_dead_members`, which never
+                // deletes a draining record): the last instruction it carried was "not
+                // draining", whatever this node last adopted. Register again accordingly.
+                Err(StoreError::NotFound { .. }) => {
+                    self.member_version = None;
+                    self.set_draining(false);
+                }
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
                     self.adopt_member_record().await
                 }
