@@ -26,6 +26,17 @@ fn peak_resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU time this process has used (user + system), which a busy machine inflates less than
+/// wall time.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is parenthesised and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // sysconf(_SC_CLK_TCK) is 100 on every Linux this runs on.
+    Some(ticks / 100.0)
+}
+
 /// Time one scan's worth of the runner's own work at `partitions` rows: merging a listing
 /// into the observed view, and one planning pass.
 fn runner_work_per_scan(partitions: u32, nodes: usize) -> (Duration, Duration) {
@@ -89,11 +100,12 @@ fn scale() {
     );
     let traffic = &report.samples.traffic;
     println!(
-        "{nodes} nodes × {partitions} partitions (change notices {}) for {:.0}s simulated: {:.1}s wall, \
-         peak resident {:.0} MiB, {} events",
+        "{nodes} nodes × {partitions} partitions (change notices {}) for {:.0}s simulated: {:.1}s wall \
+         ({:.1}s CPU), peak resident {:.0} MiB, {} events",
         if config.change_notices { "on" } else { "off" },
         report.simulated.as_secs_f64(),
         report.wall.as_secs_f64(),
+        cpu_seconds().unwrap_or(f64::NAN),
         peak_resident_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0),
         report.events
     );
