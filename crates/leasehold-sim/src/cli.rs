@@ -45,6 +45,10 @@ pub struct SimArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// With --seed: print every event of the run as it happens (acquisitions, losses,
+    /// releases, every injected fault), not only those leading to a violation.
+    #[arg(long, requires = "seed", conflicts_with_all = ["seeds", "first_seed", "json"])]
+    pub trace: bool,
 }
 
 impl SimArgs {
@@ -52,6 +56,7 @@ impl SimArgs {
     pub fn config(&self) -> SimConfig {
         let mut config = SimConfig::new(self.nodes, self.partitions, self.duration, self.faults);
         config.unsafe_timings = self.unsafe_timings;
+        config.echo_trace = self.trace;
         config
     }
 }

@@ -195,26 +195,28 @@ impl Recorder {
         self.handoff_pending.insert(partition, now);
     }
 
-    /// `holder` acquired `partition` at `now` and now holds `held` partitions, the fair share
-    /// being `fair_share`.
-    pub fn acquired(
-        &mut self,
-        holder: Holder,
-        partition: PartitionId,
-        now: Instant,
-        held: usize,
-        fair_share: usize,
-    ) {
+    /// Node `node` stopped (crashed, left or was shut down).
+    pub fn stopped(&mut self, node: usize) {
+        self.join_pending.remove(&node);
+    }
+
+    /// `holder` holds `held` partitions at `now`, the fair share being `fair_share`: a
+    /// joining node's ramp-up ends when it first holds its share.
+    pub fn holds(&mut self, holder: Holder, now: Instant, held: usize, fair_share: usize) {
+        if held >= fair_share {
+            if let Some(joined) = self.join_pending.remove(&holder.node) {
+                self.samples.join_to_fair_share.push(now - joined);
+            }
+        }
+    }
+
+    /// `holder` acquired `partition` at `now`.
+    pub fn acquired(&mut self, holder: Holder, partition: PartitionId, now: Instant) {
         if let Some(crash) = self.failover_pending.remove(&partition) {
             self.samples.failover.push(now - crash);
         }
         if let Some(release) = self.handoff_pending.remove(&partition) {
             self.samples.handoff.push(now - release);
-        }
-        if held >= fair_share {
-            if let Some(joined) = self.join_pending.remove(&holder.node) {
-                self.samples.join_to_fair_share.push(now - joined);
-            }
         }
         let previous = self.last_holder.insert(partition, holder.node);
         if previous.is_some_and(|node| node != holder.node) {

@@ -15,6 +15,7 @@ pub struct Trace {
     hash: u64,
     count: u64,
     recent: VecDeque<String>,
+    echo: bool,
 }
 
 impl Default for Trace {
@@ -23,11 +24,20 @@ impl Default for Trace {
             hash: FNV_OFFSET,
             count: 0,
             recent: VecDeque::with_capacity(KEEP),
+            echo: false,
         }
     }
 }
 
 impl Trace {
+    /// A trace that also prints every event to standard output as it is recorded.
+    pub fn echoing() -> Trace {
+        Trace {
+            echo: true,
+            ..Trace::default()
+        }
+    }
+
     /// Appends an event that happened `at` after the start of the run.
     pub fn record(&mut self, at: Duration, event: String) {
         // FNV-1a rather than the standard hasher: its output is fixed across Rust releases,
@@ -40,8 +50,11 @@ impl Trace {
         if self.recent.len() == KEEP {
             self.recent.pop_front();
         }
-        self.recent
-            .push_back(format!("{:>12.6}s  {event}", at.as_secs_f64()));
+        let line = format!("{:>12.6}s  {event}", at.as_secs_f64());
+        if self.echo {
+            println!("{line}");
+        }
+        self.recent.push_back(line);
     }
 
     /// The hash of every event so far.

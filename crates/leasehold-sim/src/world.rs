@@ -132,7 +132,11 @@ impl World {
             store: MemoryStore::new(),
             group: GroupName::new("sim").expect("valid"),
             state: Mutex::new(State {
-                trace: Trace::default(),
+                trace: if config.echo_trace {
+                    Trace::echoing()
+                } else {
+                    Trace::default()
+                },
                 rng: SeededRng::new(seed ^ 0x005E_ED0F_FA17),
                 nodes: BTreeMap::new(),
                 faults: StoreFaults::default(),
@@ -244,16 +248,28 @@ impl World {
 
     pub fn sample_all(&self) {
         let mut state = self.lock();
-        let holders: Vec<Holder> = state
+        let now = Instant::now();
+        let fair_share = self.fair_share(&state);
+        let holders: Vec<(Holder, usize)> = state
             .nodes
             .iter()
-            .filter(|(_, slot)| slot.process().is_some())
-            .map(|(index, slot)| slot.holder(*index))
+            .filter_map(|(index, slot)| {
+                let held = slot.process()?.participant.owned().len();
+                Some((slot.holder(*index), held))
+            })
             .collect();
-        for holder in holders {
+        for (holder, held) in holders {
             self.sample(&mut state, holder);
+            // A joiner may reach its share without acquiring anything, when other nodes
+            // join and the share falls to what it holds.
+            state.recorder.holds(holder, now, held, fair_share);
         }
-        state.beliefs.prune(Instant::now());
+        state.beliefs.prune(now);
+    }
+
+    /// ⌊P / N⌋ over the nodes currently serving.
+    fn fair_share(&self, state: &State) -> usize {
+        self.config.partitions as usize / World::active_count(state).max(1)
     }
 
     fn active_count(state: &State) -> usize {
@@ -285,10 +301,9 @@ impl World {
         }
         self.sample(&mut state, holder);
         let held = process.participant.owned().len();
-        let fair_share = self.config.partitions as usize / World::active_count(&state).max(1);
-        state
-            .recorder
-            .acquired(holder, partition, now, held, fair_share);
+        let fair_share = self.fair_share(&state);
+        state.recorder.acquired(holder, partition, now);
+        state.recorder.holds(holder, now, held, fair_share);
     }
 
     fn lost(&self, holder: Holder, loss: &Loss) {
@@ -500,6 +515,8 @@ impl World {
         state.traffic.node_heartbeats += lived.as_secs_f64() / self.timings.heartbeat.as_secs_f64();
         let held = state.beliefs.open_partitions(holder);
         state.beliefs.end_all(holder, now);
+        // A joiner that stops before reaching its share never does; its restart is no join.
+        state.recorder.stopped(index);
         if matches!(state.nodes[&index].life, Life::Crashed) {
             state.recorder.crashed(&held, now);
             state.counts.crashes += 1;
