@@ -20,9 +20,12 @@ use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 pub struct Cli {
     /// The store holding the lease table: sqlite:PATH (relative to the current directory),
     /// sqlite:///ABSOLUTE/PATH, memory: (private to this process; for demo and tests),
-    /// postgres://USER@HOST:PORT/DATABASE, etcd://HOST:PORT[,HOST:PORT]/PREFIX,
+    /// postgres://USER@HOST:PORT/DATABASE (?sslmode=require for TLS, CA in PGSSLROOTCERT),
+    /// etcd://HOST:PORT[,HOST:PORT]/PREFIX or etcd+https://… (CA in LEASEHOLD_ETCD_CA,
+    /// client certificate in LEASEHOLD_ETCD_CERT and LEASEHOLD_ETCD_KEY),
     /// zk://HOST:PORT[,HOST:PORT]/PREFIX, azure://ACCOUNT/TABLE or
-    /// azure+http://HOST:PORT/ACCOUNT/TABLE (key in LEASEHOLD_AZURE_KEY)
+    /// azure+http(s)://HOST:PORT/ACCOUNT/TABLE (key in LEASEHOLD_AZURE_KEY, CA for https in
+    /// LEASEHOLD_AZURE_CA)
     /// [default: sqlite:leasehold.db; for demo, a file in a temporary directory]
     #[arg(long, global = true, env = "LEASEHOLD_STORE", value_name = "URL")]
     pub store: Option<String>,

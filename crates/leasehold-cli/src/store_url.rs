@@ -34,8 +34,8 @@ pub const DEFAULT_STORE: &str = "sqlite:leasehold.db";
 
 /// The URL forms this build understands, for error messages and help.
 const SUPPORTED: &str = "sqlite:PATH, sqlite://PATH, sqlite:///ABSOLUTE/PATH, memory:, \
-     postgres://USER@HOST:PORT/DATABASE, etcd://HOST:PORT[,…]/PREFIX, zk://HOST:PORT[,…]/PREFIX, \
-     azure://ACCOUNT/TABLE, azure+http://HOST:PORT/ACCOUNT/TABLE";
+     postgres://USER@HOST:PORT/DATABASE, etcd://HOST:PORT[,…]/PREFIX, etcd+https://HOST:PORT[,…]/PREFIX, \
+     zk://HOST:PORT[,…]/PREFIX, azure://ACCOUNT/TABLE, azure+http(s)://HOST:PORT/ACCOUNT/TABLE";
 
 /// Where records go in etcd and ZooKeeper when the URL names no prefix.
 const DEFAULT_PREFIX: &str = "/leasehold";
