@@ -91,7 +91,12 @@ pub struct Samples {
     pub handoff: Vec<Duration>,
     /// From a node's join to its holding its fair share `⌊P / N⌋`.
     pub join_to_fair_share: Vec<Duration>,
-    /// Per membership change with no other fault nearby: (partitions moved, ⌈P/N⌉).
+    /// Per membership change with no other fault nearby: (partitions moved, ⌈P/N⌉). A
+    /// move is a partition handed off (released, then taken by another node) within
+    /// `acquire_after` plus four scans of the change. A change is left out when another
+    /// change, a crash, a pause or an outage happens in that window, when takeovers from an
+    /// earlier crash are still due as it starts, or when a lease is taken over after an
+    /// expiry during it.
     pub moves: Vec<(u64, u64)>,
     /// Store traffic.
     pub traffic: StoreTraffic,
@@ -181,7 +186,9 @@ impl Recorder {
             until: now + self.window,
             minimum,
             moved: 0,
-            clean: true,
+            // Takeovers still due from a crash would land in this window and count as its
+            // moves.
+            clean: self.failover_pending.is_empty(),
         });
     }
 
@@ -215,13 +222,20 @@ impl Recorder {
         if let Some(crash) = self.failover_pending.remove(&partition) {
             self.samples.failover.push(now - crash);
         }
-        if let Some(release) = self.handoff_pending.remove(&partition) {
+        let handed_off = self.handoff_pending.remove(&partition);
+        if let Some(release) = handed_off {
             self.samples.handoff.push(now - release);
         }
         let previous = self.last_holder.insert(partition, holder.node);
         if previous.is_some_and(|node| node != holder.node) {
-            for window in self.windows.iter_mut().filter(|w| now <= w.until) {
-                window.moved += 1;
+            if handed_off.is_some() {
+                for window in self.windows.iter_mut().filter(|w| now <= w.until) {
+                    window.moved += 1;
+                }
+            } else {
+                // Taken after an expiry (a crash, a pause, an outage): recovery from a fault,
+                // which a change's window must not be charged with.
+                self.disturbed();
             }
         }
     }
