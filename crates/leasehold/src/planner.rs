@@ -306,7 +306,8 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         {
             continue;
         }
-        if ready_at + orphaned_after <= now {
+        let abandoned = ready_at <= now && abandoned_by_live_owner(seen, &members);
+        if ready_at + orphaned_after <= now || abandoned {
             orphans.push((*partition, seen));
         } else if ready_at <= now {
             ready.push((*partition, seen));
@@ -352,6 +353,19 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
 /// node at its target may then take it (up to its cap), and hands off an unrestricted
 /// partition in exchange, so every partition stays served and the shares converge.
 pub const ORPHAN_GRACE_SCANS: u32 = 2;
+
+/// A held record, unchanged for `acquire_after`, that names a live member: its owner is
+/// renewing its member record but not this lease, typically because it crashed and restarted
+/// under the same name. The restarted process counts as live, so nobody else's target rises
+/// for it, and it must itself wait out `acquire_after` from its own start: waiting for the
+/// orphan grace as well would add both to the failover. Any node with room takes it now, and
+/// hands it back cooperatively if the owner falls short of its share.
+fn abandoned_by_live_owner(seen: &Observation<LeaseRecord>, members: &[MemberShare]) -> bool {
+    match (&seen.record.state, &seen.record.owner) {
+        (LeaseState::Held, Some(owner)) => members.iter().any(|m| m.node == *owner),
+        _ => false,
+    }
+}
 
 /// How many partitions the other live members lack to reach their targets, counting what
 /// each holds in the observed table.

@@ -440,6 +440,35 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
 }
 
 #[test]
+fn a_lease_its_live_owner_stopped_renewing_is_taken_without_the_orphan_grace() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(600);
+    fixture.hold(0, far);
+    fixture.hold(1, far);
+    let wait = fixture.config.acquire_after;
+    // "other" restarted: its member record keeps changing, but its lease on 2 does not.
+    fixture.observed.members.insert(
+        node("other"),
+        Observation {
+            record: MemberRecord::default(),
+            version: Version::from_number(1),
+            first_seen: fixture.start + wait,
+        },
+    );
+    fixture.set(2, held_by("other", 1), 70, fixture.start);
+    // "gone" is no member at all: a node below its target may yet take 3.
+    fixture.set(3, held_by("gone", 1), 71, fixture.start);
+    let plan = fixture.plan_at(fixture.start + wait);
+    assert_eq!(plan.target, 2, "at its target");
+    let taken: Vec<u32> = plan.acquire.iter().map(|a| a.partition.0).collect();
+    assert_eq!(taken, vec![2]);
+    let later =
+        fixture.plan_at(fixture.start + wait + fixture.config.scan_interval * ORPHAN_GRACE_SCANS);
+    let taken: Vec<u32> = later.acquire.iter().map(|a| a.partition.0).collect();
+    assert_eq!(taken, vec![2, 3], "3 only once the grace is over");
+}
+
+#[test]
 fn nothing_is_rescued_beyond_the_cap() {
     let mut fixture = Fixture::new(3);
     fixture.config.max_partitions_per_node = 1;
