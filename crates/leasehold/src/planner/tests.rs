@@ -104,6 +104,18 @@ impl Fixture {
         );
     }
 
+    /// A live member `name` whose record was last seen changing at `seen`.
+    fn member(&mut self, name: &str, seen: Instant) {
+        self.observed.members.insert(
+            node(name),
+            Observation {
+                record: MemberRecord::default(),
+                version: Version::from_number(1),
+                first_seen: seen,
+            },
+        );
+    }
+
     fn hold(&mut self, partition: u32, valid_until: Instant) {
         self.holdings.insert(
             PartitionId(partition),
@@ -305,14 +317,7 @@ fn surplus_is_released_newest_first_and_nothing_is_taken() {
         .unwrap()
         .acquired_at = fixture.start + Duration::from_secs(9);
     for peer in ["a", "b", "c"] {
-        fixture.observed.members.insert(
-            node(peer),
-            Observation {
-                record: MemberRecord::default(),
-                version: Version::from_number(1),
-                first_seen: fixture.start,
-            },
-        );
+        fixture.member(peer, fixture.start);
     }
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
     assert_eq!(plan.target, 1);
@@ -355,14 +360,7 @@ fn a_draining_node_hands_everything_to_a_live_peer_but_never_to_nobody() {
         alone.release.is_empty(),
         "no live peer could take them: keep serving"
     );
-    fixture.observed.members.insert(
-        node("peer"),
-        Observation {
-            record: MemberRecord::default(),
-            version: Version::from_number(1),
-            first_seen: fixture.start,
-        },
-    );
+    fixture.member("peer", fixture.start);
     let with_peer = drain_plan(&fixture);
     assert_eq!(with_peer.release, vec![PartitionId(0), PartitionId(1)]);
 }
@@ -373,14 +371,7 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
     let far = fixture.start + Duration::from_secs(600);
     fixture.hold(0, far);
     fixture.hold(1, far);
-    fixture.observed.members.insert(
-        node("other"),
-        Observation {
-            record: MemberRecord::default(),
-            version: Version::from_number(1),
-            first_seen: fixture.start + Duration::from_secs(60),
-        },
-    );
+    fixture.member("other", fixture.start + Duration::from_secs(60));
     // Partition 2 was released and "other" (below its target) is prohibited from it.
     fixture.set(
         2,
@@ -447,14 +438,7 @@ fn a_lease_its_live_owner_stopped_renewing_is_taken_without_the_orphan_grace() {
     fixture.hold(1, far);
     let wait = fixture.config.acquire_after;
     // "other" restarted: its member record keeps changing, but its lease on 2 does not.
-    fixture.observed.members.insert(
-        node("other"),
-        Observation {
-            record: MemberRecord::default(),
-            version: Version::from_number(1),
-            first_seen: fixture.start + wait,
-        },
-    );
+    fixture.member("other", fixture.start + wait);
     fixture.set(2, held_by("other", 1), 70, fixture.start);
     // "gone" is no member at all: a node below its target may yet take 3.
     fixture.set(3, held_by("gone", 1), 71, fixture.start);
