@@ -323,7 +323,7 @@ pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
 
 /// A file path (a CA, a certificate, a key) from an environment variable, if set.
 #[cfg(any(feature = "postgres", feature = "etcd", feature = "azure"))]
-fn ca_file_from(variable: &str) -> Option<std::path::PathBuf> {
+fn path_from_env(variable: &str) -> Option<std::path::PathBuf> {
     std::env::var_os(variable)
         .filter(|value| !value.is_empty())
         .map(std::path::PathBuf::from)
@@ -336,7 +336,7 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
         StoreUrl::Postgres { url } => {
             // libpq's variable for the CA that verifies the server under sslmode=require.
             let options = leasehold_postgres::PostgresOptions {
-                ca_file: ca_file_from("PGSSLROOTCERT"),
+                ca_file: path_from_env("PGSSLROOTCERT"),
                 ..Default::default()
             };
             Ok(Arc::new(
@@ -347,7 +347,7 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
         StoreUrl::Etcd { endpoints, prefix } => {
             let [cert_variable, key_variable] = ETCD_CLIENT_CERT_VARIABLES;
             let client_certificate =
-                match (ca_file_from(cert_variable), ca_file_from(key_variable)) {
+                match (path_from_env(cert_variable), path_from_env(key_variable)) {
                     (Some(certificate), Some(key)) => Some((certificate, key)),
                     (None, None) => None,
                     _ => anyhow::bail!(
@@ -355,7 +355,7 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
                     ),
                 };
             let options = leasehold_etcd::EtcdOptions {
-                ca_file: ca_file_from(ETCD_CA_VARIABLE),
+                ca_file: path_from_env(ETCD_CA_VARIABLE),
                 client_certificate,
                 ..Default::default()
             };
@@ -375,7 +375,7 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
         } => {
             let key = leasehold_azure::AccountKey::from_env(AZURE_KEY_VARIABLE)?;
             let mut config = leasehold_azure::AzureConfig::new(account, key, endpoint, table);
-            config.ca_file = ca_file_from(AZURE_CA_VARIABLE);
+            config.ca_file = path_from_env(AZURE_CA_VARIABLE);
             Ok(Arc::new(
                 leasehold_azure::AzureTableStore::new(config).await?,
             ))

@@ -67,10 +67,7 @@ struct Entry<T> {
 
 impl Inner {
     fn tables(&mut self, group: &GroupName) -> &mut Tables {
-        if !self.groups.contains_key(group) {
-            self.groups.insert(group.clone(), Tables::default());
-        }
-        self.groups.get_mut(group).expect("just inserted")
+        self.groups.entry(group.clone()).or_default()
     }
 
     fn bump(&mut self) -> u64 {
@@ -100,7 +97,7 @@ fn put_entry<K: Ord + Clone, T: Clone>(
     version: u64,
     name: impl FnOnce() -> String,
 ) -> Result<Version, StoreError> {
-    let entry = Entry {
+    let entry = || Entry {
         value: Ok(record.clone()),
         version,
     };
@@ -111,10 +108,10 @@ fn put_entry<K: Ord + Clone, T: Clone>(
             if expected.as_number() != Some(current.version) {
                 return Err(StoreError::Conflict { key: name() });
             }
-            *current = entry;
+            *current = entry();
         }
         (None, PutMode::Create) => {
-            map.insert(key.clone(), entry);
+            map.insert(key.clone(), entry());
         }
     }
     Ok(Version::from_number(version))
