@@ -188,6 +188,10 @@ pub struct NodeArgs {
     /// back [default: 1h].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub forget_members_after: Option<Duration>,
+    /// How long a settled node may go without reading the lease table; 0s reads it every
+    /// scan [default: 0s up to 4096 partitions, 5m above].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub relist_after: Option<Duration>,
     /// Append `<unix_ns> <node> acquired|lost|released <partition> <epoch>` lines here.
     #[arg(long, value_name = "FILE")]
     pub fence_log: Option<PathBuf>,

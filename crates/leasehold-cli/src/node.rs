@@ -82,6 +82,7 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
     config.forget_members_after = args
         .forget_members_after
         .unwrap_or(config.forget_members_after);
+    config.relist_after = args.relist_after.unwrap_or(config.relist_after);
     config
 }
 

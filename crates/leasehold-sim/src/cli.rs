@@ -35,6 +35,10 @@ pub struct SimArgs {
     /// Faults to inject: all, membership (crashes and churn only) or none.
     #[arg(long, default_value = "all")]
     pub faults: FaultProfile,
+    /// How long a settled node goes without reading the lease table (0s: every scan).
+    /// Default: the participant's, which depends on the number of partitions.
+    #[arg(long, value_parser = parse_duration)]
+    pub relist_after: Option<Duration>,
     /// Negative control: run with acquire_after shorter than the lease validity, which the
     /// single-owner check must catch.
     #[arg(long = "unsafe")]
@@ -55,6 +59,7 @@ impl SimArgs {
     /// The simulation these arguments describe.
     pub fn config(&self) -> SimConfig {
         let mut config = SimConfig::new(self.nodes, self.partitions, self.duration, self.faults);
+        config.timings.relist_after = self.relist_after;
         config.unsafe_timings = self.unsafe_timings;
         config.echo_trace = self.trace;
         config

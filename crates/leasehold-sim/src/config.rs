@@ -23,6 +23,9 @@ pub struct Timings {
     pub max_clock_drift: f64,
     /// The most partitions one node takes in one scan.
     pub max_acquires_per_scan: u32,
+    /// How long a settled node goes without reading the lease table; `None` keeps the
+    /// participant's default for the table's size.
+    pub relist_after: Option<Duration>,
 }
 
 impl Default for Timings {
@@ -38,6 +41,7 @@ impl Default for Timings {
             store_timeout: defaults.store_timeout,
             max_clock_drift: defaults.max_clock_drift,
             max_acquires_per_scan: defaults.max_acquires_per_scan,
+            relist_after: None,
         }
     }
 }
@@ -67,6 +71,7 @@ impl Timings {
         };
         ParticipantConfig {
             forget_members_after: config.member_timeout() * 2,
+            relist_after: self.relist_after.unwrap_or(config.relist_after),
             ..config
         }
     }
@@ -283,6 +288,9 @@ impl SimConfig {
             self.duration.as_secs(),
             self.profile
         );
+        if let Some(relist_after) = self.timings.relist_after {
+            command.push_str(&format!(" --relist-after {}s", relist_after.as_secs_f64()));
+        }
         if self.unsafe_timings {
             command.push_str(" --unsafe");
         }

@@ -25,7 +25,8 @@ pub struct ParticipantConfig {
     /// Default 45 s. Must exceed `lease_validity` with the drift bound (see
     /// [`ParticipantConfig::validate`]).
     pub acquire_after: Duration,
-    /// How often the whole table is read to find free partitions. Default 10 s.
+    /// How often member records are read, and the lease table with them while this node
+    /// has something to do (see `relist_after`). Default 10 s.
     pub scan_interval: Duration,
     /// The most partitions this node will hold. Default: no cap beyond `partitions`.
     pub max_partitions_per_node: u32,
@@ -46,9 +47,25 @@ pub struct ParticipantConfig {
     /// marked draining are kept, so a drain outlives the node's absence. Default
     /// 1 h; at least twice [`ParticipantConfig::member_timeout`].
     pub forget_members_after: Duration,
+    /// How long a settled node may go without reading the lease table. Zero reads it on
+    /// every scan. Otherwise a node at its target, with nothing free in sight, lists only the
+    /// member records each scan, and reads the leases again when the membership changes, a
+    /// member misses a heartbeat, a change notice arrives, it loses a lease, or this long
+    /// has passed. On a large table that is most of the store's read load gone; the price
+    /// is that a crash is noticed by its missed heartbeat, a little later than by its
+    /// unrenewed leases, and that a partition an operator brings online is found by the
+    /// next notice or within this long. Safety does not depend on it: a take is still a
+    /// compare-and-set on a version seen unchanged for `acquire_after`. Default: zero up to
+    /// [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] partitions, 5 minutes above.
+    pub relist_after: Duration,
 }
 
 impl ParticipantConfig {
+    /// Tables of up to this many partitions default to a zero
+    /// [`ParticipantConfig::relist_after`]: reading them every scan costs the store little
+    /// and notices crashes soonest.
+    pub const LIST_EVERY_SCAN_UP_TO: u32 = 4096;
+
     /// The default configuration for `node` in group `default` with `partitions` partitions.
     pub fn new(node: NodeId, partitions: u32) -> ParticipantConfig {
         ParticipantConfig {
@@ -66,6 +83,11 @@ impl ParticipantConfig {
             weight: 1,
             jitter: 0.1,
             forget_members_after: Duration::from_secs(3600),
+            relist_after: if partitions > Self::LIST_EVERY_SCAN_UP_TO {
+                Duration::from_secs(300)
+            } else {
+                Duration::ZERO
+            },
         }
     }
 

@@ -58,12 +58,20 @@ fn merge<K: Ord + Clone, T>(
     let mut appeared = Vec::new();
     let mut current = view.iter_mut().peekable();
     for stored in records {
-        while let Some((key, _)) = current.next_if(|(key, _)| **key < stored.key) {
-            vanished.push(key.clone());
-        }
-        match current.next_if(|(key, _)| **key == stored.key) {
-            Some((_, seen)) if seen.version == stored.version => {}
-            Some((_, seen)) => *seen = fresh(stored).1,
+        // Equality first: it is the common case, and names that share their allocation
+        // (as the in-memory store's do) compare without reading the bytes.
+        let seen = loop {
+            match current.peek() {
+                Some((key, _)) if **key == stored.key => break current.next().map(|(_, s)| s),
+                Some((key, _)) if **key < stored.key => {
+                    vanished.extend(current.next().map(|(key, _)| key.clone()));
+                }
+                _ => break None,
+            }
+        };
+        match seen {
+            Some(seen) if seen.version == stored.version => {}
+            Some(seen) => *seen = fresh(stored).1,
             None => appeared.push(fresh(stored)),
         }
     }
@@ -153,6 +161,24 @@ pub struct Plan {
     /// The next instant at which a wanted partition becomes takeable, if any: the runner
     /// sets a timer for it instead of waiting for the next scan.
     pub wake_at: Option<Instant>,
+    /// Partitions in the view that some node could take now (released, or left unrenewed
+    /// for `acquire_after`), whether or not this node may: while any remain, the table is
+    /// worth reading again.
+    pub takeable: u32,
+}
+
+impl Plan {
+    /// Whether this node has nothing to do until something changes: at its target, with no
+    /// hand-off, take or timer pending and no partition left free in its view. A settled
+    /// node need not read the lease table again until the membership changes (see
+    /// [`ParticipantConfig::relist_after`]).
+    pub fn settled(&self) -> bool {
+        self.acquire.is_empty()
+            && self.release.is_empty()
+            && self.wake_at.is_none()
+            && self.takeable == 0
+            && self.renew.len() == self.target as usize
+    }
 }
 
 /// A live member's claim on the partitions.
@@ -300,10 +326,13 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         if ready_at > now && wanted == 0 {
             continue;
         }
-        if holdings.contains_key(partition)
-            || partition.0 >= config.partitions
-            || seen.record.is_prohibited(&config.node)
-        {
+        if holdings.contains_key(partition) || partition.0 >= config.partitions {
+            continue;
+        }
+        if ready_at <= now {
+            plan.takeable += 1;
+        }
+        if seen.record.is_prohibited(&config.node) {
             continue;
         }
         let abandoned = ready_at <= now && abandoned_by_live_owner(seen, &members);

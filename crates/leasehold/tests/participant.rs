@@ -678,3 +678,50 @@ async fn a_node_drained_just_before_shutdown_still_removes_its_member_record() {
     a.shutdown().await;
     assert!(store.list_members(&group).await.unwrap().records.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
+    let store = Arc::new(FaultyStore::new(store_with(8).await));
+    let recorder = Recorder::default();
+    let relist_after = Duration::from_secs(60);
+    let quiet = |name: &str| ParticipantConfig {
+        relist_after,
+        ..config(name, 8)
+    };
+    let a = Participant::start(store.clone(), quiet("a"), recorder.callbacks(&node("a"))).unwrap();
+    let b = Participant::start(store.clone(), quiet("b"), recorder.callbacks(&node("b"))).unwrap();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(counts(&[&a, &b]), vec![4, 4]);
+
+    // Settled: some eighty scans between them, and not one of them reads the leases.
+    let before = store.listings();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        store.listings(),
+        before,
+        "settled nodes read only member records"
+    );
+
+    // A crash shows as a missed heartbeat: the survivor reads the table at once, and takes
+    // the dead node's partitions as soon as their records have been unchanged long enough.
+    b.abort();
+    recorder.crashed(&node("b"));
+    let crashed = Instant::now();
+    let acquire_after = quiet("a").acquire_after;
+    sleep_until_just_before(crashed + acquire_after).await;
+    assert_eq!(a.owned().len(), 4, "nothing taken before acquire_after");
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(a.owned().len(), 8, "taken within a second of acquire_after");
+
+    // Settled again, the table is still read every relist_after, in case an operator
+    // changed something no notice reported.
+    sleep(Duration::from_secs(5)).await;
+    let before = store.listings();
+    sleep(relist_after + Duration::from_secs(1)).await;
+    let relists = store.listings() - before;
+    assert!(
+        (1..=2).contains(&relists),
+        "{relists} listings in {relist_after:?}"
+    );
+    a.shutdown().await;
+}

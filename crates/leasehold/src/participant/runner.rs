@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::clock::{Clock, SeededRng};
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
-use crate::planner::{self, Acquisition, Holding, Observed, PlanInput};
+use crate::planner::{self, Acquisition, Holding, MemberShare, Observed, PlanInput};
 use crate::record::{unix_ms_now, LeaseState, MemberRecord};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
@@ -71,6 +71,14 @@ pub(crate) struct Runner {
     last_scan: Option<Instant>,
     reported_corrupt: BTreeSet<String>,
     last_stamp: u64,
+    /// The next scan must read the lease table, whatever else it finds.
+    leases_due: bool,
+    /// When the lease table was last read.
+    leases_listed_at: Option<Instant>,
+    /// Whether the last plan left nothing to do (see [`planner::Plan::settled`]).
+    settled: bool,
+    /// The live membership the last lease listing was planned with.
+    membership: Vec<MemberShare>,
 }
 
 impl Runner {
@@ -106,6 +114,10 @@ impl Runner {
             last_scan: None,
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
+            leases_due: true,
+            leases_listed_at: None,
+            settled: false,
+            membership: Vec::new(),
         }
     }
 
@@ -164,7 +176,11 @@ impl Runner {
                 ..
             } | Change::MemberUpdated(_)
         );
-        if routine || self.scan_failures > 0 {
+        if routine {
+            return;
+        }
+        self.leases_due = true;
+        if self.scan_failures > 0 {
             return;
         }
         let mut soon = self.clock.now() + CHANGE_DEBOUNCE;
@@ -251,6 +267,7 @@ impl Runner {
         let Some(holding) = self.holdings.remove(&partition) else {
             return;
         };
+        self.settled = false;
         self.shared.remove(partition);
         tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, reason = reason.as_str(), "lease lost");
         self.callbacks.on_lost(&Loss {
@@ -442,56 +459,133 @@ impl Runner {
         }
     }
 
+    /// Reads the member records, and the lease table when it may hold something to act on
+    /// (see [`Runner::leases_wanted`]), then plans on what it read.
     async fn scan(&mut self) {
         self.last_scan = Some(self.clock.now());
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let result = self
-            .call(async move {
-                let leases = store.list_leases(&group).await?;
-                let members = store.list_members(&group).await?;
-                Ok::<_, StoreError>((leases, members))
-            })
-            .await;
+        let members = match self
+            .call(async move { store.list_members(&group).await })
+            .await
+        {
+            Ok(members) => members,
+            Err(error) => return self.scan_failed(error),
+        };
         // Observations are stamped when the reply arrived, after every write they reflect.
         let now = self.clock.now();
-        let (leases, members) = match result {
-            Ok(listings) => listings,
-            Err(error) => {
-                self.scan_failures = self.scan_failures.saturating_add(1);
-                let factor = 2u32
-                    .saturating_pow(self.scan_failures.min(8))
-                    .min(MAX_SCAN_BACKOFF_FACTOR);
-                let backoff = self.config.scan_interval * factor;
-                self.next_scan = now + self.rng.spread(backoff, self.config.jitter);
-                tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
-                let message = error.to_string();
-                self.shared
-                    .update_status(|status| status.last_scan_error = Some(message));
-                return;
-            }
-        };
-        self.scan_failures = 0;
-        self.next_scan = now
-            + self
-                .rng
-                .spread(self.config.scan_interval, self.config.jitter);
-        for error in leases.corrupt.iter().chain(&members.corrupt) {
-            if self.reported_corrupt.insert(error.to_string()) {
-                tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
-            }
-        }
-        self.observed.observe_leases(now, leases.records);
+        self.report_corrupt(&members.corrupt);
         self.observed.observe_members(now, members.records);
         if let Some(own) = self.observed.members.get(&self.config.node) {
             let draining = own.record.draining;
             self.set_draining(draining);
         }
+        let membership = self.membership(now);
+        let list_leases = self.leases_wanted(now, &membership);
+        if list_leases {
+            let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+            let leases = match self
+                .call(async move { store.list_leases(&group).await })
+                .await
+            {
+                Ok(leases) => leases,
+                Err(error) => {
+                    self.leases_due = true;
+                    return self.scan_failed(error);
+                }
+            };
+            let now = self.clock.now();
+            self.report_corrupt(&leases.corrupt);
+            self.observed.observe_leases(now, leases.records);
+            self.leases_listed_at = Some(now);
+            self.leases_due = false;
+            self.membership = membership;
+        }
+        let now = self.clock.now();
+        self.scan_failures = 0;
+        self.next_scan = now
+            + self
+                .rng
+                .spread(self.config.scan_interval, self.config.jitter);
         self.shared.update_status(|status| {
             status.scans += 1;
             status.last_scan_error = None;
         });
-        self.act().await;
+        // Plans are made only on a fresh table: a settled node that skipped the listing has
+        // nothing to do, and a stale view would only send compare-and-sets bound to fail.
+        if list_leases {
+            self.act().await;
+        }
         self.forget_dead_members().await;
+    }
+
+    fn scan_failed(&mut self, error: StoreError) {
+        let now = self.clock.now();
+        self.scan_failures = self.scan_failures.saturating_add(1);
+        let factor = 2u32
+            .saturating_pow(self.scan_failures.min(8))
+            .min(MAX_SCAN_BACKOFF_FACTOR);
+        let backoff = self.config.scan_interval * factor;
+        self.next_scan = now + self.rng.spread(backoff, self.config.jitter);
+        tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
+        let message = error.to_string();
+        self.shared
+            .update_status(|status| status.last_scan_error = Some(message));
+    }
+
+    fn report_corrupt(&mut self, errors: &[StoreError]) {
+        for error in errors {
+            if self.reported_corrupt.insert(error.to_string()) {
+                tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
+            }
+        }
+    }
+
+    /// The live members as the planner counts them: this node as configured, the others as
+    /// their records say.
+    fn membership(&self, now: Instant) -> Vec<MemberShare> {
+        let mut members = self
+            .observed
+            .live_members(now, self.config.member_timeout());
+        members.retain(|m| m.node != self.config.node);
+        members.push(MemberShare {
+            node: self.config.node.clone(),
+            weight: self.config.weight,
+            draining: self.draining,
+        });
+        members
+    }
+
+    /// Whether this scan should read the lease table. Always with a zero
+    /// [`ParticipantConfig::relist_after`]. Otherwise only when it may hold something to act
+    /// on: the last plan was not settled, the membership (and so every target) changed, a
+    /// notice or a lost lease asked for it, a member missed a heartbeat, or `relist_after`
+    /// has passed.
+    ///
+    /// A missed heartbeat matters because a crashed member's leases become takeable
+    /// `acquire_after` after a survivor first sees their last versions: the survivors read
+    /// the table as soon as its member record stops changing, not only once it stops counting
+    /// live.
+    fn leases_wanted(&self, now: Instant, membership: &[MemberShare]) -> bool {
+        let relist_after = self.config.relist_after;
+        if relist_after.is_zero() || self.leases_due || !self.settled {
+            return true;
+        }
+        if membership != self.membership
+            || self
+                .leases_listed_at
+                .is_none_or(|listed| listed + relist_after <= now)
+        {
+            return true;
+        }
+        // A member rewrites its record at least every heartbeat; one that has looked the same
+        // for longer has missed one, until it stops counting live altogether.
+        let missed = self.config.heartbeat + self.config.heartbeat / 10;
+        let timeout = self.config.member_timeout();
+        self.observed.members.iter().any(|(node, seen)| {
+            *node != self.config.node
+                && seen.first_seen + missed <= now
+                && now < seen.first_seen + timeout
+        })
     }
 
     /// Deletes member records that have not changed for `forget_members_after`. One node
@@ -559,6 +653,7 @@ impl Runner {
             status.target = plan.target;
             status.live_members = plan.live_members;
         });
+        self.settled = plan.settled();
         self.wake_at = plan.wake_at;
         for partition in plan.drop {
             let deadline = self.holdings[&partition].valid_until;

@@ -461,3 +461,45 @@ fn nothing_is_rescued_beyond_the_cap() {
     assert_eq!(plan.renew, vec![PartitionId(0)]);
     assert!(plan.acquire.is_empty(), "at its cap: {:?}", plan.acquire);
 }
+
+#[test]
+fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
+    let member = |name: &str, version: u64| Stored {
+        key: node(name),
+        value: MemberRecord::default(),
+        version: Version::from_number(version),
+    };
+    let start = Instant::now();
+    let later = start + Duration::from_secs(5);
+    let mut observed = Observed::default();
+    observed.observe_members(start, vec![member("b", 1), member("c", 1), member("e", 1)]);
+    // Out of order and with a repeated key, as a store without ordered listings may answer:
+    // b unchanged, c rewritten, e gone, a and d new.
+    observed.observe_members(
+        later,
+        vec![
+            member("d", 1),
+            member("b", 1),
+            member("a", 1),
+            member("c", 2),
+            member("d", 1),
+        ],
+    );
+    let seen: Vec<(&str, u64, Instant)> = observed
+        .members
+        .iter()
+        .map(|(node, seen)| {
+            let version = seen.version.to_string().parse().unwrap();
+            (node.as_str(), version, seen.first_seen)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("a", 1, later),
+            ("b", 1, start),
+            ("c", 2, later),
+            ("d", 1, later),
+        ]
+    );
+}
