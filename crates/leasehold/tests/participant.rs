@@ -109,7 +109,11 @@ async fn store_with(partitions: u32) -> Arc<MemoryStore> {
     store
 }
 
-fn start(store: &Arc<MemoryStore>, config: ParticipantConfig, recorder: &Recorder) -> Participant {
+fn start<S: LeaseStore + 'static>(
+    store: &Arc<S>,
+    config: ParticipantConfig,
+    recorder: &Recorder,
+) -> Participant {
     let callbacks = recorder.callbacks(&config.node);
     let environment = Environment {
         clock: Arc::new(TokioClock),
@@ -328,18 +332,37 @@ async fn max_partitions_per_node_is_respected() {
 
 #[tokio::test(start_paused = true)]
 async fn three_nodes_converge_and_a_fourth_gets_its_share_by_cooperative_release() {
-    let store = store_with(64).await;
+    converge_then_join(store_with(64).await, |name| config(name, 64)).await;
+}
+
+/// The same with settled nodes skipping the lease table, and no change notices: the
+/// joiner's new member record is all that makes them read it and hand off.
+#[tokio::test(start_paused = true)]
+async fn settled_nodes_that_skip_the_lease_table_still_hand_off_to_a_joiner() {
+    let store = Arc::new(FaultyStore::new(store_with(64).await));
+    store.turn_notices_off();
+    converge_then_join(store, |name| ParticipantConfig {
+        relist_after: Duration::from_secs(3600),
+        ..config(name, 64)
+    })
+    .await;
+}
+
+async fn converge_then_join<S: LeaseStore + 'static>(
+    store: Arc<S>,
+    config: impl Fn(&str) -> ParticipantConfig,
+) {
     let recorder = Recorder::default();
-    let a = start(&store, config("a", 64), &recorder);
-    let b = start(&store, config("b", 64), &recorder);
-    let c = start(&store, config("c", 64), &recorder);
+    let a = start(&store, config("a"), &recorder);
+    let b = start(&store, config("b"), &recorder);
+    let c = start(&store, config("c"), &recorder);
     sleep(Duration::from_secs(15)).await;
     let mut three = counts(&[&a, &b, &c]);
     three.sort();
     assert_eq!(three, vec![21, 21, 22]);
 
     let joined = Instant::now();
-    let d = start(&store, config("d", 64), &recorder);
+    let d = start(&store, config("d"), &recorder);
     sleep(Duration::from_secs(15)).await;
     assert_eq!(counts(&[&a, &b, &c, &d]), vec![16, 16, 16, 16]);
     let events = recorder.events();
@@ -357,7 +380,7 @@ async fn three_nodes_converge_and_a_fourth_gets_its_share_by_cooperative_release
         .min()
         .unwrap();
     assert!(
-        d_first - joined < config("d", 64).acquire_after,
+        d_first - joined < config("d").acquire_after,
         "d was handed released partitions without waiting for an expiry"
     );
     for p in [&a, &b, &c, &d] {
@@ -682,6 +705,7 @@ async fn a_node_drained_just_before_shutdown_still_removes_its_member_record() {
 #[tokio::test(start_paused = true)]
 async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     let store = Arc::new(FaultyStore::new(store_with(8).await));
+    store.turn_notices_off();
     let recorder = Recorder::default();
     let relist_after = Duration::from_secs(60);
     let quiet = |name: &str| ParticipantConfig {

@@ -19,7 +19,8 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// - loses batch writes on the way in, answering a time-out without applying them
 ///   ([`FaultyStore::drop_batches`]);
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
-///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]).
+///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]);
+/// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]).
 ///
 /// Counts listings attempted and batch writes made.
 #[derive(Debug)]
@@ -31,6 +32,7 @@ pub struct FaultyStore {
     reads_throttled: AtomicBool,
     listings: AtomicU64,
     batches: AtomicU64,
+    notices_off: AtomicBool,
 }
 
 impl FaultyStore {
@@ -44,6 +46,7 @@ impl FaultyStore {
             reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
             batches: AtomicU64::new(0),
+            notices_off: AtomicBool::new(false),
         }
     }
 
@@ -71,6 +74,12 @@ impl FaultyStore {
     /// Starts or stops throttling listings.
     pub fn set_reads_throttled(&self, throttled: bool) {
         self.reads_throttled.store(throttled, Ordering::SeqCst);
+    }
+
+    /// Answers [`LeaseStore::watch`] with [`StoreError::NotSupported`] from now on, so
+    /// participants started afterwards learn of changes only by polling.
+    pub fn turn_notices_off(&self) {
+        self.notices_off.store(true, Ordering::SeqCst);
     }
 
     /// Lease listings attempted so far (throttled or not).
@@ -198,6 +207,9 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        if self.notices_off.load(Ordering::SeqCst) {
+            return Err(StoreError::NotSupported("change notices turned off"));
+        }
         self.inner.watch(group).await
     }
 }
