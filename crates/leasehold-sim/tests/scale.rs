@@ -1,5 +1,7 @@
 //! Scale measurement, run by hand (see BENCHMARKS.md at the repository root):
-//! `NODES=100 PARTITIONS=4096 DURATION=10m cargo test -p leasehold-sim --release --test scale -- --ignored --nocapture`.
+//! `NODES=100 PARTITIONS=4096 DURATION=10m cargo test -p leasehold-sim --release --test scale -- --ignored --nocapture`,
+//! with `POLL_ONLY=1` to turn change notices off and `RELIST_AFTER=30m` to override the
+//! participants' default for the table's size.
 //!
 //! A steady fleet with no faults and no fenced-work tasks, so the time measured is the
 //! participants' own work: scans, renewals and planning.
@@ -91,6 +93,13 @@ fn scale() {
     config.sample_every = Duration::from_secs(60);
     config.faults.max_latency = Duration::ZERO;
     config.change_notices = std::env::var_os("POLL_ONLY").is_none();
+    if let Ok(relist_after) = std::env::var("RELIST_AFTER") {
+        config.timings.relist_after = Some(parse_duration(&relist_after).unwrap());
+    }
+    let relist_after = config
+        .timings
+        .participant_config(leasehold::NodeId::new("n0").unwrap(), partitions)
+        .relist_after;
     let report = run_seed(&config, 1).unwrap_or_else(|v| panic!("{v}"));
     let figures = Figures::new(
         &report.samples,
@@ -100,8 +109,8 @@ fn scale() {
     );
     let traffic = &report.samples.traffic;
     println!(
-        "{nodes} nodes × {partitions} partitions (change notices {}) for {:.0}s simulated: {:.1}s wall \
-         ({:.1}s CPU), peak resident {:.0} MiB, {} events",
+        "{nodes} nodes × {partitions} partitions (change notices {}, relist_after {relist_after:?}) \
+         for {:.0}s simulated: {:.1}s wall ({:.1}s CPU), peak resident {:.0} MiB, {} events",
         if config.change_notices { "on" } else { "off" },
         report.simulated.as_secs_f64(),
         report.wall.as_secs_f64(),

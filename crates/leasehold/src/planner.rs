@@ -165,6 +165,11 @@ pub struct Plan {
     /// for `acquire_after`), whether or not this node may: while any remain, the table is
     /// worth reading again.
     pub takeable: u32,
+    /// Records in the view that still name this node as holder although it does not hold
+    /// them: a lease that ran out during a pause, a write whose reply was lost, a previous
+    /// process under the same name. They become takeable after `acquire_after`, and this
+    /// node may be the only one watching them.
+    pub disowned: u32,
 }
 
 impl Plan {
@@ -177,6 +182,7 @@ impl Plan {
             && self.release.is_empty()
             && self.wake_at.is_none()
             && self.takeable == 0
+            && self.disowned == 0
             && self.renew.len() == self.target as usize
     }
 }
@@ -321,9 +327,13 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             LeaseState::Released => seen.first_seen,
             LeaseState::Held => seen.first_seen + config.acquire_after,
         };
-        // The common case in a settled fleet, decided before any lookup: a live lease, and
-        // no share left to fill that would need a timer for it.
+        // The common case in a settled fleet, decided with one comparison of names: a live
+        // lease, and no share left to fill that would need a timer for it.
         if ready_at > now && wanted == 0 {
+            if seen.record.owner.as_ref() == Some(&config.node) && !holdings.contains_key(partition)
+            {
+                plan.disowned += 1;
+            }
             continue;
         }
         if holdings.contains_key(partition) || partition.0 >= config.partitions {

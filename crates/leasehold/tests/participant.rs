@@ -718,13 +718,16 @@ async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     assert_eq!(counts(&[&a, &b]), vec![4, 4]);
 
     // Settled: some eighty scans between them, and not one of them reads the leases.
-    let before = store.listings();
+    let before = (store.listings(), a.status());
     sleep(Duration::from_secs(10)).await;
     assert_eq!(
         store.listings(),
-        before,
+        before.0,
         "settled nodes read only member records"
     );
+    let after = a.status();
+    assert!(after.scans >= before.1.scans + 30, "{after:?}");
+    assert_eq!(after.lease_listings, before.1.lease_listings);
 
     // A crash shows as a missed heartbeat: the survivor reads the table at once, and takes
     // the dead node's partitions as soon as their records have been unchanged long enough.

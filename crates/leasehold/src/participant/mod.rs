@@ -50,8 +50,11 @@ pub struct Status {
     pub live_members: usize,
     /// Whether an operator has asked this node to drain.
     pub draining: bool,
-    /// Completed scans of the table.
+    /// Completed scans.
     pub scans: u64,
+    /// Scans that read the lease table as well as the member records: all of them with a
+    /// zero [`ParticipantConfig::relist_after`], far fewer once settled otherwise.
+    pub lease_listings: u64,
     /// Why the last scan failed, if it did.
     pub last_scan_error: Option<String>,
 }

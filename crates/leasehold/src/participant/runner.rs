@@ -508,6 +508,7 @@ impl Runner {
                 .spread(self.config.scan_interval, self.config.jitter);
         self.shared.update_status(|status| {
             status.scans += 1;
+            status.lease_listings += u64::from(list_leases);
             status.last_scan_error = None;
         });
         // Plans are made only on a fresh table: a settled node that skipped the listing has

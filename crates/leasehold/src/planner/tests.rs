@@ -453,6 +453,27 @@ fn a_lease_its_live_owner_stopped_renewing_is_taken_without_the_orphan_grace() {
 }
 
 #[test]
+fn a_node_is_not_settled_while_a_record_still_names_it_but_it_does_not_hold_it() {
+    let mut fixture = Fixture::new(2);
+    fixture.hold(0, fixture.start + Duration::from_secs(600));
+    fixture.member("other", fixture.start);
+    // 1 still names this node, as its previous process left it before a restart.
+    fixture.set(1, held_by("me", 4), 80, fixture.start);
+    let soon = fixture.start + Duration::from_secs(1);
+    let plan = fixture.plan_at(soon);
+    assert_eq!((plan.target, plan.renew.len(), plan.disowned), (1, 1, 1));
+    assert!(
+        !plan.settled(),
+        "it turns takeable later, and nobody else need be watching"
+    );
+    fixture.set(1, held_by("other", 5), 81, fixture.start);
+    assert!(
+        fixture.plan_at(soon).settled(),
+        "held by another: nothing to watch"
+    );
+}
+
+#[test]
 fn nothing_is_rescued_beyond_the_cap() {
     let mut fixture = Fixture::new(3);
     fixture.config.max_partitions_per_node = 1;
