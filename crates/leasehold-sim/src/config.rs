@@ -80,10 +80,25 @@ impl Timings {
     /// `acquire_after` (measured on a clock that may run slow by ρ) for the record to count as
     /// abandoned, a second scan to recompute targets, plus one heartbeat and one store timeout
     /// for calls still in flight or hung when the faults stopped.
+    ///
+    /// When settled nodes skip the lease table (`relist_after` above zero), a record its
+    /// holder lost unawares (say, to a renewal whose reply never came) may be watched by that
+    /// holder alone, whose scans may still be backed off from the faults: the second scan
+    /// then becomes a backed-off one.
     pub fn liveness_bound(&self) -> Duration {
-        let jitter = 1.0 + ParticipantConfig::new(NodeId::new("n").expect("valid"), 1).jitter;
+        let defaults = ParticipantConfig::new(NodeId::new("n").expect("valid"), 1);
+        let jitter = 1.0 + defaults.jitter;
+        let second_scan = if self.relist_after.is_some_and(|d| !d.is_zero()) {
+            ParticipantConfig {
+                scan_interval: self.scan_interval,
+                ..defaults
+            }
+            .max_scan_backoff()
+        } else {
+            self.scan_interval
+        };
         self.acquire_after.div_f64(1.0 - self.max_clock_drift)
-            + self.scan_interval.mul_f64(2.0 * jitter)
+            + (self.scan_interval + second_scan).mul_f64(jitter)
             + self.heartbeat
             + self.store_timeout
     }
@@ -264,17 +279,28 @@ impl SimConfig {
     }
 
     /// The timings nodes actually run with (unsafe ones for the negative control).
+    /// The relisting default is resolved for this table's size.
     pub fn effective_timings(&self) -> Timings {
-        if self.unsafe_timings {
+        let mut timings = if self.unsafe_timings {
             self.timings.clone().unsafe_takeover()
         } else {
             self.timings.clone()
-        }
+        };
+        let node = NodeId::new("n").expect("valid");
+        timings.relist_after = Some(
+            timings
+                .participant_config(node, self.partitions)
+                .relist_after,
+        );
+        timings
     }
 
     /// When faults stop: late enough to leave time for the liveness and balance checks.
     pub fn quiet_at(&self) -> Duration {
-        let timings = &self.timings;
+        let timings = &Timings {
+            relist_after: self.effective_timings().relist_after,
+            ..self.timings.clone()
+        };
         let settle = timings.liveness_bound() + timings.scan_interval * 4;
         self.duration.saturating_sub(settle)
     }

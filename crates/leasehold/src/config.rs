@@ -116,6 +116,14 @@ impl ParticipantConfig {
             .max(self.heartbeat + self.scan_interval * 2)
     }
 
+    /// The longest scans back off to while the store fails or throttles them: four scan
+    /// intervals, enough to shed most of the read load, short enough that partitions freed
+    /// meanwhile are found within a few scans once the store recovers. Renewals keep their
+    /// schedule throughout.
+    pub fn max_scan_backoff(&self) -> Duration {
+        self.scan_interval * 4
+    }
+
     /// Sets the group.
     #[must_use]
     pub fn with_group(mut self, group: GroupName) -> Self {

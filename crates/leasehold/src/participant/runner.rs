@@ -26,10 +26,6 @@ pub(crate) enum Command {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// Scans back off to at most this many scan intervals while the store fails or throttles:
-/// enough to shed most of the read load, short enough that partitions freed meanwhile are
-/// found within a few scans once the store recovers.
-const MAX_SCAN_BACKOFF_FACTOR: u32 = 4;
 /// Stale member records deleted per scan at most, so that clearing a backlog never delays
 /// the scan's own work by much.
 const MAX_FORGOTTEN_PER_SCAN: usize = 16;
@@ -522,10 +518,8 @@ impl Runner {
     fn scan_failed(&mut self, error: StoreError) {
         let now = self.clock.now();
         self.scan_failures = self.scan_failures.saturating_add(1);
-        let factor = 2u32
-            .saturating_pow(self.scan_failures.min(8))
-            .min(MAX_SCAN_BACKOFF_FACTOR);
-        let backoff = self.config.scan_interval * factor;
+        let factor = 2u32.saturating_pow(self.scan_failures.min(8));
+        let backoff = (self.config.scan_interval * factor).min(self.config.max_scan_backoff());
         self.next_scan = now + self.rng.spread(backoff, self.config.jitter);
         tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
         let message = error.to_string();
