@@ -577,9 +577,9 @@ impl Runner {
         let missed = self.config.heartbeat + self.config.heartbeat / 10;
         let timeout = self.config.member_timeout();
         self.observed.members.iter().any(|(node, seen)| {
-            *node != self.config.node
-                && seen.first_seen + missed <= now
+            seen.first_seen + missed <= now
                 && now < seen.first_seen + timeout
+                && *node != self.config.node
         })
     }
 
@@ -590,11 +590,15 @@ impl Runner {
     /// the drain is an operator's instruction for when that node returns.
     async fn forget_dead_members(&mut self) {
         let now = self.clock.now();
-        let live = self
-            .observed
-            .live_members(now, self.config.member_timeout());
+        let timeout = self.config.member_timeout();
         let me = &self.config.node;
-        if live.iter().any(|member| member.node < *me) {
+        // Members are ordered by name: the first live one decides.
+        let smallest_live = self
+            .observed
+            .members
+            .iter()
+            .find(|(node, seen)| *node == me || now < seen.first_seen + timeout);
+        if smallest_live.is_some_and(|(node, _)| node != me) {
             return;
         }
         let forget_after = self.config.forget_members_after;
