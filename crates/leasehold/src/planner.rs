@@ -330,7 +330,9 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // The common case in a settled fleet, decided with one comparison of names: a live
         // lease, and no share left to fill that would need a timer for it.
         if ready_at > now && wanted == 0 {
-            if seen.record.owner.as_ref() == Some(&config.node) && !holdings.contains_key(partition)
+            if seen.record.owner.as_ref() == Some(&config.node)
+                && !holdings.contains_key(partition)
+                && partition.0 < config.partitions
             {
                 plan.disowned += 1;
             }
