@@ -17,6 +17,8 @@ pub struct StoreTraffic {
     pub read_calls: u64,
     /// Records returned by reads.
     pub rows_read: u64,
+    /// Listings of the whole lease table answered (each also counted in `rows_read`).
+    pub lease_listings: u64,
     /// Write calls (put, delete; a batch counts once).
     pub write_calls: u64,
     /// Records in those writes.
@@ -34,6 +36,7 @@ impl StoreTraffic {
     pub fn add(&mut self, other: &StoreTraffic) {
         self.read_calls += other.read_calls;
         self.rows_read += other.rows_read;
+        self.lease_listings += other.lease_listings;
         self.write_calls += other.write_calls;
         self.rows_written += other.rows_written;
         self.node_heartbeats += other.node_heartbeats;

@@ -144,7 +144,7 @@ impl FaultyStore {
 impl LeaseStore for FaultyStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let listing = self.read(self.inner().list_leases(group)).await?;
-        self.world.rows_read(listing.records.len());
+        self.world.lease_listing(listing.records.len());
         Ok(listing)
     }
 

@@ -367,6 +367,12 @@ impl World {
         self.lock().traffic.rows_read += rows as u64;
     }
 
+    pub fn lease_listing(&self, rows: usize) {
+        let mut state = self.lock();
+        state.traffic.rows_read += rows as u64;
+        state.traffic.lease_listings += 1;
+    }
+
     pub fn latency(&self) -> Duration {
         let max = self.config.faults.max_latency;
         if max.is_zero() {
