@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use leasehold::admin::{self, AdminError};
-use leasehold::{GroupName, LeaseRecord, LeaseStore, NodeId, PartitionId, TimeoutStore};
+use leasehold::{
+    GroupName, LeaseRecord, LeaseStore, NodeId, ParticipantConfig, PartitionId, TimeoutStore,
+};
 
 use crate::cli::{Cli, Command};
 use crate::store_url;
@@ -69,6 +71,21 @@ impl GroupTable {
     }
 }
 
+/// On a table large enough that settled nodes skip it by default, says when they will see
+/// a change that frees a partition: the holder's renewal conflict does not tell the others.
+async fn print_large_table_hint(table: &GroupTable) {
+    if table
+        .partition_count()
+        .await
+        .is_ok_and(|count| count > ParticipantConfig::LIST_EVERY_SCAN_UP_TO)
+    {
+        println!(
+            "  (on a table this large, settled nodes read it again on a change notice, or \
+             within their relist_after, 5m by default, on stores without notices)"
+        );
+    }
+}
+
 /// Runs one of the table-changing commands.
 pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
     if let Command::Destroy { yes: false } = command {
@@ -92,6 +109,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         Command::Prohibit { partition, node } => {
             change(&table, *partition, |s, g, p| admin::prohibit(s, g, p, node)).await?;
             println!("partition {partition}: node {node} prohibited");
+            print_large_table_hint(&table).await;
         }
         Command::Allow { partition, node } => {
             change(&table, *partition, |s, g, p| admin::allow(s, g, p, node)).await?;
@@ -107,6 +125,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         Command::Online { partition } => {
             change(&table, *partition, admin::online).await?;
             println!("partition {partition}: online; taken after acquire_after");
+            print_large_table_hint(&table).await;
         }
         Command::Drain { node } => {
             drain(&table, node, true).await?;

@@ -216,3 +216,17 @@ fn init_creates_once_and_refuses_another_count() {
     let run = site.run(&["status"]);
     common::assert_clean_error(&run, &["group default does not exist"]);
 }
+
+#[test]
+fn online_on_a_large_table_says_when_settled_nodes_will_see_it() {
+    let large = Site::new();
+    large.ok(&["init", "--partitions", "5000"]);
+    large.ok(&["offline", "7"]);
+    let out = large.ok(&["online", "7"]);
+    assert!(out.contains("within their relist_after"), "{out}");
+    let small = Site::new();
+    small.ok(&["init", "--partitions", "8"]);
+    small.ok(&["offline", "7"]);
+    let out = small.ok(&["online", "7"]);
+    assert!(!out.contains("relist_after"), "{out}");
+}
