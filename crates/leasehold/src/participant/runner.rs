@@ -574,7 +574,7 @@ impl Runner {
         }
         // A member rewrites its record at least every heartbeat; one that has looked the same
         // for longer has missed one, until it stops counting live altogether.
-        let missed = self.config.heartbeat + self.config.heartbeat / 10;
+        let missed = self.config.heartbeat + self.config.heartbeat / 20;
         let timeout = self.config.member_timeout();
         self.observed.members.iter().any(|(node, seen)| {
             seen.first_seen + missed <= now
