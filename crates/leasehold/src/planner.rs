@@ -310,11 +310,17 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     }
 
     let wanted = (plan.target - held).min(config.max_acquires_per_scan) as usize;
-    // Room beyond the target, for orphans only: see `ORPHAN_GRACE_SCANS`.
-    let room = config
-        .max_partitions_per_node
-        .saturating_sub(held)
-        .min(config.max_acquires_per_scan) as usize;
+    // Room beyond the target, for orphans only: see `ORPHAN_GRACE_SCANS`. A draining node
+    // has none: it is being emptied, and would only hand a rescued partition straight on,
+    // after its application had started serving it.
+    let room = if draining {
+        0
+    } else {
+        config
+            .max_partitions_per_node
+            .saturating_sub(held)
+            .min(config.max_acquires_per_scan) as usize
+    };
     if room == 0 {
         return plan;
     }

@@ -474,6 +474,33 @@ fn a_node_is_not_settled_while_a_record_still_names_it_but_it_does_not_hold_it()
 }
 
 #[test]
+fn a_draining_node_rescues_nothing() {
+    let fixture = Fixture::new(1);
+    let orphaned = fixture.start + fixture.config.scan_interval * (ORPHAN_GRACE_SCANS + 1);
+    let plan_draining = |draining| {
+        plan(
+            &PlanInput {
+                now: orphaned,
+                config: &fixture.config,
+                observed: &fixture.observed,
+                holdings: &fixture.holdings,
+                draining,
+            },
+            &mut SeededRng::new(1),
+        )
+    };
+    assert_eq!(
+        plan_draining(false).acquire.len(),
+        1,
+        "an idle node takes it"
+    );
+    assert!(
+        plan_draining(true).acquire.is_empty(),
+        "a draining one does not"
+    );
+}
+
+#[test]
 fn nothing_is_rescued_beyond_the_cap() {
     let mut fixture = Fixture::new(3);
     fixture.config.max_partitions_per_node = 1;
