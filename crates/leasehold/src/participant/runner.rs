@@ -69,8 +69,10 @@ pub(crate) struct Runner {
     last_stamp: u64,
     /// The next scan must read the lease table, whatever else it finds.
     leases_due: bool,
-    /// When the lease table was last read.
-    leases_listed_at: Option<Instant>,
+    /// When a settled node reads the lease table again regardless: `relist_after` after
+    /// the last reading, spread by the jitter so that a fleet which settled together does
+    /// not read the whole table together.
+    relist_at: Option<Instant>,
     /// Whether the last plan left nothing to do (see [`planner::Plan::settled`]).
     settled: bool,
     /// The live membership the last lease listing was planned with.
@@ -111,7 +113,7 @@ impl Runner {
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
             leases_due: true,
-            leases_listed_at: None,
+            relist_at: None,
             settled: false,
             membership: Vec::new(),
         }
@@ -492,7 +494,12 @@ impl Runner {
             let now = self.clock.now();
             self.report_corrupt(&leases.corrupt);
             self.observed.observe_leases(now, leases.records);
-            self.leases_listed_at = Some(now);
+            if !self.config.relist_after.is_zero() {
+                let wait = self
+                    .rng
+                    .spread(self.config.relist_after, self.config.jitter);
+                self.relist_at = Some(now + wait);
+            }
             self.leases_due = false;
             self.membership = membership;
         }
@@ -565,11 +572,7 @@ impl Runner {
         if relist_after.is_zero() || self.leases_due || !self.settled {
             return true;
         }
-        if membership != self.membership
-            || self
-                .leases_listed_at
-                .is_none_or(|listed| listed + relist_after <= now)
-        {
+        if membership != self.membership || self.relist_at.is_none_or(|at| at <= now) {
             return true;
         }
         // A member rewrites its record at least every heartbeat; one that has looked the same
