@@ -101,6 +101,24 @@ impl Observed {
         merge(&mut self.members, now, records);
     }
 
+    /// The live members as the planner counts them at `now`: this node as `config` and
+    /// `draining` say, the others as their records do.
+    pub fn membership(
+        &self,
+        now: Instant,
+        config: &ParticipantConfig,
+        draining: bool,
+    ) -> Vec<MemberShare> {
+        let mut members = self.live_members(now, config.member_timeout());
+        members.retain(|m| m.node != config.node);
+        members.push(MemberShare {
+            node: config.node.clone(),
+            weight: config.weight,
+            draining,
+        });
+        members
+    }
+
     /// Members whose record changed within `liveness` before `now`, with their weight and
     /// whether they are draining.
     pub fn live_members(&self, now: Instant, liveness: std::time::Duration) -> Vec<MemberShare> {
@@ -281,13 +299,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         }
     }
 
-    let mut members = observed.live_members(now, config.member_timeout());
-    members.retain(|m| m.node != config.node);
-    members.push(MemberShare {
-        node: config.node.clone(),
-        weight: config.weight,
-        draining,
-    });
+    let members = observed.membership(now, config, draining);
     let available = observed
         .leases
         .values()

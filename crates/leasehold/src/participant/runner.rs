@@ -477,7 +477,12 @@ impl Runner {
             let draining = own.record.draining;
             self.set_draining(draining);
         }
-        let membership = self.membership(now);
+        // Only a node that may skip the table compares memberships.
+        let membership = if self.config.relist_after.is_zero() {
+            Vec::new()
+        } else {
+            self.observed.membership(now, &self.config, self.draining)
+        };
         let list_leases = self.leases_wanted(now, &membership);
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
@@ -540,21 +545,6 @@ impl Runner {
                 tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
             }
         }
-    }
-
-    /// The live members as the planner counts them: this node as configured, the others as
-    /// their records say.
-    fn membership(&self, now: Instant) -> Vec<MemberShare> {
-        let mut members = self
-            .observed
-            .live_members(now, self.config.member_timeout());
-        members.retain(|m| m.node != self.config.node);
-        members.push(MemberShare {
-            node: self.config.node.clone(),
-            weight: self.config.weight,
-            draining: self.draining,
-        });
-        members
     }
 
     /// Whether this scan should read the lease table. Always with a zero
