@@ -41,7 +41,7 @@ fn cpu_seconds() -> Option<f64> {
 
 /// Time one scan's worth of the runner's own work at `partitions` rows: merging a listing
 /// into the observed view, and one planning pass.
-fn runner_work_per_scan(partitions: u32, nodes: usize) -> (Duration, Duration) {
+fn runner_work_per_scan(partitions: u32) -> (Duration, Duration) {
     let owner = NodeId::new("n0").unwrap();
     let records: Vec<Stored<PartitionId, LeaseRecord>> = (0..partitions)
         .map(|p| Stored {
@@ -66,7 +66,6 @@ fn runner_work_per_scan(partitions: u32, nodes: usize) -> (Duration, Duration) {
     let config = ParticipantConfig::new(NodeId::new("n1").unwrap(), partitions);
     let holdings = Default::default();
     let mut rng = SeededRng::new(1);
-    let _ = nodes;
     let started = Instant::now();
     for _ in 0..rounds {
         let input = PlanInput {
@@ -125,7 +124,7 @@ fn scale() {
         traffic.rows_read,
         traffic.rows_written
     );
-    let (merge, planning) = runner_work_per_scan(partitions, nodes);
+    let (merge, planning) = runner_work_per_scan(partitions);
     let listings = traffic.lease_listings as f64;
     println!(
         "lease-table listings {} ({:.1} per node); per listing at {partitions} rows: merge {:.3} ms, \

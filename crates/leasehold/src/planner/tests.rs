@@ -130,13 +130,17 @@ impl Fixture {
     }
 
     fn plan_at(&self, now: Instant) -> Plan {
+        self.plan_with(now, false)
+    }
+
+    fn plan_with(&self, now: Instant, draining: bool) -> Plan {
         plan(
             &PlanInput {
                 now,
                 config: &self.config,
                 observed: &self.observed,
                 holdings: &self.holdings,
-                draining: false,
+                draining,
             },
             &mut SeededRng::new(1),
         )
@@ -342,26 +346,14 @@ fn a_draining_node_hands_everything_to_a_live_peer_but_never_to_nobody() {
     let far = fixture.start + Duration::from_secs(60);
     fixture.hold(0, far);
     fixture.hold(1, far);
-    let drain_plan = |fixture: &Fixture| {
-        plan(
-            &PlanInput {
-                now: fixture.start,
-                config: &fixture.config,
-                observed: &fixture.observed,
-                holdings: &fixture.holdings,
-                draining: true,
-            },
-            &mut SeededRng::new(3),
-        )
-    };
-    let alone = drain_plan(&fixture);
+    let alone = fixture.plan_with(fixture.start, true);
     assert_eq!(alone.target, 0);
     assert!(
         alone.release.is_empty(),
         "no live peer could take them: keep serving"
     );
     fixture.member("peer", fixture.start);
-    let with_peer = drain_plan(&fixture);
+    let with_peer = fixture.plan_with(fixture.start, true);
     assert_eq!(with_peer.release, vec![PartitionId(0), PartitionId(1)]);
 }
 
@@ -477,25 +469,13 @@ fn a_node_is_not_settled_while_a_record_still_names_it_but_it_does_not_hold_it()
 fn a_draining_node_rescues_nothing() {
     let fixture = Fixture::new(1);
     let orphaned = fixture.start + fixture.config.scan_interval * (ORPHAN_GRACE_SCANS + 1);
-    let plan_draining = |draining| {
-        plan(
-            &PlanInput {
-                now: orphaned,
-                config: &fixture.config,
-                observed: &fixture.observed,
-                holdings: &fixture.holdings,
-                draining,
-            },
-            &mut SeededRng::new(1),
-        )
-    };
     assert_eq!(
-        plan_draining(false).acquire.len(),
+        fixture.plan_with(orphaned, false).acquire.len(),
         1,
         "an idle node takes it"
     );
     assert!(
-        plan_draining(true).acquire.is_empty(),
+        fixture.plan_with(orphaned, true).acquire.is_empty(),
         "a draining one does not"
     );
 }
