@@ -36,7 +36,9 @@ struct Belief {
 pub struct SingleOwner {
     origin: Instant,
     retention: Duration,
-    by_partition: BTreeMap<PartitionId, Vec<Belief>>,
+    /// Indexed by partition number: partitions are dense from zero, and every store call of
+    /// every node looks its holdings up here.
+    by_partition: Vec<Vec<Belief>>,
     open: BTreeMap<Holder, BTreeSet<PartitionId>>,
 }
 
@@ -47,7 +49,7 @@ impl SingleOwner {
         SingleOwner {
             origin,
             retention,
-            by_partition: BTreeMap::new(),
+            by_partition: Vec::new(),
             open: BTreeMap::new(),
         }
     }
@@ -61,10 +63,15 @@ impl SingleOwner {
         now: Instant,
         end: Instant,
     ) -> Result<(), String> {
-        let beliefs = self.by_partition.entry(partition).or_default();
+        let slot = partition.0 as usize;
+        if slot >= self.by_partition.len() {
+            self.by_partition.resize_with(slot + 1, Vec::new);
+        }
+        let beliefs = &mut self.by_partition[slot];
         let current = beliefs.iter().position(|b| b.open && b.holder == holder);
         let index = match current {
             Some(i) if beliefs[i].epoch == epoch && beliefs[i].end >= now => {
+                // Already open, so already in `open`.
                 beliefs[i].end = beliefs[i].end.max(end);
                 i
             }
@@ -79,16 +86,16 @@ impl SingleOwner {
                     end,
                     open: true,
                 });
+                self.open.entry(holder).or_default().insert(partition);
                 beliefs.len() - 1
             }
         };
-        self.open.entry(holder).or_default().insert(partition);
         overlap(self.origin, partition, beliefs, index)
     }
 
     /// `holder` no longer believes it holds `partition`, as of `now`.
     pub fn disbelieve(&mut self, holder: Holder, partition: PartitionId, now: Instant) {
-        if let Some(beliefs) = self.by_partition.get_mut(&partition) {
+        if let Some(beliefs) = self.by_partition.get_mut(partition.0 as usize) {
             for belief in beliefs.iter_mut().filter(|b| b.open && b.holder == holder) {
                 close(belief, now);
             }
@@ -119,14 +126,14 @@ impl SingleOwner {
     /// Whether some node believed it held `partition` at some instant in `[from, to]`.
     pub fn owned_during(&self, partition: PartitionId, from: Instant, to: Instant) -> bool {
         self.by_partition
-            .get(&partition)
+            .get(partition.0 as usize)
             .is_some_and(|beliefs| beliefs.iter().any(|b| b.start <= to && b.end > from))
     }
 
     /// Who believed they held `partition` at `at`.
     pub fn holders_at(&self, partition: PartitionId, at: Instant) -> Vec<Holder> {
         self.by_partition
-            .get(&partition)
+            .get(partition.0 as usize)
             .map(|beliefs| {
                 beliefs
                     .iter()
@@ -140,10 +147,9 @@ impl SingleOwner {
     /// Forgets intervals that ended more than the retention before `now`.
     pub fn prune(&mut self, now: Instant) {
         let horizon = now.checked_sub(self.retention).unwrap_or(self.origin);
-        self.by_partition.retain(|_, beliefs| {
+        for beliefs in &mut self.by_partition {
             beliefs.retain(|b| b.open || b.end >= horizon);
-            !beliefs.is_empty()
-        });
+        }
     }
 }
 
