@@ -73,17 +73,18 @@ impl GroupTable {
 
 /// On a table large enough that settled nodes skip it by default, says when they will see
 /// a change that frees a partition: the holder's renewal conflict does not tell the others.
-async fn print_large_table_hint(table: &GroupTable) {
+async fn print_large_table_hint(table: &GroupTable) -> anyhow::Result<()> {
     if table
         .partition_count()
         .await
         .is_ok_and(|count| count > ParticipantConfig::LIST_EVERY_SCAN_UP_TO)
     {
-        println!(
+        crate::say(
             "  (on a table this large, settled nodes read it again on a change notice, or \
-             within their relist_after, 5m by default, on stores without notices)"
-        );
+             within their relist_after, 5m by default, on stores without notices)",
+        )?;
     }
+    Ok(())
 }
 
 /// Runs one of the table-changing commands.
@@ -100,40 +101,47 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         Command::Init { partitions } => init(&table, *partitions).await?,
         Command::Destroy { .. } => {
             let removed = admin::destroy(&*table.store, group).await?;
-            println!("group {group}: removed {removed} records");
+            crate::say(&format!("group {group}: removed {removed} records"))?;
         }
         Command::Kick { partition } => {
             let record = change(&table, *partition, admin::kick).await?;
-            println!("partition {partition}: kicked; {}", holder(&record));
+            crate::say(&format!(
+                "partition {partition}: kicked; {}",
+                holder(&record)
+            ))?;
         }
         Command::Prohibit { partition, node } => {
             change(&table, *partition, |s, g, p| admin::prohibit(s, g, p, node)).await?;
-            println!("partition {partition}: node {node} prohibited");
-            print_large_table_hint(&table).await;
+            crate::say(&format!("partition {partition}: node {node} prohibited"))?;
+            print_large_table_hint(&table).await?;
         }
         Command::Allow { partition, node } => {
             change(&table, *partition, |s, g, p| admin::allow(s, g, p, node)).await?;
-            println!("partition {partition}: node {node} allowed");
+            crate::say(&format!("partition {partition}: node {node} allowed"))?;
         }
         Command::Offline { partition } => {
             let record = change(&table, *partition, admin::offline).await?;
-            println!(
+            crate::say(&format!(
                 "partition {partition}: offline (was epoch {}); no node takes it until online",
                 record.epoch
-            );
+            ))?;
         }
         Command::Online { partition } => {
             change(&table, *partition, admin::online).await?;
-            println!("partition {partition}: online; taken after acquire_after");
-            print_large_table_hint(&table).await;
+            crate::say(&format!(
+                "partition {partition}: online; taken after acquire_after"
+            ))?;
+            print_large_table_hint(&table).await?;
         }
         Command::Drain { node } => {
             drain(&table, node, true).await?;
-            println!("node {node}: draining; it hands its partitions off at its next scan");
+            crate::say(&format!(
+                "node {node}: draining; it hands its partitions off at its next scan"
+            ))?;
         }
         Command::Undrain { node } => {
             drain(&table, node, false).await?;
-            println!("node {node}: no longer draining");
+            crate::say(&format!("node {node}: no longer draining"))?;
         }
         Command::Status(_)
         | Command::Stale(_)
@@ -161,10 +169,10 @@ async fn init(table: &GroupTable, partitions: u32) -> anyhow::Result<()> {
     }
     anyhow::ensure!(partitions > 0, "--partitions must be at least 1");
     let outcome = admin::init(&*table.store, group, partitions).await?;
-    println!(
+    crate::say(&format!(
         "group {group}: {} partitions created, {} already there ({partitions} in all)",
         outcome.created, outcome.existing
-    );
+    ))?;
     Ok(())
 }
 

@@ -26,6 +26,7 @@ mod table;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -65,6 +66,17 @@ async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Demo(args) => demo::run(cli, args).await,
         other => admin_commands::run(cli, other).await,
     }
+}
+
+/// Prints one line of a command's result (see [`write_out`]).
+fn say(line: &str) -> anyhow::Result<()> {
+    write_out(&format!("{line}\n"))
+}
+
+/// Prints a command's result. A reader that stopped reading (`leasehold status | head`)
+/// is not an error; the command still ends with its own exit code.
+fn write_out(text: &str) -> anyhow::Result<()> {
+    leasehold_sim::output::print(text).context("cannot write to standard output")
 }
 
 /// The one place where results become exit codes.

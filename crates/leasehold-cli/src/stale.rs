@@ -42,9 +42,9 @@ pub async fn run(cli: &Cli, args: &StaleArgs) -> anyhow::Result<Outcome> {
     .await?;
     let document = document(&table, args, &report);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&document)?);
+        crate::say(&serde_json::to_string_pretty(&document)?)?;
     } else {
-        print!("{}", render(&document));
+        crate::write_out(&render(&document))?;
     }
     Ok(if report.has_problems() {
         Outcome::ProblemsFound

@@ -99,9 +99,9 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
         document.nodes = Some(by_node(&leases.records, &members.records));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&document)?);
+        crate::say(&serde_json::to_string_pretty(&document)?)?;
     } else {
-        print!("{}", render(&document));
+        crate::write_out(&render(&document))?;
     }
     Ok(Outcome::Success)
 }

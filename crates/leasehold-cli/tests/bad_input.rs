@@ -114,3 +114,39 @@ fn malformed_arguments_are_refused() {
     let run = site.run(&["node", "--id", "n1"]);
     assert_clean_error(&run, &["group default does not exist", "--partitions"]);
 }
+
+/// Runs `leasehold` with its standard output going to a connection whose reading end is
+/// already closed, as behind `| head` once head has exited: every write fails with a broken
+/// pipe.
+fn run_into_closed_pipe(site: &Site, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::os::unix::net::UnixStream::pair().unwrap();
+    drop(reader);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["--store", &site.store()])
+        .args(args)
+        .stdout(std::os::fd::OwnedFd::from(writer))
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_stops_reading_is_not_an_error() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    for (args, code) in [
+        (&["status"][..], 0),
+        (&["status", "--json"], 0),
+        (&["kick", "1"], 0),
+        // The check's own verdict (no live nodes) survives the closed pipe.
+        (&["stale", "--watch", "10ms"], 1),
+        (&["sim", "--seed", "1", "--duration", "1m"], 0),
+    ] {
+        let (status, stderr) = run_into_closed_pipe(&site, args);
+        assert_eq!(status, Some(code), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

@@ -106,7 +106,7 @@ pub fn run_cli(args: SimArgs) -> ExitCode {
 
 fn replay(config: &SimConfig, seed: u64, json: bool) -> ExitCode {
     let outcome = run_seed(config, seed);
-    if json {
+    let text = if json {
         let value = match &outcome {
             Ok(report) => serde_json::json!({
                 "report": report,
@@ -114,24 +114,22 @@ fn replay(config: &SimConfig, seed: u64, json: bool) -> ExitCode {
             }),
             Err(violation) => serde_json::json!({ "violation": violation }),
         };
-        println!("{value:#}");
+        format!("{value:#}\n")
     } else {
         match &outcome {
-            Ok(report) => {
-                println!(
-                    "seed {seed}: every invariant held over {:.0}s simulated in {:.3}s \
-                     ({} events, trace hash {:016x})",
-                    report.simulated.as_secs_f64(),
-                    report.wall.as_secs_f64(),
-                    report.events,
-                    report.trace_hash
-                );
-                print!("{}", figures_of(config, report));
-            }
-            Err(violation) => print_violation(violation),
+            Ok(report) => format!(
+                "seed {seed}: every invariant held over {:.0}s simulated in {:.3}s \
+                 ({} events, trace hash {:016x})\n{}",
+                report.simulated.as_secs_f64(),
+                report.wall.as_secs_f64(),
+                report.events,
+                report.trace_hash,
+                figures_of(config, report)
+            ),
+            Err(violation) => describe_violation(violation),
         }
-    }
-    exit_code(outcome.is_err())
+    };
+    finish(&text, outcome.is_err())
 }
 
 fn figures_of(config: &SimConfig, report: &SeedReport) -> Figures {
@@ -139,12 +137,12 @@ fn figures_of(config: &SimConfig, report: &SeedReport) -> Figures {
     Figures::new(&report.samples, &timings, report.simulated, report.wall)
 }
 
-fn print_violation(violation: &Violation) {
-    println!("{violation}");
-    println!("  events leading to it:");
+fn describe_violation(violation: &Violation) -> String {
+    let mut text = format!("{violation}\n  events leading to it:\n");
     for line in &violation.recent_events {
-        println!("    {line}");
+        text.push_str(&format!("    {line}\n"));
     }
+    text
 }
 
 fn batch(config: &SimConfig, args: &SimArgs) -> ExitCode {
@@ -162,11 +160,12 @@ fn batch(config: &SimConfig, args: &SimArgs) -> ExitCode {
         }
     });
     eprintln!();
-    if args.json {
-        println!("{:#}", serde_json::json!(summary));
+    let text = if args.json {
+        format!("{:#}\n", serde_json::json!(summary))
     } else {
-        println!(
-            "{} seeds of {} nodes × {} partitions for {:.0}s each, faults: {}{}: {} passed, {} violated",
+        let mut text = format!(
+            "{} seeds of {} nodes × {} partitions for {:.0}s each, faults: {}{}: {} passed, {} violated\n\
+             {:.0}s simulated in {:.1}s wall\n{}",
             summary.seeds,
             config.nodes,
             config.partitions,
@@ -174,22 +173,26 @@ fn batch(config: &SimConfig, args: &SimArgs) -> ExitCode {
             config.profile,
             if config.unsafe_timings { " (unsafe timings)" } else { "" },
             summary.passed,
-            summary.violations.len()
-        );
-        println!(
-            "{:.0}s simulated in {:.1}s wall",
+            summary.violations.len(),
             summary.simulated.as_secs_f64(),
-            summary.wall.as_secs_f64()
+            summary.wall.as_secs_f64(),
+            summary.figures
         );
-        print!("{}", summary.figures);
         for violation in summary.violations.iter().take(5) {
-            println!("{violation}");
+            text.push_str(&format!("{violation}\n"));
         }
-    }
-    exit_code(!summary.is_clean())
+        text
+    };
+    finish(&text, !summary.is_clean())
 }
 
-fn exit_code(violated: bool) -> ExitCode {
+/// Prints the result and picks the exit code: 1 if an invariant was violated, 2 if the
+/// result could not be written.
+fn finish(text: &str, violated: bool) -> ExitCode {
+    if let Err(error) = crate::output::print(text) {
+        eprintln!("error: cannot write the result: {error}");
+        return ExitCode::from(2);
+    }
     if violated {
         ExitCode::FAILURE
     } else {

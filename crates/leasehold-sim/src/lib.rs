@@ -40,6 +40,7 @@ mod config;
 mod driver;
 mod figures;
 pub mod invariants;
+pub mod output;
 mod report;
 mod run;
 mod store;
