@@ -52,7 +52,11 @@ impl Trace {
         }
         let line = format!("{:>12.6}s  {event}", at.as_secs_f64());
         if self.echo {
-            println!("{line}");
+            if let Err(error) = crate::output::print(&format!("{line}\n")) {
+                // The run goes on: its result matters more than the echo.
+                eprintln!("trace echo stopped: {error}");
+                self.echo = false;
+            }
         }
         self.recent.push_back(line);
     }
