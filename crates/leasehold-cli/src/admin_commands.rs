@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use leasehold::admin::{self, AdminError};
-use leasehold::{
-    GroupName, LeaseRecord, LeaseStore, NodeId, ParticipantConfig, PartitionId, TimeoutStore,
-};
+use leasehold::{GroupName, LeaseRecord, LeaseStore, NodeId, PartitionId, TimeoutStore};
 
 use crate::cli::{Cli, Command};
 use crate::store_url;
@@ -71,22 +69,6 @@ impl GroupTable {
     }
 }
 
-/// On a table large enough that settled nodes skip it by default, says when they will see
-/// a change that frees a partition: the holder's renewal conflict does not tell the others.
-async fn print_large_table_hint(table: &GroupTable) -> anyhow::Result<()> {
-    if table
-        .partition_count()
-        .await
-        .is_ok_and(|count| count > ParticipantConfig::LIST_EVERY_SCAN_UP_TO)
-    {
-        crate::say(
-            "  (on a table this large, settled nodes read it again on a change notice, or \
-             within their relist_after, 5m by default, on stores without notices)",
-        )?;
-    }
-    Ok(())
-}
-
 /// Runs one of the table-changing commands.
 pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
     if let Command::Destroy { yes: false } = command {
@@ -113,7 +95,6 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         Command::Prohibit { partition, node } => {
             change(&table, *partition, |s, g, p| admin::prohibit(s, g, p, node)).await?;
             crate::say(&format!("partition {partition}: node {node} prohibited"))?;
-            print_large_table_hint(&table).await?;
         }
         Command::Allow { partition, node } => {
             change(&table, *partition, |s, g, p| admin::allow(s, g, p, node)).await?;
@@ -131,7 +112,6 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             crate::say(&format!(
                 "partition {partition}: online; taken after acquire_after"
             ))?;
-            print_large_table_hint(&table).await?;
         }
         Command::Drain { node } => {
             drain(&table, node, true).await?;

@@ -74,11 +74,13 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
         .list_leases(group)
         .await
         .with_context(|| format!("cannot list the leases of group {group}"))?;
-    let members = table
+    let mut members = table
         .store
         .list_members(group)
         .await
         .with_context(|| format!("cannot list the members of group {group}"))?;
+    // Operator commands' nudge record is not a node.
+    members.records.retain(|m| !m.key.is_operator());
     if leases.records.is_empty() && leases.corrupt.is_empty() {
         return Err(AdminError::NoSuchGroup(group.clone()).into());
     }

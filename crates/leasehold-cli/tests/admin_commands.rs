@@ -218,15 +218,18 @@ fn init_creates_once_and_refuses_another_count() {
 }
 
 #[test]
-fn online_on_a_large_table_says_when_settled_nodes_will_see_it() {
-    let large = Site::new();
-    large.ok(&["init", "--partitions", "5000"]);
-    large.ok(&["offline", "7"]);
-    let out = large.ok(&["online", "7"]);
-    assert!(out.contains("within their relist_after"), "{out}");
-    let small = Site::new();
-    small.ok(&["init", "--partitions", "8"]);
-    small.ok(&["offline", "7"]);
-    let out = small.ok(&["online", "7"]);
-    assert!(!out.contains("relist_after"), "{out}");
+fn the_record_that_nudges_settled_nodes_is_not_shown_as_a_node() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "8"]);
+    site.ok(&["offline", "7"]);
+    site.ok(&["online", "7"]);
+    let status = site.status();
+    assert_eq!(status["members"], serde_json::json!([]), "{status}");
+    let out = site.ok(&["status", "--by-node"]);
+    assert!(!out.contains("leasehold.operator"), "{out}");
+    let run = site.run(&["stale", "--watch", "10ms", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["live_nodes"], serde_json::json!([]), "{report}");
+    let run = site.run(&["drain", "leasehold.operator"]);
+    common::assert_clean_error(&run, &["node leasehold.operator is not a member"]);
 }

@@ -168,7 +168,13 @@ pub async fn update_lease(
             .put_lease(group, partition, &record, PutMode::Update(current.version))
             .await
         {
-            Ok(_) => return Ok(record),
+            Ok(_) => {
+                // The change is made; a failed nudge only delays when settled nodes see it.
+                if let Err(error) = nudge(store, group).await {
+                    tracing::warn!(%group, %error, "could not nudge settled nodes; they see the change within relist_after");
+                }
+                return Ok(record);
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(error) => return Err(error.into()),
         }
@@ -176,6 +182,33 @@ pub async fn update_lease(
     Err(AdminError::Contended {
         key: crate::store::lease_key(group, partition),
     })
+}
+
+/// Rewrites the operator's member record ([`NodeId::operator`]), which every node reads at
+/// each scan: nodes that skip the lease table while settled read it again at their next scan,
+/// on stores without change notices too. Every lease change made here calls it.
+///
+/// The record weighs nothing and is marked draining, so it is never given partitions, and it
+/// is never counted as a node.
+pub async fn nudge(store: &dyn LeaseStore, group: &GroupName) -> Result<(), AdminError> {
+    let operator = NodeId::operator();
+    let current = store.get_member(group, &operator).await?;
+    let record = MemberRecord {
+        weight: 0,
+        draining: true,
+        load: None,
+        heartbeat: current.as_ref().map_or(1, |c| c.value.heartbeat + 1),
+        written_at_unix_ms: Some(unix_ms_now()),
+    };
+    let mode = match current {
+        Some(current) => PutMode::Update(current.version),
+        None => PutMode::Create,
+    };
+    match store.put_member(group, &operator, &record, mode).await {
+        // Losing the race to another operator command's nudge is as good as winning it.
+        Ok(_) | Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Bumps a partition: changes its record's version so the holder's next renewal fails and it
@@ -262,7 +295,11 @@ pub async fn set_draining(
     draining: bool,
 ) -> Result<MemberRecord, AdminError> {
     for _ in 0..MAX_ATTEMPTS {
-        let Some(current) = store.get_member(group, node).await? else {
+        let current = match node.is_operator() {
+            true => None,
+            false => store.get_member(group, node).await?,
+        };
+        let Some(current) = current else {
             return Err(AdminError::NoSuchNode {
                 group: group.clone(),
                 node: node.clone(),
@@ -389,7 +426,7 @@ pub async fn stale_check(
     report.live_nodes = second_members
         .records
         .iter()
-        .filter(|m| versions_before.get(&m.key) != Some(&&m.version))
+        .filter(|m| !m.key.is_operator() && versions_before.get(&m.key) != Some(&&m.version))
         .map(|m| m.key.clone())
         .collect();
     Ok(report)

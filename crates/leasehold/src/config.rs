@@ -50,11 +50,13 @@ pub struct ParticipantConfig {
     /// How long a settled node may go without reading the lease table. Zero reads it on
     /// every scan. Otherwise a node at its target, with nothing free in sight, lists only the
     /// member records each scan, and reads the leases again when the membership changes, a
-    /// member misses a heartbeat, a change notice arrives, it loses a lease, or this long
-    /// has passed. On a large table that is most of the store's read load gone; the price
-    /// is that a crash is noticed by its missed heartbeat, a little later than by its
-    /// unrenewed leases, and that a partition an operator brings online is found by the
-    /// next notice or within this long. Safety does not depend on it: a take is still a
+    /// member misses a heartbeat, a change notice arrives, an operator command changed the
+    /// table (see [`crate::admin::nudge`]), it loses a lease, or this long has passed. On a
+    /// large table that is most of the store's read load gone; the price is that a crash is
+    /// noticed by its missed heartbeat, a little later than by its unrenewed leases, and
+    /// that a change made by other means than the notices and operator commands (a record
+    /// edited by hand in the store) is found within this long. Safety does not depend on
+    /// it: a take is still a
     /// compare-and-set on a version seen unchanged for `acquire_after`. Default: zero up to
     /// [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] partitions, 5 minutes above.
     pub relist_after: Duration,
@@ -156,6 +158,11 @@ impl ParticipantConfig {
                 return Err(ConfigError::ZeroDuration { name });
             }
         }
+        if self.node.is_operator() {
+            return Err(ConfigError::ReservedNode {
+                node: self.node.clone(),
+            });
+        }
         if self.partitions == 0 {
             return Err(ConfigError::ZeroPartitions);
         }
@@ -219,6 +226,12 @@ pub enum ConfigError {
     ZeroDuration {
         /// The field's name.
         name: &'static str,
+    },
+    /// The node took the name reserved for operator commands ([`NodeId::operator`]).
+    #[error("node id {node} is reserved for operator commands; choose another name")]
+    ReservedNode {
+        /// The name.
+        node: NodeId,
     },
     /// `partitions` was zero.
     #[error("partitions must be at least 1")]
@@ -314,6 +327,10 @@ mod tests {
                     ..config()
                 },
                 "partitions",
+            ),
+            (
+                ParticipantConfig::new(NodeId::operator(), 64),
+                "node id leasehold.operator is reserved",
             ),
             (
                 ParticipantConfig {

@@ -120,11 +120,12 @@ impl Observed {
     }
 
     /// Members whose record changed within `liveness` before `now`, with their weight and
-    /// whether they are draining.
+    /// whether they are draining. The operator's record ([`NodeId::operator`]) is not a
+    /// member.
     pub fn live_members(&self, now: Instant, liveness: std::time::Duration) -> Vec<MemberShare> {
         self.members
             .iter()
-            .filter(|(_, seen)| now < seen.first_seen + liveness)
+            .filter(|(node, seen)| now < seen.first_seen + liveness && !node.is_operator())
             .map(|(node, seen)| MemberShare {
                 node: node.clone(),
                 weight: seen.record.weight,

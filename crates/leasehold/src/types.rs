@@ -109,7 +109,30 @@ impl NodeId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The member record that operator commands ([`crate::admin`]) rewrite after changing a
+    /// lease record, so that nodes which skip the lease table while settled (see
+    /// [`crate::ParticipantConfig::relist_after`]) see a member record change at their next
+    /// scan and read the table again. It is never counted as a node, and no participant may
+    /// take its name.
+    ///
+    /// ```
+    /// use leasehold::NodeId;
+    /// assert!(NodeId::operator().is_operator());
+    /// assert!(!NodeId::new("n1").unwrap().is_operator());
+    /// ```
+    pub fn operator() -> NodeId {
+        NodeId(Arc::from(OPERATOR))
+    }
+
+    /// Whether this is [`NodeId::operator`]'s name.
+    pub fn is_operator(&self) -> bool {
+        &*self.0 == OPERATOR
+    }
 }
+
+/// The reserved member name of [`NodeId::operator`].
+const OPERATOR: &str = "leasehold.operator";
 
 /// A group name: one independent lease table inside a store.
 ///

@@ -703,6 +703,44 @@ async fn a_node_drained_just_before_shutdown_still_removes_its_member_record() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_operator_change_reaches_settled_nodes_at_their_next_scan() {
+    let store = Arc::new(FaultyStore::new(store_with(8).await));
+    store.turn_notices_off();
+    let group = GroupName::new("default").unwrap();
+    let recorder = Recorder::default();
+    // Left alone, settled nodes would not read the table again for an hour.
+    let quiet = |name: &str| ParticipantConfig {
+        relist_after: Duration::from_secs(3600),
+        ..config(name, 8)
+    };
+    let a = Participant::start(store.clone(), quiet("a"), recorder.callbacks(&node("a"))).unwrap();
+    let b = Participant::start(store.clone(), quiet("b"), recorder.callbacks(&node("b"))).unwrap();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(counts(&[&a, &b]), vec![4, 4]);
+
+    // Out of service, the partition's holder drops it, and the two settle at 4 and 3.
+    admin::offline(&*store, &group, PartitionId(7))
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(a.owned().len() + b.owned().len(), 7);
+    sleep(Duration::from_secs(5)).await;
+
+    // Back in service, it is taken once its record has been unchanged for acquire_after
+    // (as every record an operator wrote is), not after relist_after.
+    let listings = (a.status().lease_listings, b.status().lease_listings);
+    admin::online(&*store, &group, PartitionId(7))
+        .await
+        .unwrap();
+    let timings = quiet("a");
+    sleep(timings.acquire_after + timings.scan_interval * 3).await;
+    assert_eq!(counts(&[&a, &b]), vec![4, 4]);
+    assert!(a.status().lease_listings > listings.0 && b.status().lease_listings > listings.1);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     let store = Arc::new(FaultyStore::new(store_with(8).await));
     store.turn_notices_off();

@@ -77,6 +77,9 @@ pub(crate) struct Runner {
     settled: bool,
     /// The live membership the last lease listing was planned with.
     membership: Vec<MemberShare>,
+    /// The version of the operator's record ([`NodeId::operator`]) when the lease table was
+    /// last read: an operator command changed the table since if it differs.
+    operator_mark: Option<Version>,
 }
 
 impl Runner {
@@ -116,6 +119,7 @@ impl Runner {
             relist_at: None,
             settled: false,
             membership: Vec::new(),
+            operator_mark: None,
         }
     }
 
@@ -483,7 +487,12 @@ impl Runner {
         } else {
             self.observed.membership(now, &self.config, self.draining)
         };
-        let list_leases = self.leases_wanted(now, &membership);
+        let operator_mark = self
+            .observed
+            .members
+            .get(&NodeId::operator())
+            .map(|seen| seen.version.clone());
+        let list_leases = self.leases_wanted(now, &membership, &operator_mark);
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases = match self
@@ -507,6 +516,7 @@ impl Runner {
             }
             self.leases_due = false;
             self.membership = membership;
+            self.operator_mark = operator_mark;
         }
         let now = self.clock.now();
         self.scan_failures = 0;
@@ -550,19 +560,27 @@ impl Runner {
     /// Whether this scan should read the lease table. Always with a zero
     /// [`ParticipantConfig::relist_after`]. Otherwise only when it may hold something to act
     /// on: the last plan was not settled, the membership (and so every target) changed, a
-    /// notice or a lost lease asked for it, a member missed a heartbeat, or `relist_after`
-    /// has passed.
+    /// notice or a lost lease asked for it, an operator command changed the table, a member
+    /// missed a heartbeat, or `relist_after` has passed.
     ///
     /// A missed heartbeat matters because a crashed member's leases become takeable
     /// `acquire_after` after a survivor first sees their last versions: the survivors read
     /// the table as soon as its member record stops changing, not only once it stops counting
     /// live.
-    fn leases_wanted(&self, now: Instant, membership: &[MemberShare]) -> bool {
+    fn leases_wanted(
+        &self,
+        now: Instant,
+        membership: &[MemberShare],
+        operator_mark: &Option<Version>,
+    ) -> bool {
         let relist_after = self.config.relist_after;
         if relist_after.is_zero() || self.leases_due || !self.settled {
             return true;
         }
-        if membership != self.membership || self.relist_at.is_none_or(|at| at <= now) {
+        if membership != self.membership
+            || *operator_mark != self.operator_mark
+            || self.relist_at.is_none_or(|at| at <= now)
+        {
             return true;
         }
         // A member rewrites its record at least every heartbeat; one that has looked the same
@@ -573,6 +591,7 @@ impl Runner {
             seen.first_seen + missed <= now
                 && now < seen.first_seen + timeout
                 && *node != self.config.node
+                && !node.is_operator()
         })
     }
 
@@ -586,11 +605,9 @@ impl Runner {
         let timeout = self.config.member_timeout();
         let me = &self.config.node;
         // Members are ordered by name: the first live one decides.
-        let smallest_live = self
-            .observed
-            .members
-            .iter()
-            .find(|(node, seen)| *node == me || now < seen.first_seen + timeout);
+        let smallest_live = self.observed.members.iter().find(|(node, seen)| {
+            *node == me || (now < seen.first_seen + timeout && !node.is_operator())
+        });
         if smallest_live.is_some_and(|(node, _)| node != me) {
             return;
         }
@@ -600,7 +617,10 @@ impl Runner {
             .members
             .iter()
             .filter(|(node, seen)| {
-                *node != me && !seen.record.draining && seen.first_seen + forget_after <= now
+                *node != me
+                    && !node.is_operator()
+                    && !seen.record.draining
+                    && seen.first_seen + forget_after <= now
             })
             .take(MAX_FORGOTTEN_PER_SCAN)
             .map(|(node, seen)| (node.clone(), seen.version.clone()))

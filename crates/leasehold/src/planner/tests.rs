@@ -309,6 +309,26 @@ fn acquisitions_per_scan_and_per_node_are_capped() {
 }
 
 #[test]
+fn the_operator_record_is_not_a_member() {
+    let mut fixture = Fixture::new(4);
+    fixture.member("a", fixture.start);
+    fixture.observed.members.insert(
+        NodeId::operator(),
+        Observation {
+            record: MemberRecord {
+                weight: 0,
+                draining: true,
+                ..MemberRecord::default()
+            },
+            version: Version::from_number(7),
+            first_seen: fixture.start,
+        },
+    );
+    let plan = fixture.plan_at(fixture.start);
+    assert_eq!((plan.live_members, plan.target), (2, 2));
+}
+
+#[test]
 fn surplus_is_released_newest_first_and_nothing_is_taken() {
     let mut fixture = Fixture::new(4);
     let far = fixture.start + Duration::from_secs(60);
