@@ -114,7 +114,7 @@ impl Timings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FaultProfile {
     /// Every fault kind: crashes, pauses, lost and delayed replies, outages, throttling,
-    /// clock drift and membership churn.
+    /// clock drift, membership churn and operator commands.
     #[default]
     All,
     /// Crashes, restarts and membership churn against a healthy store, no pauses: the clean
@@ -187,6 +187,10 @@ pub struct FaultConfig {
     pub clock_drift: bool,
     /// Mean time between membership changes: a join, a graceful leave, a drain or an undrain.
     pub churn_every: Duration,
+    /// Mean time between operator commands (kick, offline and online, prohibit and allow),
+    /// zero for none. Whatever they leave offline or prohibited is undone when the faults
+    /// stop, so that liveness and balance are checked on the whole table.
+    pub operator_every: Duration,
 }
 
 impl FaultConfig {
@@ -207,11 +211,13 @@ impl FaultConfig {
             max_latency: Duration::from_millis(30),
             clock_drift: true,
             churn_every: lease * 4,
+            operator_every: lease * 6,
         };
         match profile {
             FaultProfile::All => all,
             FaultProfile::Membership => FaultConfig {
                 pause_every: Duration::ZERO,
+                operator_every: Duration::ZERO,
                 lost_reply_rate: 0.0,
                 delayed_write_rate: 0.0,
                 outage_every: Duration::ZERO,

@@ -67,6 +67,8 @@ pub struct FaultCounts {
     pub leaves: u64,
     /// Drains and undrains.
     pub drains: u64,
+    /// Operator commands on lease records: kicks, offline, online, prohibit, allow.
+    pub operator: u64,
 }
 
 impl FaultCounts {
@@ -82,6 +84,7 @@ impl FaultCounts {
         self.joins += other.joins;
         self.leaves += other.leaves;
         self.drains += other.drains;
+        self.operator += other.operator;
     }
 }
 

@@ -16,7 +16,9 @@
 //!   compare-and-set or do no harm;
 //! - **store outages** (every call fails `Unavailable`) and **throttling**;
 //! - **clock drift**: each node's clock runs at its own rate within the configured ±ρ;
-//! - **membership churn**: joins, graceful leaves, drains and undrains.
+//! - **membership churn**: joins, graceful leaves, drains and undrains;
+//! - **operator commands**: kicks, offline and online, prohibit and allow, made through
+//!   [`leasehold::admin`] as the command-line tool makes them.
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
 //! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop, and

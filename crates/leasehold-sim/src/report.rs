@@ -188,7 +188,8 @@ impl fmt::Display for Figures {
         writeln!(
             f,
             "  {:<22} {} crashes, {} pauses, {} outages ({} calls refused), {} throttled, \
-             {} lost replies, {} held-back writes, {} joins, {} leaves, {} drains/undrains",
+             {} lost replies, {} held-back writes, {} joins, {} leaves, {} drains/undrains, \
+             {} operator commands",
             "faults injected",
             c.crashes,
             c.pauses,
@@ -199,7 +200,8 @@ impl fmt::Display for Figures {
             c.delayed_writes,
             c.joins,
             c.leaves,
-            c.drains
+            c.drains,
+            c.operator
         )?;
         writeln!(
             f,

@@ -55,6 +55,7 @@ fn assert_clean_with_every_fault(config: &SimConfig, seeds: u64) {
         ("joins", faults.joins),
         ("leaves", faults.leaves),
         ("drains", faults.drains),
+        ("operator commands", faults.operator),
     ] {
         assert!(count > 0, "no {kind} were injected");
     }

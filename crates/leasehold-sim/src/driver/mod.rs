@@ -20,6 +20,7 @@ enum Action {
     Pause,
     Outage,
     Churn,
+    Operate,
     Restart(usize),
     Resume(Holder),
     StopDelays,
@@ -64,6 +65,7 @@ struct Director {
     quiet_at: Instant,
     live_from: Instant,
     next_node: usize,
+    operator: operator::OperatorChanges,
 }
 
 /// Runs one seed to its end or its first violation.
@@ -81,6 +83,7 @@ pub(crate) async fn simulate(world: Arc<World>) {
         quiet_at,
         live_from: quiet_at + world.timings.liveness_bound(),
         next_node: config.nodes,
+        operator: operator::OperatorChanges::default(),
         world: Arc::clone(&world),
     };
     {
@@ -125,6 +128,7 @@ impl Director {
         self.next_arrival(faults.pause_every, Action::Pause);
         self.next_arrival(faults.outage_every, Action::Outage);
         self.next_arrival(faults.churn_every, Action::Churn);
+        self.next_arrival(faults.operator_every, Action::Operate);
         let drain_delays = world.timings.store_timeout + faults.delayed_write_max;
         self.at(
             self.quiet_at.checked_sub(drain_delays).unwrap_or(now),
@@ -173,10 +177,17 @@ impl Director {
                 self.churn().await;
                 self.next_arrival(faults.churn_every, Action::Churn);
             }
+            Action::Operate => {
+                self.operate().await;
+                self.next_arrival(faults.operator_every, Action::Operate);
+            }
             Action::Restart(index) => self.restart(index),
             Action::Resume(holder) => self.resume(holder),
             Action::StopDelays => self.world.lock().faults.delays = false,
-            Action::Quiet => self.quiet(),
+            Action::Quiet => {
+                self.quiet();
+                self.undo_operator_changes().await;
+            }
             Action::End => {}
         }
     }
@@ -358,3 +369,4 @@ impl Director {
 }
 
 mod churn;
+mod operator;

@@ -1,0 +1,105 @@
+//! Operator commands on lease records: kicks, taking a partition offline and back online,
+//! prohibiting a node from a partition and allowing it again. They go straight to the store,
+//! as the command-line tool's would, and nudge settled nodes as it does.
+
+use std::sync::Arc;
+
+use leasehold::{admin, NodeId, PartitionId};
+
+use super::Director;
+
+/// What the operator changed and has not undone yet.
+#[derive(Debug, Default)]
+pub(super) struct OperatorChanges {
+    offline: Option<PartitionId>,
+    prohibited: Option<(PartitionId, NodeId)>,
+}
+
+#[derive(Debug)]
+enum Command {
+    Kick(PartitionId),
+    Offline(PartitionId),
+    Online(PartitionId),
+    Prohibit(PartitionId, NodeId),
+    Allow(PartitionId, NodeId),
+}
+
+impl Director {
+    /// Runs one operator command. At most one partition is offline and one prohibition in
+    /// force at a time, so the fleet always has partitions to serve and nodes to serve them.
+    pub(super) async fn operate(&mut self) {
+        let world = Arc::clone(&self.world);
+        let partition = PartitionId(self.rng.below(world.config.partitions as usize) as u32);
+        let node = {
+            let state = world.lock();
+            let active: Vec<NodeId> = state
+                .nodes
+                .values()
+                .filter(|s| s.is_active())
+                .map(|s| s.name.clone())
+                .collect();
+            (!active.is_empty()).then(|| active[self.rng.below(active.len())].clone())
+        };
+        let mut options = vec![Command::Kick(partition)];
+        options.push(match self.operator.offline {
+            Some(offline) => Command::Online(offline),
+            None => Command::Offline(partition),
+        });
+        match (&self.operator.prohibited, node) {
+            (Some((p, n)), _) => options.push(Command::Allow(*p, n.clone())),
+            (None, Some(node)) => options.push(Command::Prohibit(partition, node)),
+            (None, None) => {}
+        }
+        let command = options.swap_remove(self.rng.below(options.len()));
+        self.run_command(command).await;
+    }
+
+    /// Brings back whatever the operator left offline or prohibited, when the faults stop.
+    pub(super) async fn undo_operator_changes(&mut self) {
+        if let Some(partition) = self.operator.offline {
+            self.run_command(Command::Online(partition)).await;
+        }
+        if let Some((partition, node)) = self.operator.prohibited.clone() {
+            self.run_command(Command::Allow(partition, node)).await;
+        }
+    }
+
+    async fn run_command(&mut self, command: Command) {
+        let world = Arc::clone(&self.world);
+        let (store, group) = (&world.store, &world.group);
+        let (result, text) = match &command {
+            Command::Kick(p) => (admin::kick(store, group, *p).await, format!("kick p{p}")),
+            Command::Offline(p) => (
+                admin::offline(store, group, *p).await,
+                format!("offline p{p}"),
+            ),
+            Command::Online(p) => (
+                admin::online(store, group, *p).await,
+                format!("online p{p}"),
+            ),
+            Command::Prohibit(p, n) => (
+                admin::prohibit(store, group, *p, n).await,
+                format!("prohibit {n} from p{p}"),
+            ),
+            Command::Allow(p, n) => (
+                admin::allow(store, group, *p, n).await,
+                format!("allow {n} on p{p}"),
+            ),
+        };
+        let mut state = world.lock();
+        if let Err(error) = result {
+            world.event(&mut state, format!("operator: {text} refused: {error}"));
+            return;
+        }
+        match command {
+            Command::Kick(_) => {}
+            Command::Offline(p) => self.operator.offline = Some(p),
+            Command::Online(_) => self.operator.offline = None,
+            Command::Prohibit(p, n) => self.operator.prohibited = Some((p, n)),
+            Command::Allow(..) => self.operator.prohibited = None,
+        }
+        world.event(&mut state, format!("operator: {text}"));
+        state.recorder.disturbed();
+        state.counts.operator += 1;
+    }
+}
