@@ -208,6 +208,14 @@ impl Recorder {
         self.handoff_pending.insert(partition, now);
     }
 
+    /// An operator command changed `partition`'s record: its next acquisition waits on the
+    /// operator (an offline partition waits for `online`, and any change restarts the
+    /// `acquire_after` wait), so it measures neither a failover nor a hand-off.
+    pub fn operator_changed(&mut self, partition: PartitionId) {
+        self.failover_pending.remove(&partition);
+        self.handoff_pending.remove(&partition);
+    }
+
     /// Node `node` stopped (crashed, left or was shut down).
     pub fn stopped(&mut self, node: usize) {
         self.join_pending.remove(&node);

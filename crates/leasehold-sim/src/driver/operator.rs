@@ -91,6 +91,11 @@ impl Director {
             world.event(&mut state, format!("operator: {text} refused: {error}"));
             return;
         }
+        let partition = match &command {
+            Command::Kick(p) | Command::Offline(p) | Command::Online(p) => *p,
+            Command::Prohibit(p, _) | Command::Allow(p, _) => *p,
+        };
+        state.recorder.operator_changed(partition);
         match command {
             Command::Kick(_) => {}
             Command::Offline(p) => self.operator.offline = Some(p),
