@@ -26,6 +26,7 @@ struct StaleDocument {
     offline: Vec<u32>,
     corrupt: Vec<String>,
     live_nodes: Vec<String>,
+    draining_nodes: Vec<String>,
     min_nodes: usize,
 }
 
@@ -72,6 +73,7 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
         offline: numbers(&report.offline),
         corrupt: report.corrupt.clone(),
         live_nodes: report.live_nodes.iter().map(|n| n.to_string()).collect(),
+        draining_nodes: report.draining.iter().map(|n| n.to_string()).collect(),
         min_nodes: report.min_nodes,
     }
 }
@@ -119,5 +121,11 @@ fn render(document: &StaleDocument) -> String {
         document.min_nodes,
         if below { " — TOO FEW" } else { "" }
     ));
+    if !document.draining_nodes.is_empty() {
+        lines.push(format!(
+            "draining nodes (not a problem): {}",
+            document.draining_nodes.join(" ")
+        ));
+    }
     lines.join("\n") + "\n"
 }

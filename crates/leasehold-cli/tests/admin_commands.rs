@@ -167,6 +167,14 @@ fn stale_is_healthy_with_live_nodes_and_reports_a_killed_one() {
         "{healthy:?}"
     );
 
+    // A drain is listed, and is not a problem.
+    site.ok(&["drain", "n2"]);
+    let run = site.run(&["stale", "--watch", "10ms"]);
+    assert!(
+        run.stdout.contains("draining nodes (not a problem): n2"),
+        "{run:?}"
+    );
+
     nodes[0].kill();
     let report = site.run(&["stale", "--watch", "300ms", "--min-nodes", "2", "--json"]);
     assert_eq!(report.code, 1, "{report:?}");
@@ -174,6 +182,7 @@ fn stale_is_healthy_with_live_nodes_and_reports_a_killed_one() {
     assert_eq!(document["healthy"], false);
     let live = document["live_nodes"].as_array().unwrap();
     assert!(!live.contains(&serde_json::json!("n1")), "{document}");
+    assert_eq!(document["draining_nodes"], serde_json::json!(["n2"]));
 }
 
 #[test]

@@ -336,6 +336,9 @@ pub struct StaleReport {
     pub corrupt: Vec<String>,
     /// Members whose record changed between the two samples.
     pub live_nodes: Vec<NodeId>,
+    /// Members marked draining, live or not: not a problem, but a manual control that is
+    /// easy to forget after an incident.
+    pub draining: Vec<NodeId>,
     /// The member count below which the report counts as a problem.
     pub min_nodes: usize,
 }
@@ -427,6 +430,12 @@ pub async fn stale_check(
         .records
         .iter()
         .filter(|m| !m.key.is_operator() && versions_before.get(&m.key) != Some(&&m.version))
+        .map(|m| m.key.clone())
+        .collect();
+    report.draining = second_members
+        .records
+        .iter()
+        .filter(|m| m.value.draining && !m.key.is_operator())
         .map(|m| m.key.clone())
         .collect();
     Ok(report)
