@@ -85,6 +85,11 @@ fn exercise(kind: &str, store: &str, env: &[(&str, String)]) {
     assert_eq!(offline.code, 0, "offline on {kind}: {offline:?}");
     let destroy = leasehold(store, &group, &["destroy", "--yes"], env);
     assert_eq!(destroy.code, 0, "destroy on {kind}: {destroy:?}");
+    // Four leases and the record `offline` rewrote to nudge settled nodes.
+    assert!(
+        destroy.stdout.contains("removed 5 records"),
+        "destroy on {kind}: {destroy:?}"
+    );
 }
 
 #[test]
