@@ -295,9 +295,11 @@ pub async fn set_draining(
     draining: bool,
 ) -> Result<MemberRecord, AdminError> {
     for _ in 0..MAX_ATTEMPTS {
-        let current = match node.is_operator() {
-            true => None,
-            false => store.get_member(group, node).await?,
+        // The operator's record is not a node, and draining it would mean nothing.
+        let current = if node.is_operator() {
+            None
+        } else {
+            store.get_member(group, node).await?
         };
         let Some(current) = current else {
             return Err(AdminError::NoSuchNode {

@@ -24,6 +24,15 @@ enum Command {
     Allow(PartitionId, NodeId),
 }
 
+impl Command {
+    fn partition(&self) -> PartitionId {
+        match self {
+            Command::Kick(p) | Command::Offline(p) | Command::Online(p) => *p,
+            Command::Prohibit(p, _) | Command::Allow(p, _) => *p,
+        }
+    }
+}
+
 impl Director {
     /// Runs one operator command. At most one partition is offline and one prohibition in
     /// force at a time, so the fleet always has partitions to serve and nodes to serve them.
@@ -91,11 +100,7 @@ impl Director {
             world.event(&mut state, format!("operator: {text} refused: {error}"));
             return;
         }
-        let partition = match &command {
-            Command::Kick(p) | Command::Offline(p) | Command::Online(p) => *p,
-            Command::Prohibit(p, _) | Command::Allow(p, _) => *p,
-        };
-        state.recorder.operator_changed(partition);
+        state.recorder.operator_changed(command.partition());
         match command {
             Command::Kick(_) => {}
             Command::Offline(p) => self.operator.offline = Some(p),
