@@ -29,8 +29,12 @@ pub struct Observation<T> {
 pub struct Observed {
     /// Lease records by partition.
     pub leases: BTreeMap<PartitionId, Observation<LeaseRecord>>,
-    /// Member records by node.
+    /// Member records by node. The operator's record ([`NodeId::operator`]) is not a member
+    /// and is kept apart, in `operator_mark`.
     pub members: BTreeMap<NodeId, Observation<MemberRecord>>,
+    /// The version of the operator's record in the last member listing: operator commands
+    /// rewrite it after changing a lease record.
+    pub operator_mark: Option<Version>,
 }
 
 /// Folds a listing into a view, keeping `first_seen` for records whose version did not
@@ -96,8 +100,17 @@ impl Observed {
         merge(&mut self.leases, now, records);
     }
 
-    /// Replaces the member view with a listing received at `now`.
-    pub fn observe_members(&mut self, now: Instant, records: Vec<Stored<NodeId, MemberRecord>>) {
+    /// Replaces the member view with a listing received at `now`, setting the operator's
+    /// record apart.
+    pub fn observe_members(
+        &mut self,
+        now: Instant,
+        mut records: Vec<Stored<NodeId, MemberRecord>>,
+    ) {
+        self.operator_mark = records
+            .iter()
+            .position(|m| m.key.is_operator())
+            .map(|i| records.remove(i).version);
         merge(&mut self.members, now, records);
     }
 
@@ -120,12 +133,11 @@ impl Observed {
     }
 
     /// Members whose record changed within `liveness` before `now`, with their weight and
-    /// whether they are draining. The operator's record ([`NodeId::operator`]) is not a
-    /// member.
+    /// whether they are draining.
     pub fn live_members(&self, now: Instant, liveness: std::time::Duration) -> Vec<MemberShare> {
         self.members
             .iter()
-            .filter(|(node, seen)| now < seen.first_seen + liveness && !node.is_operator())
+            .filter(|(_, seen)| now < seen.first_seen + liveness)
             .map(|(node, seen)| MemberShare {
                 node: node.clone(),
                 weight: seen.record.weight,

@@ -487,12 +487,7 @@ impl Runner {
         } else {
             self.observed.membership(now, &self.config, self.draining)
         };
-        let operator_mark = self
-            .observed
-            .members
-            .get(&NodeId::operator())
-            .map(|seen| seen.version.clone());
-        let list_leases = self.leases_wanted(now, &membership, &operator_mark);
+        let list_leases = self.leases_wanted(now, &membership);
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases = match self
@@ -516,7 +511,7 @@ impl Runner {
             }
             self.leases_due = false;
             self.membership = membership;
-            self.operator_mark = operator_mark;
+            self.operator_mark = self.observed.operator_mark.clone();
         }
         let now = self.clock.now();
         self.scan_failures = 0;
@@ -567,18 +562,13 @@ impl Runner {
     /// `acquire_after` after a survivor first sees their last versions: the survivors read
     /// the table as soon as its member record stops changing, not only once it stops counting
     /// live.
-    fn leases_wanted(
-        &self,
-        now: Instant,
-        membership: &[MemberShare],
-        operator_mark: &Option<Version>,
-    ) -> bool {
+    fn leases_wanted(&self, now: Instant, membership: &[MemberShare]) -> bool {
         let relist_after = self.config.relist_after;
         if relist_after.is_zero() || self.leases_due || !self.settled {
             return true;
         }
         if membership != self.membership
-            || *operator_mark != self.operator_mark
+            || self.observed.operator_mark != self.operator_mark
             || self.relist_at.is_none_or(|at| at <= now)
         {
             return true;
@@ -591,7 +581,6 @@ impl Runner {
             seen.first_seen + missed <= now
                 && now < seen.first_seen + timeout
                 && *node != self.config.node
-                && !node.is_operator()
         })
     }
 
@@ -605,9 +594,11 @@ impl Runner {
         let timeout = self.config.member_timeout();
         let me = &self.config.node;
         // Members are ordered by name: the first live one decides.
-        let smallest_live = self.observed.members.iter().find(|(node, seen)| {
-            *node == me || (now < seen.first_seen + timeout && !node.is_operator())
-        });
+        let smallest_live = self
+            .observed
+            .members
+            .iter()
+            .find(|(node, seen)| *node == me || now < seen.first_seen + timeout);
         if smallest_live.is_some_and(|(node, _)| node != me) {
             return;
         }
@@ -617,10 +608,7 @@ impl Runner {
             .members
             .iter()
             .filter(|(node, seen)| {
-                *node != me
-                    && !node.is_operator()
-                    && !seen.record.draining
-                    && seen.first_seen + forget_after <= now
+                *node != me && !seen.record.draining && seen.first_seen + forget_after <= now
             })
             .take(MAX_FORGOTTEN_PER_SCAN)
             .map(|(node, seen)| (node.clone(), seen.version.clone()))

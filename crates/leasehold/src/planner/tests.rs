@@ -312,20 +312,26 @@ fn acquisitions_per_scan_and_per_node_are_capped() {
 fn the_operator_record_is_not_a_member() {
     let mut fixture = Fixture::new(4);
     fixture.member("a", fixture.start);
-    fixture.observed.members.insert(
-        NodeId::operator(),
-        Observation {
-            record: MemberRecord {
+    let listing = |version| {
+        let member = |node: NodeId, version| Stored {
+            key: node,
+            value: MemberRecord {
                 weight: 0,
                 draining: true,
                 ..MemberRecord::default()
             },
-            version: Version::from_number(7),
-            first_seen: fixture.start,
-        },
+            version: Version::from_number(version),
+        };
+        vec![member(node("a"), 1), member(NodeId::operator(), version)]
+    };
+    fixture.observed.observe_members(fixture.start, listing(7));
+    assert_eq!(
+        fixture.observed.operator_mark,
+        Some(Version::from_number(7))
     );
+    assert!(!fixture.observed.members.contains_key(&NodeId::operator()));
     let plan = fixture.plan_at(fixture.start);
-    assert_eq!((plan.live_members, plan.target), (2, 2));
+    assert_eq!(plan.live_members, 1 + 1, "a and this node");
 }
 
 #[test]
