@@ -96,9 +96,9 @@ fn scale() {
         config.timings.relist_after = Some(parse_duration(&relist_after).unwrap());
     }
     let relist_after = config
-        .timings
-        .participant_config(leasehold::NodeId::new("n0").unwrap(), partitions)
-        .relist_after;
+        .effective_timings()
+        .relist_after
+        .expect("resolved for the table's size");
     let report = run_seed(&config, 1).unwrap_or_else(|v| panic!("{v}"));
     let figures = Figures::new(
         &report.samples,

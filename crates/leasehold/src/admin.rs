@@ -428,16 +428,19 @@ pub async fn stale_check(
         .filter(|p| !present[*p as usize])
         .map(PartitionId)
         .collect();
-    report.live_nodes = second_members
-        .records
-        .iter()
-        .filter(|m| !m.key.is_operator() && versions_before.get(&m.key) != Some(&&m.version))
+    // The operator's record (see `nudge`) is not a node.
+    let members = || {
+        second_members
+            .records
+            .iter()
+            .filter(|m| !m.key.is_operator())
+    };
+    report.live_nodes = members()
+        .filter(|m| versions_before.get(&m.key) != Some(&&m.version))
         .map(|m| m.key.clone())
         .collect();
-    report.draining = second_members
-        .records
-        .iter()
-        .filter(|m| m.value.draining && !m.key.is_operator())
+    report.draining = members()
+        .filter(|m| m.value.draining)
         .map(|m| m.key.clone())
         .collect();
     Ok(report)

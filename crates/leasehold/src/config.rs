@@ -56,9 +56,9 @@ pub struct ParticipantConfig {
     /// noticed by its missed heartbeat, a little later than by its unrenewed leases, and
     /// that a change made by other means than the notices and operator commands (a record
     /// edited by hand in the store) is found within this long. Safety does not depend on
-    /// it: a take is still a
-    /// compare-and-set on a version seen unchanged for `acquire_after`. Default: zero up to
-    /// [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] partitions, 5 minutes above.
+    /// it: a take is still a compare-and-set on a version seen unchanged for
+    /// `acquire_after`. Default: zero up to [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`]
+    /// partitions, 5 minutes above.
     pub relist_after: Duration,
 }
 
