@@ -31,6 +31,8 @@ pub struct ParticipantConfig {
     /// The most partitions this node will hold. Default: no cap beyond `partitions`.
     pub max_partitions_per_node: u32,
     /// The most partitions taken in one scan, so a starting node ramps up gently. Default 16.
+    /// With a non-zero `relist_after`, successive batches may come from one reading of the
+    /// table.
     pub max_acquires_per_scan: u32,
     /// Bound ρ on the clock-rate drift between any two nodes, as a fraction. Default 0.01.
     pub max_clock_drift: f64,
@@ -47,18 +49,23 @@ pub struct ParticipantConfig {
     /// marked draining are kept, so a drain outlives the node's absence. Default
     /// 1 h; at least twice [`ParticipantConfig::member_timeout`].
     pub forget_members_after: Duration,
-    /// How long a settled node may go without reading the lease table. Zero reads it on
-    /// every scan. Otherwise a node at its target, with nothing free in sight, lists only the
-    /// member records each scan, and reads the leases again when the membership changes, a
-    /// member misses a heartbeat, a change notice arrives, an operator command changed the
-    /// table (see [`crate::admin::nudge`]), it loses a lease, or this long has passed. On a
-    /// large table that is most of the store's read load gone; the price is that a crash is
-    /// noticed by its missed heartbeat, a little later than by its unrenewed leases, and
-    /// that a change made by other means than the notices and operator commands (a record
-    /// edited by hand in the store) is found within this long. Safety does not depend on
-    /// it: a take is still a compare-and-set on a version seen unchanged for
-    /// `acquire_after`. Default: zero up to [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`]
-    /// partitions, 5 minutes above.
+    /// How long the fleet may go without reading the lease table while nothing signals a
+    /// change. Zero: every node reads it on every scan. Otherwise a node at its target, with
+    /// nothing free in sight, lists only the member records each scan, and reads the leases
+    /// again when the membership changes, a member misses a heartbeat, a change notice
+    /// arrives, an operator command changed the table (see [`crate::admin::nudge`]), it loses
+    /// a lease, or after `relist_after × live members` (spread by half either way), so that
+    /// some node of the fleet reads it about every `relist_after`, whatever the fleet's size.
+    /// While taking its share batch by batch, a node also plans on its last reading for up to
+    /// `acquire_after`, taking its own stripe of the table first ([`crate::planner::Stripe`]),
+    /// and a node joining such a table scans first a scan interval after it starts, once a
+    /// fleet starting together has registered. On a large table that is most of the store's
+    /// read load gone; the price is that a crash is noticed by its missed heartbeat, a little
+    /// later than by its unrenewed leases, and that a change made by other means than the
+    /// notices and operator commands (a record edited by hand in the store) is found by some
+    /// node in about this long. Safety does not depend on it: a take is still a
+    /// compare-and-set on a version seen unchanged for `acquire_after`. Default: zero up to
+    /// [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] partitions, 5 minutes above.
     pub relist_after: Duration,
 }
 

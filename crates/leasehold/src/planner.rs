@@ -35,6 +35,8 @@ pub struct Observed {
     /// The version of the operator's record in the last member listing: operator commands
     /// rewrite it after changing a lease record.
     pub operator_mark: Option<Version>,
+    /// When the lease table was last read into `leases`.
+    pub listed_at: Option<Instant>,
 }
 
 /// Folds a listing into a view, keeping `first_seen` for records whose version did not
@@ -97,6 +99,7 @@ impl Observed {
     /// arrived, which is after every write it reflects), keeping `first_seen` for records
     /// whose version did not change.
     pub fn observe_leases(&mut self, now: Instant, records: Vec<Stored<PartitionId, LeaseRecord>>) {
+        self.listed_at = Some(now);
         merge(&mut self.leases, now, records);
     }
 
@@ -201,6 +204,9 @@ pub struct Plan {
     /// process under the same name. They become takeable after `acquire_after`, and this
     /// node may be the only one watching them.
     pub disowned: u32,
+    /// How many of `acquire` lie outside this node's [`Stripe`]: rows other nodes take
+    /// first, which a view not read just now may show free when they are not.
+    pub off_stripe: u32,
 }
 
 impl Plan {
@@ -350,8 +356,12 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         return plan;
     }
     let orphaned_after = config.scan_interval * ORPHAN_GRACE_SCANS;
-    let mut ready = Vec::new();
-    let mut orphans = Vec::new();
+    // A row counts as left free only for as long as a reading showed it free: a view planned
+    // on between readings would otherwise make every row it once saw free look orphaned.
+    let listed_at = observed.listed_at.unwrap_or(now).min(now);
+    let stripe = Stripe::of(&config.node, &targets, config.partitions);
+    // Candidates by kind, each split by whether they lie in this node's stripe.
+    let (mut ready, mut orphans) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     for (partition, seen) in &observed.leases {
         let ready_at = match seen.record.state {
             LeaseState::Offline => continue,
@@ -379,29 +389,32 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             continue;
         }
         let abandoned = ready_at <= now && abandoned_by_live_owner(seen, &members);
-        if ready_at + orphaned_after <= now || abandoned {
-            orphans.push((*partition, seen));
+        let elsewhere = usize::from(!stripe.contains(*partition));
+        if ready_at + orphaned_after <= listed_at || abandoned {
+            orphans[elsewhere].push((*partition, seen));
         } else if ready_at <= now {
-            ready.push((*partition, seen));
+            ready[elsewhere].push((*partition, seen));
         } else if wanted > 0 {
             plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         }
     }
-    rng.shuffle(&mut ready);
-    rng.shuffle(&mut orphans);
     // Up to the target from everything takeable, orphans first; beyond it, up to the cap,
-    // only orphans.
-    let (mut orphans, mut ready) = (orphans.into_iter(), ready.into_iter());
+    // only orphans. Within each kind, this node's stripe first, at random within each.
+    let [orphans_here, orphans_elsewhere] = &mut orphans;
+    let [ready_here, ready_elsewhere] = &mut ready;
     let mut chosen = Vec::new();
-    while chosen.len() < wanted {
-        match orphans.next().or_else(|| ready.next()) {
-            Some(candidate) => chosen.push(candidate),
-            None => break,
-        }
+    for candidates in [orphans_here, orphans_elsewhere, ready_here, ready_elsewhere] {
+        let missing = wanted - chosen.len();
+        chosen.extend(draw(candidates, missing, rng));
     }
-    let extra = room.saturating_sub(chosen.len());
-    chosen.extend(orphans.take(extra));
+    let mut extra = room.saturating_sub(chosen.len());
+    for candidates in &mut orphans {
+        let rescued = draw(candidates, extra, rng);
+        extra -= rescued.len();
+        chosen.extend(rescued);
+    }
     for (partition, seen) in chosen {
+        plan.off_stripe += u32::from(!stripe.contains(partition));
         let mut record = seen.record.clone();
         record.owner = Some(config.node.clone());
         record.state = LeaseState::Held;
@@ -418,6 +431,79 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         plan.wake_at = None;
     }
     plan
+}
+
+/// The partitions this node takes first among equally good candidates: a share of the
+/// table, disjoint from every other member's as long as their views of the membership agree.
+///
+/// Partitions are laid out in a fixed scattered order (`p × stride mod P`, a permutation of
+/// `0..P`), and each member, in name order, owns the next `target` positions. A fleet that
+/// starts together then takes its shares without racing for the same rows, so a node can
+/// keep taking from the listing it already has instead of reading the table before every
+/// batch; scattering keeps neighbouring partitions, often hot together, on different nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stripe {
+    start: u64,
+    end: u64,
+    stride: u64,
+    partitions: u64,
+}
+
+impl Stripe {
+    /// This node's stripe under `targets` (every live member's share) on a table of
+    /// `partitions`.
+    pub fn of(node: &NodeId, targets: &BTreeMap<NodeId, u32>, partitions: u32) -> Stripe {
+        let start: u64 = targets
+            .range(..node)
+            .map(|(_, target)| u64::from(*target))
+            .sum();
+        let own = targets.get(node).copied().unwrap_or(0);
+        let partitions = u64::from(partitions.max(1));
+        Stripe {
+            start,
+            end: start + u64::from(own),
+            stride: scatter_stride(partitions),
+            partitions,
+        }
+    }
+
+    /// Whether `partition` is in this stripe.
+    pub fn contains(&self, partition: PartitionId) -> bool {
+        let position = u64::from(partition.0) * self.stride % self.partitions;
+        (self.start..self.end).contains(&position)
+    }
+}
+
+/// A multiplier coprime with `partitions` near its golden section, so that `p × stride mod
+/// partitions` visits every position once and consecutive partitions land far apart.
+fn scatter_stride(partitions: u64) -> u64 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let mut stride = (partitions as f64 * 0.618_034) as u64;
+    while stride > 1 && gcd(stride, partitions) != 1 {
+        stride -= 1;
+    }
+    stride.max(1)
+}
+
+/// Removes `count` items (or all there are) chosen uniformly at random, in random order,
+/// without shuffling the rest: a starting node sees tens of thousands of candidates and wants
+/// sixteen.
+fn draw<T>(items: &mut Vec<T>, count: usize, rng: &mut SeededRng) -> Vec<T> {
+    let count = count.min(items.len());
+    let len = items.len();
+    for i in 0..count {
+        let j = rng.below(len - i);
+        items.swap(j, len - 1 - i);
+    }
+    let mut drawn = items.split_off(len - count);
+    drawn.reverse();
+    drawn
 }
 
 /// A partition left free this many scan intervals after it became takeable has no taker

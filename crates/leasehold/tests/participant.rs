@@ -741,6 +741,31 @@ async fn an_operator_change_reaches_settled_nodes_at_their_next_scan() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_node_taking_its_share_in_batches_reads_the_table_once_per_acquire_after() {
+    let store = Arc::new(FaultyStore::new(store_with(64).await));
+    store.turn_notices_off();
+    let recorder = Recorder::default();
+    let config = ParticipantConfig {
+        relist_after: Duration::from_secs(60),
+        max_acquires_per_scan: 8,
+        ..config("a", 64)
+    };
+    let (scan, acquire_after) = (config.scan_interval, config.acquire_after);
+    let a = Participant::start(store.clone(), config, recorder.callbacks(&node("a"))).unwrap();
+    sleep(scan * 12).await;
+    assert_eq!(a.owned().len(), 64, "eight batches of eight");
+    // One reading, batches from it for acquire_after, a second reading and the last
+    // batches, and one to see that nothing is left: not one reading per batch.
+    let listings = store.listings();
+    assert!((3..=4).contains(&listings), "{listings} listings");
+    assert!(
+        acquire_after < scan * 8,
+        "the view ages out before the share is full"
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     let store = Arc::new(FaultyStore::new(store_with(8).await));
     store.turn_notices_off();
@@ -778,16 +803,17 @@ async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     sleep(Duration::from_secs(1)).await;
     assert_eq!(a.owned().len(), 8, "taken within a second of acquire_after");
 
-    // Settled again, the table is still read every relist_after, in case an operator
-    // changed something no notice reported.
+    // Settled again, the table is still read in case something changed that no notice
+    // reported: by each node within relist_after × live members, spread by half either way,
+    // so by some node about every relist_after. The survivor is alone.
     sleep(Duration::from_secs(5)).await;
     let before = store.listings();
-    // Relisting waits relist_after spread by the jitter (±10%).
-    sleep(relist_after.mul_f64(1.2)).await;
+    sleep(relist_after.mul_f64(1.6)).await;
     let relists = store.listings() - before;
     assert!(
-        (1..=2).contains(&relists),
-        "{relists} listings in {relist_after:?}"
+        (1..=3).contains(&relists),
+        "{relists} listings in {:?}",
+        relist_after.mul_f64(1.6)
     );
     a.shutdown().await;
 }

@@ -75,6 +75,12 @@ pub(crate) struct Runner {
     relist_at: Option<Instant>,
     /// Whether the last plan left nothing to do (see [`planner::Plan::settled`]).
     settled: bool,
+    /// Whether the next scan may plan on the view it has instead of reading the lease table:
+    /// the last plan took a full batch of partitions, every take succeeded, and more are
+    /// wanted (see [`Runner::plan_on_view`]).
+    ramping: bool,
+    /// When the lease table was last read.
+    listed_at: Option<Instant>,
     /// The live membership the last lease listing was planned with.
     membership: Vec<MemberShare>,
     /// The version of the operator's record ([`NodeId::operator`]) when the lease table was
@@ -118,6 +124,8 @@ impl Runner {
             leases_due: true,
             relist_at: None,
             settled: false,
+            ramping: false,
+            listed_at: None,
             membership: Vec::new(),
             operator_mark: None,
         }
@@ -129,6 +137,16 @@ impl Runner {
             Ok(feed) => self.feed = Some(feed),
             Err(StoreError::NotSupported(_)) => {}
             Err(error) => tracing::warn!(%error, "change notifications unavailable; polling"),
+        }
+        if !self.config.relist_after.is_zero() {
+            // On a large table the first scan comes a scan interval after joining, once the
+            // first heartbeats of a fleet starting together are all in: every node then
+            // counts the same members and takes its own stripe, where a node counting
+            // only those that beat it to the store would take rows the stripes give others.
+            self.next_scan = self.clock.now()
+                + self
+                    .rng
+                    .spread(self.config.scan_interval, self.config.jitter);
         }
         loop {
             let expire = self.sleep_until(self.earliest_deadline());
@@ -270,6 +288,7 @@ impl Runner {
             return;
         };
         self.settled = false;
+        self.ramping = false;
         self.shared.remove(partition);
         tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, reason = reason.as_str(), "lease lost");
         self.callbacks.on_lost(&Loss {
@@ -487,7 +506,8 @@ impl Runner {
         } else {
             self.observed.membership(now, &self.config, self.draining)
         };
-        let list_leases = self.leases_wanted(now, &membership);
+        let from_view = self.plan_on_view(now, &membership);
+        let list_leases = !from_view && self.leases_wanted(now, &membership);
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases = match self
@@ -504,11 +524,9 @@ impl Runner {
             self.report_corrupt(&leases.corrupt);
             self.observed.observe_leases(now, leases.records);
             if !self.config.relist_after.is_zero() {
-                let wait = self
-                    .rng
-                    .spread(self.config.relist_after, self.config.jitter);
-                self.relist_at = Some(now + wait);
+                self.relist_at = Some(now + self.relist_wait(membership.len()));
             }
+            self.listed_at = Some(now);
             self.leases_due = false;
             self.membership = membership;
             self.operator_mark = self.observed.operator_mark.clone();
@@ -524,9 +542,10 @@ impl Runner {
             status.lease_listings += u64::from(list_leases);
             status.last_scan_error = None;
         });
-        // Plans are made only on a fresh table: a settled node that skipped the listing has
-        // nothing to do, and a stale view would only send compare-and-sets bound to fail.
-        if list_leases {
+        // Plans are made on a fresh table, or on a recent one while taking a share batch by
+        // batch: a settled node that skipped the listing has nothing to do, and an old view
+        // would only send compare-and-sets bound to fail.
+        if list_leases || from_view {
             self.act().await;
         }
         self.forget_dead_members().await;
@@ -550,6 +569,36 @@ impl Runner {
                 tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
             }
         }
+    }
+
+    /// Whether this scan should plan on the view it has, without reading the lease table: a
+    /// node taking its share batch by batch (see [`ParticipantConfig::max_acquires_per_scan`])
+    /// whose last batch all succeeded, in a membership that has not changed since its last
+    /// reading, not older than `acquire_after` (so no record seen held in it can have come
+    /// to look abandoned). Members take their own stripes of the table first
+    /// ([`planner::Stripe`]), so such a view rarely offers a row another node took since; a
+    /// take that fails sends the next scan back to the table. Never with a zero
+    /// `relist_after`, which promises a reading every scan.
+    fn plan_on_view(&self, now: Instant, membership: &[MemberShare]) -> bool {
+        self.ramping
+            && !self.config.relist_after.is_zero()
+            && !self.leases_due
+            && membership == self.membership
+            && self.observed.operator_mark == self.operator_mark
+            && self
+                .listed_at
+                .is_some_and(|at| now < at + self.config.acquire_after)
+    }
+
+    /// How long a settled node waits before reading the lease table regardless: `relist_after
+    /// × live members`, spread by half either way. The fleet as a whole then reads it about
+    /// every `relist_after`, at scattered moments, whatever its size: one reading by any node
+    /// finds what nothing signalled (a row it sees free it takes, or watches until taken), so
+    /// a thousand nodes need not each read 65,536 rows to find it.
+    fn relist_wait(&mut self, live_members: usize) -> Duration {
+        let live = u32::try_from(live_members.max(1)).unwrap_or(u32::MAX);
+        let period = self.config.relist_after.saturating_mul(live);
+        self.rng.spread(period, 0.5)
     }
 
     /// Whether this scan should read the lease table. Always with a zero
@@ -654,20 +703,29 @@ impl Runner {
             status.live_members = plan.live_members;
         });
         self.settled = plan.settled();
+        self.ramping = false;
         self.wake_at = plan.wake_at;
         for partition in plan.drop {
             let deadline = self.holdings[&partition].valid_until;
             self.lose(partition, LossReason::Expired, deadline);
         }
-        if !plan.release.is_empty() {
+        let released = !plan.release.is_empty();
+        if released {
             self.release(plan.release).await;
         }
         if !plan.acquire.is_empty() {
-            self.acquire(plan.acquire).await;
+            let batch = plan.acquire.len();
+            let taken = self.acquire(plan.acquire).await;
+            self.ramping = taken == batch
+                && batch >= self.config.max_acquires_per_scan as usize
+                && plan.off_stripe == 0
+                && !released
+                && self.holdings.len() < plan.target as usize;
         }
     }
 
-    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) {
+    /// Takes the partitions, returning how many it now holds of them.
+    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> usize {
         let written_at = self.write_stamp();
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
@@ -688,13 +746,25 @@ impl Runner {
             .call(async move { store.put_leases(&group, &batch).await })
             .await;
         let valid_until = sent_at + self.config.lease_validity;
+        let mut taken = 0;
         for (write, result) in self.settle("acquisition", writes, results).await {
-            // Whatever the outcome, our view of this row is now out of date: if the write's
-            // fate stays unknown, the row waits a full acquire_after from its next sighting.
-            self.observed.leases.remove(&write.partition);
             let Ok(version) = result else {
+                // Someone else wrote the row, or the write's fate stays unknown: the view of
+                // it is out of date, and the row waits a full acquire_after from its next
+                // sighting, which the next scan makes.
+                self.observed.leases.remove(&write.partition);
+                self.leases_due = true;
                 continue;
             };
+            // The row is now exactly what this node wrote.
+            self.observed.leases.insert(
+                write.partition,
+                planner::Observation {
+                    record: write.record.clone(),
+                    version: version.clone(),
+                    first_seen: self.clock.now(),
+                },
+            );
             if self.clock.now() >= valid_until {
                 // The reply came too late to serve at all; the lease runs out unused.
                 continue;
@@ -715,7 +785,9 @@ impl Runner {
             let guard =
                 LeaseGuard::new(write.partition, epoch, valid_until, Arc::clone(&self.clock));
             self.callbacks.on_acquired(&guard);
+            taken += 1;
         }
+        taken
     }
 
     /// Hands leases off: stop serving first, then write them released.

@@ -133,12 +133,24 @@ impl Fixture {
         self.plan_with(now, false)
     }
 
+    /// Plans on the view as if the table had just been read: `now` is its listing time.
     fn plan_with(&self, now: Instant, draining: bool) -> Plan {
+        let mut observed = self.observed.clone();
+        observed.listed_at = Some(now);
+        self.plan_on(&observed, now, draining)
+    }
+
+    /// Plans on the view as it stands, last read when it was built.
+    fn plan_on_view(&self, now: Instant) -> Plan {
+        self.plan_on(&self.observed, now, false)
+    }
+
+    fn plan_on(&self, observed: &Observed, now: Instant, draining: bool) -> Plan {
         plan(
             &PlanInput {
                 now,
                 config: &self.config,
-                observed: &self.observed,
+                observed,
                 holdings: &self.holdings,
                 draining,
             },
@@ -556,4 +568,115 @@ fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
             ("d", 1, later),
         ]
     );
+}
+
+#[test]
+fn stripes_divide_the_table_exactly_by_target() {
+    for (partitions, weights) in [
+        (64, vec![1, 1, 1]),
+        (65_536, vec![1; 48]),
+        (100, vec![3, 1, 1, 2]),
+        (7, vec![1, 1, 1, 1, 1, 1, 1, 1, 1]),
+        (1, vec![1, 1]),
+    ] {
+        let members: Vec<MemberShare> = weights
+            .iter()
+            .enumerate()
+            .map(|(i, w)| share(&format!("n{i:04}"), *w, false))
+            .collect();
+        let targets = fair_targets(partitions, &members, partitions);
+        let stripes: Vec<(u32, Stripe)> = targets
+            .iter()
+            .map(|(node, target)| (*target, Stripe::of(node, &targets, partitions)))
+            .collect();
+        let mut counts = vec![0u32; stripes.len()];
+        for p in 0..partitions {
+            let owners: Vec<usize> = (0..stripes.len())
+                .filter(|&i| stripes[i].1.contains(PartitionId(p)))
+                .collect();
+            assert_eq!(
+                owners.len(),
+                1,
+                "partition {p} of {partitions} in one stripe"
+            );
+            counts[owners[0]] += 1;
+        }
+        let expected: Vec<u32> = stripes.iter().map(|(target, _)| *target).collect();
+        assert_eq!(counts, expected, "{partitions} partitions over {weights:?}");
+    }
+}
+
+#[test]
+fn stripes_scatter_neighbouring_partitions() {
+    let members: Vec<MemberShare> = (0..4).map(|i| share(&format!("n{i}"), 1, false)).collect();
+    let targets = fair_targets(64, &members, 64);
+    let stripe = Stripe::of(&node("n0"), &targets, 64);
+    let mine: Vec<u32> = (0..64)
+        .filter(|p| stripe.contains(PartitionId(*p)))
+        .collect();
+    assert_eq!(mine.len(), 16);
+    let adjacent = mine.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    assert!(adjacent < 4, "not one contiguous range: {mine:?}");
+}
+
+#[test]
+fn a_starting_node_takes_its_own_stripe_first() {
+    let mut fixture = Fixture::new(256);
+    for name in ["a", "b", "c"] {
+        fixture.member(name, fixture.start);
+    }
+    let plan = fixture.plan_at(fixture.start);
+    assert_eq!(plan.target, 64);
+    assert_eq!(plan.acquire.len(), 16, "max_acquires_per_scan");
+    assert_eq!(plan.off_stripe, 0);
+    let members = fixture
+        .observed
+        .membership(fixture.start, &fixture.config, false);
+    let targets = fair_targets(256, &members, 256);
+    let stripe = Stripe::of(&node("me"), &targets, 256);
+    assert!(plan.acquire.iter().all(|a| stripe.contains(a.partition)));
+
+    // With its stripe taken by others, it takes what is left elsewhere, and says so.
+    for p in 0..256 {
+        if stripe.contains(PartitionId(p)) {
+            fixture.set(p, held_by("a", 1), 1000 + u64::from(p), fixture.start);
+        }
+    }
+    let plan = fixture.plan_at(fixture.start);
+    assert_eq!(plan.acquire.len(), 16);
+    assert_eq!(plan.off_stripe, 16);
+}
+
+#[test]
+fn between_readings_a_free_row_does_not_come_to_look_orphaned() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(600);
+    fixture.hold(0, far);
+    fixture.hold(1, far);
+    fixture.member("other", fixture.start);
+    // Nobody below target may take 2, so a node at its target rescues it once it has been
+    // seen free for the orphan grace.
+    fixture.set(
+        2,
+        LeaseRecord {
+            prohibited: vec![node("other")],
+            ..LeaseRecord::released()
+        },
+        70,
+        fixture.start,
+    );
+    fixture.set(3, held_by("other", 1), 71, fixture.start);
+    fixture.member("other", fixture.start + Duration::from_secs(100));
+    let later = fixture.start + fixture.config.scan_interval * (ORPHAN_GRACE_SCANS + 1);
+    assert!(
+        fixture.plan_on_view(later).acquire.is_empty(),
+        "last read when 2 had only just been released"
+    );
+    let taken: Vec<u32> = fixture
+        .plan_at(later)
+        .acquire
+        .iter()
+        .map(|a| a.partition.0)
+        .collect();
+    assert_eq!(taken, vec![2], "read again, still free: an orphan");
 }
