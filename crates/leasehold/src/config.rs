@@ -58,8 +58,8 @@ pub struct ParticipantConfig {
     /// some node of the fleet reads it about every `relist_after`, whatever the fleet's size.
     /// While taking its share batch by batch, a node also plans on its last reading for up to
     /// `acquire_after`, taking its own stripe of the table first ([`crate::planner::Stripe`]),
-    /// and a node joining such a table scans first a scan interval after it starts, once a
-    /// fleet starting together has registered. On a large table that is most of the store's
+    /// and when a whole fleet starts together each node waits one scan for the others to
+    /// register before taking anything. On a large table that is most of the store's
     /// read load gone; the price is that a crash is noticed by its missed heartbeat, a little
     /// later than by its unrenewed leases, and that a change made by other means than the
     /// notices and operator commands (a record edited by hand in the store) is found by some

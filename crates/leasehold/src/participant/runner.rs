@@ -81,6 +81,8 @@ pub(crate) struct Runner {
     ramping: bool,
     /// When the lease table was last read.
     listed_at: Option<Instant>,
+    /// Whether this node has scanned at all.
+    joined: bool,
     /// The live membership the last lease listing was planned with.
     membership: Vec<MemberShare>,
     /// The version of the operator's record ([`NodeId::operator`]) when the lease table was
@@ -126,6 +128,7 @@ impl Runner {
             settled: false,
             ramping: false,
             listed_at: None,
+            joined: false,
             membership: Vec::new(),
             operator_mark: None,
         }
@@ -137,16 +140,6 @@ impl Runner {
             Ok(feed) => self.feed = Some(feed),
             Err(StoreError::NotSupported(_)) => {}
             Err(error) => tracing::warn!(%error, "change notifications unavailable; polling"),
-        }
-        if !self.config.relist_after.is_zero() {
-            // On a large table the first scan comes a scan interval after joining, once the
-            // first heartbeats of a fleet starting together are all in: every node then
-            // counts the same members and takes its own stripe, where a node counting
-            // only those that beat it to the store would take rows the stripes give others.
-            self.next_scan = self.clock.now()
-                + self
-                    .rng
-                    .spread(self.config.scan_interval, self.config.jitter);
         }
         loop {
             let expire = self.sleep_until(self.earliest_deadline());
@@ -506,8 +499,9 @@ impl Runner {
         } else {
             self.observed.membership(now, &self.config, self.draining)
         };
-        let from_view = self.plan_on_view(now, &membership);
-        let list_leases = !from_view && self.leases_wanted(now, &membership);
+        let waiting = self.fleet_starting();
+        let from_view = !waiting && self.plan_on_view(now, &membership);
+        let list_leases = !waiting && !from_view && self.leases_wanted(now, &membership);
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases = match self
@@ -569,6 +563,23 @@ impl Runner {
                 tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
             }
         }
+    }
+
+    /// Whether this is the first scan of a node on a large table whose fleet is starting
+    /// with it: every member it sees has written its record once or twice. It then takes
+    /// nothing until its next scan, once the others have registered too, so that every node
+    /// counts the same members and takes its own stripe, where a node counting only those
+    /// that beat it to the store would take rows the stripes give others. A node joining a
+    /// running fleet does not wait.
+    fn fleet_starting(&mut self) -> bool {
+        let first = !std::mem::replace(&mut self.joined, true);
+        first
+            && !self.config.relist_after.is_zero()
+            && self
+                .observed
+                .members
+                .values()
+                .all(|seen| seen.record.heartbeat <= 2)
     }
 
     /// Whether this scan should plan on the view it has, without reading the lease table: a
