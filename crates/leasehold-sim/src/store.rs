@@ -98,13 +98,14 @@ impl FaultyStore {
         output
     }
 
-    /// Runs a write under its fate; `later` applies the same write on its own for a held-back
-    /// request.
+    /// Runs a write under its fate; `later` makes the same write on its own, for a held-back
+    /// request, and is called only then: copying a batch for every write would cost the
+    /// simulation more than the write.
     async fn write<T, F>(
         &self,
         rows: usize,
         call: impl Future<Output = Result<T, StoreError>>,
-        later: F,
+        later: impl FnOnce() -> F,
     ) -> Result<T, StoreError>
     where
         F: Future<Output = ()> + Send + 'static,
@@ -116,7 +117,7 @@ impl FaultyStore {
                 return std::future::pending().await;
             }
             Fate::Delay(delay) => {
-                self.world.apply_later(delay, later);
+                self.world.apply_later(delay, later());
                 return std::future::pending().await;
             }
             refused => return self.refuse(refused).await,
@@ -163,16 +164,20 @@ impl LeaseStore for FaultyStore {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let (store, g, r, m) = (
-            self.inner().clone(),
-            group.clone(),
-            record.clone(),
-            mode.clone(),
-        );
-        let later = async move {
-            let _ = store.put_lease(&g, partition, &r, m).await;
+        let later = || {
+            let (store, g, r, m) = (
+                self.inner().clone(),
+                group.clone(),
+                record.clone(),
+                mode.clone(),
+            );
+            async move {
+                let _ = store.put_lease(&g, partition, &r, m).await;
+            }
         };
-        let call = self.inner().put_lease(group, partition, record, mode);
+        let call = self
+            .inner()
+            .put_lease(group, partition, record, mode.clone());
         self.write(1, call, later).await
     }
 
@@ -181,9 +186,11 @@ impl LeaseStore for FaultyStore {
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        let (store, g, batch) = (self.inner().clone(), group.clone(), writes.to_vec());
-        let later = async move {
-            let _ = store.put_leases(&g, &batch).await;
+        let later = || {
+            let (store, g, batch) = (self.inner().clone(), group.clone(), writes.to_vec());
+            async move {
+                let _ = store.put_leases(&g, &batch).await;
+            }
         };
         let call = self.inner().put_leases(group, writes);
         self.write(writes.len(), call, later).await
@@ -195,9 +202,11 @@ impl LeaseStore for FaultyStore {
         partition: PartitionId,
         version: &Version,
     ) -> Result<(), StoreError> {
-        let (store, g, v) = (self.inner().clone(), group.clone(), version.clone());
-        let later = async move {
-            let _ = store.delete_lease(&g, partition, &v).await;
+        let later = || {
+            let (store, g, v) = (self.inner().clone(), group.clone(), version.clone());
+            async move {
+                let _ = store.delete_lease(&g, partition, &v).await;
+            }
         };
         let call = self.inner().delete_lease(group, partition, version);
         self.write(1, call, later).await
@@ -224,17 +233,19 @@ impl LeaseStore for FaultyStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let (store, g, n, r, m) = (
-            self.inner().clone(),
-            group.clone(),
-            node.clone(),
-            record.clone(),
-            mode.clone(),
-        );
-        let later = async move {
-            let _ = store.put_member(&g, &n, &r, m).await;
+        let later = || {
+            let (store, g, n, r, m) = (
+                self.inner().clone(),
+                group.clone(),
+                node.clone(),
+                record.clone(),
+                mode.clone(),
+            );
+            async move {
+                let _ = store.put_member(&g, &n, &r, m).await;
+            }
         };
-        let call = self.inner().put_member(group, node, record, mode);
+        let call = self.inner().put_member(group, node, record, mode.clone());
         self.write(1, call, later).await
     }
 
@@ -244,14 +255,16 @@ impl LeaseStore for FaultyStore {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError> {
-        let (store, g, n, v) = (
-            self.inner().clone(),
-            group.clone(),
-            node.clone(),
-            version.clone(),
-        );
-        let later = async move {
-            let _ = store.delete_member(&g, &n, &v).await;
+        let later = || {
+            let (store, g, n, v) = (
+                self.inner().clone(),
+                group.clone(),
+                node.clone(),
+                version.clone(),
+            );
+            async move {
+                let _ = store.delete_member(&g, &n, &v).await;
+            }
         };
         let call = self.inner().delete_member(group, node, version);
         self.write(1, call, later).await

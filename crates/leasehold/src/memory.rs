@@ -248,12 +248,34 @@ impl LeaseStore for MemoryStore {
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        // One lock for the batch, as one transaction would be: each write is still its own
+        // compare-and-set.
+        let mut inner = self.lock();
         let mut results = Vec::with_capacity(writes.len());
+        let mut changes = Vec::new();
+        let mut version = inner.next_version;
+        let leases = &mut inner.tables(group).leases;
         for write in writes {
-            results.push(
-                self.put_lease(group, write.partition, &write.record, write.mode.clone())
-                    .await,
+            let result = put_entry(
+                leases,
+                &write.partition,
+                &write.record,
+                &write.mode,
+                version + 1,
+                || lease_key(group, write.partition),
             );
+            if result.is_ok() {
+                version += 1;
+                changes.push(Change::LeaseWritten {
+                    partition: write.partition,
+                    state: write.record.state,
+                });
+            }
+            results.push(result);
+        }
+        inner.next_version = version;
+        for change in changes {
+            inner.notify(group, change);
         }
         Ok(results)
     }
