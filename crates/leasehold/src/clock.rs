@@ -131,14 +131,6 @@ impl SeededRng {
     pub fn spread(&mut self, period: Duration, fraction: f64) -> Duration {
         period.mul_f64(1.0 + fraction * (2.0 * self.next_f64() - 1.0))
     }
-
-    /// Shuffles `items` in place (Fisher–Yates).
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i + 1);
-            items.swap(i, j);
-        }
-    }
 }
 
 #[cfg(test)]

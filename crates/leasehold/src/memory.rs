@@ -75,6 +75,34 @@ impl Inner {
         self.next_version
     }
 
+    /// A compare-and-set on one lease record, under the lock the caller holds.
+    fn put_lease(
+        &mut self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: &PutMode,
+    ) -> Result<Version, StoreError> {
+        let version = self.next_version + 1;
+        let result = put_entry(
+            &mut self.tables(group).leases,
+            &partition,
+            record,
+            mode,
+            version,
+            || lease_key(group, partition),
+        );
+        if result.is_ok() {
+            self.next_version = version;
+            let change = Change::LeaseWritten {
+                partition,
+                state: record.state,
+            };
+            self.notify(group, change);
+        }
+        result
+    }
+
     fn notify(&mut self, group: &GroupName, change: Change) {
         self.watchers.retain(|(watched, sender)| {
             if watched != group {
@@ -222,25 +250,7 @@ impl LeaseStore for MemoryStore {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let mut inner = self.lock();
-        let version = inner.next_version + 1;
-        let result = put_entry(
-            &mut inner.tables(group).leases,
-            &partition,
-            record,
-            &mode,
-            version,
-            || lease_key(group, partition),
-        );
-        if result.is_ok() {
-            inner.next_version = version;
-            let change = Change::LeaseWritten {
-                partition,
-                state: record.state,
-            };
-            inner.notify(group, change);
-        }
-        result
+        self.lock().put_lease(group, partition, record, &mode)
     }
 
     async fn put_leases(
@@ -251,33 +261,10 @@ impl LeaseStore for MemoryStore {
         // One lock for the batch, as one transaction would be: each write is still its own
         // compare-and-set.
         let mut inner = self.lock();
-        let mut results = Vec::with_capacity(writes.len());
-        let mut changes = Vec::new();
-        let mut version = inner.next_version;
-        let leases = &mut inner.tables(group).leases;
-        for write in writes {
-            let result = put_entry(
-                leases,
-                &write.partition,
-                &write.record,
-                &write.mode,
-                version + 1,
-                || lease_key(group, write.partition),
-            );
-            if result.is_ok() {
-                version += 1;
-                changes.push(Change::LeaseWritten {
-                    partition: write.partition,
-                    state: write.record.state,
-                });
-            }
-            results.push(result);
-        }
-        inner.next_version = version;
-        for change in changes {
-            inner.notify(group, change);
-        }
-        Ok(results)
+        Ok(writes
+            .iter()
+            .map(|w| inner.put_lease(group, w.partition, &w.record, &w.mode))
+            .collect())
     }
 
     async fn delete_lease(

@@ -491,9 +491,8 @@ fn scatter_stride(partitions: u64) -> u64 {
     stride.max(1)
 }
 
-/// Removes `count` items (or all there are) chosen uniformly at random, in random order,
-/// without shuffling the rest: a starting node sees tens of thousands of candidates and wants
-/// sixteen.
+/// Removes `count` items (or all there are) chosen uniformly at random, without shuffling
+/// the rest: a starting node sees tens of thousands of candidates and wants sixteen.
 fn draw<T>(items: &mut Vec<T>, count: usize, rng: &mut SeededRng) -> Vec<T> {
     let count = count.min(items.len());
     let len = items.len();
@@ -501,9 +500,7 @@ fn draw<T>(items: &mut Vec<T>, count: usize, rng: &mut SeededRng) -> Vec<T> {
         let j = rng.below(len - i);
         items.swap(j, len - 1 - i);
     }
-    let mut drawn = items.split_off(len - count);
-    drawn.reverse();
-    drawn
+    items.split_off(len - count)
 }
 
 /// A partition left free this many scan intervals after it became takeable has no taker

@@ -79,8 +79,6 @@ pub(crate) struct Runner {
     /// the last plan took a full batch of partitions, every take succeeded, and more are
     /// wanted (see [`Runner::plan_on_view`]).
     ramping: bool,
-    /// When the lease table was last read.
-    listed_at: Option<Instant>,
     /// Whether this node has scanned at all.
     joined: bool,
     /// The live membership the last lease listing was planned with.
@@ -127,7 +125,6 @@ impl Runner {
             relist_at: None,
             settled: false,
             ramping: false,
-            listed_at: None,
             joined: false,
             membership: Vec::new(),
             operator_mark: None,
@@ -520,7 +517,6 @@ impl Runner {
             if !self.config.relist_after.is_zero() {
                 self.relist_at = Some(now + self.relist_wait(membership.len()));
             }
-            self.listed_at = Some(now);
             self.leases_due = false;
             self.membership = membership;
             self.operator_mark = self.observed.operator_mark.clone();
@@ -597,6 +593,7 @@ impl Runner {
             && membership == self.membership
             && self.observed.operator_mark == self.operator_mark
             && self
+                .observed
                 .listed_at
                 .is_some_and(|at| now < at + self.config.acquire_after)
     }
