@@ -32,6 +32,8 @@ pub(crate) struct Process {
     pub clock: SimClock,
     pub gate: Gate,
     pub started: Instant,
+    /// [`Participant::lease_changes`] when its beliefs were last sampled.
+    pub sampled: Option<u64>,
 }
 
 /// Where a node is in its life.
@@ -212,37 +214,41 @@ impl World {
             .flatten()
     }
 
-    /// Reads `holder`'s current leases and updates its beliefs.
+    /// Reads `holder`'s current leases and updates its beliefs. Only when they changed since
+    /// the last look: a belief ends at its deadline by itself, so an unchanged set of leases
+    /// has nothing new to say.
     pub fn sample(&self, state: &mut State, holder: Holder) {
         let now = Instant::now();
-        let Some(slot) = state.nodes.get(&holder.node) else {
-            return;
-        };
-        let Some(process) = slot
-            .process()
-            .filter(|_| slot.incarnation == holder.incarnation)
+        let Some(slot) = state
+            .nodes
+            .get_mut(&holder.node)
+            .filter(|slot| slot.incarnation == holder.incarnation)
         else {
             return;
         };
-        let (participant, clock) = (process.participant.clone(), process.clock.clone());
-        let mut partitions = participant.owned();
-        partitions.extend(state.beliefs.open_partitions(holder));
-        partitions.sort_unstable();
-        partitions.dedup();
-        for partition in partitions {
-            match participant.lease(partition) {
-                Some(guard) => {
-                    let end = clock.to_true(guard.valid_until());
-                    let believed =
-                        state
-                            .beliefs
-                            .believe(holder, partition, guard.epoch(), now, end);
-                    if let Err(details) = believed {
-                        self.violate(state, Invariant::SingleOwner, details);
-                    }
-                }
-                None => state.beliefs.disbelieve(holder, partition, now),
+        let Life::Running(process) = &mut slot.life else {
+            return;
+        };
+        let changes = process.participant.lease_changes();
+        if process.sampled.replace(changes) == Some(changes) {
+            return;
+        }
+        let (leases, clock) = (process.participant.leases(), process.clock.clone());
+        let mut gone = state.beliefs.open_partitions(holder);
+        gone.retain(|p| {
+            leases
+                .binary_search_by_key(p, LeaseGuard::partition)
+                .is_err()
+        });
+        for guard in leases {
+            let end = clock.to_true(guard.valid_until());
+            let (partition, epoch) = (guard.partition(), guard.epoch());
+            if let Err(details) = state.beliefs.believe(holder, partition, epoch, now, end) {
+                self.violate(state, Invariant::SingleOwner, details);
             }
+        }
+        for partition in gone {
+            state.beliefs.disbelieve(holder, partition, now);
         }
     }
 
@@ -498,6 +504,7 @@ impl World {
             clock,
             gate: gate.clone(),
             started: Instant::now(),
+            sampled: None,
         });
         let rate = slot.rate;
         self.event(&mut state, format!("{holder} started rate={rate:.6}"));
@@ -519,7 +526,7 @@ impl World {
         process.participant.abort();
         let lived = now - process.started;
         state.traffic.node_heartbeats += lived.as_secs_f64() / self.timings.heartbeat.as_secs_f64();
-        let held = state.beliefs.open_partitions(holder);
+        let held = state.beliefs.held_at(holder, now);
         state.beliefs.end_all(holder, now);
         // A joiner that stops before reaching its share never does; its restart is no join.
         state.recorder.stopped(index);

@@ -123,6 +123,18 @@ impl SingleOwner {
             .unwrap_or_default()
     }
 
+    /// The partitions `holder` believes it holds at `at`: open beliefs whose deadline has not
+    /// passed. A belief stays open past its deadline until the node next looks at its leases.
+    pub fn held_at(&self, holder: Holder, at: Instant) -> Vec<PartitionId> {
+        let mut held = self.open_partitions(holder);
+        held.retain(|p| {
+            self.by_partition[p.0 as usize]
+                .iter()
+                .any(|b| b.open && b.holder == holder && at < b.end)
+        });
+        held
+    }
+
     /// Whether some node believed it held `partition` at some instant in `[from, to]`.
     pub fn owned_during(&self, partition: PartitionId, from: Instant, to: Instant) -> bool {
         self.by_partition

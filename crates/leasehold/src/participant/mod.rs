@@ -63,32 +63,55 @@ pub struct Status {
 /// never across an await.
 struct Shared {
     clock: Arc<dyn Clock>,
-    leases: RwLock<BTreeMap<PartitionId, (Epoch, Instant)>>,
+    leases: RwLock<Leases>,
     status: RwLock<Status>,
 }
 
+/// The leases held, with a counter of changes to them kept under the same lock, so that a
+/// reader sees the two agree.
+#[derive(Default)]
+struct Leases {
+    held: BTreeMap<PartitionId, (Epoch, Instant)>,
+    changes: u64,
+}
+
+impl Leases {
+    fn changed(&mut self) {
+        self.changes = self.changes.wrapping_add(1);
+    }
+}
+
 impl Shared {
+    fn write_leases(&self) -> std::sync::RwLockWriteGuard<'_, Leases> {
+        self.leases.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read_leases(&self) -> std::sync::RwLockReadGuard<'_, Leases> {
+        self.leases.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn insert(&self, partition: PartitionId, epoch: Epoch, valid_until: Instant) {
-        self.leases
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(partition, (epoch, valid_until));
+        let mut leases = self.write_leases();
+        leases.held.insert(partition, (epoch, valid_until));
+        leases.changed();
     }
 
     /// Moves the deadline of a lease still held; never re-adds one released meanwhile.
     fn extend(&self, partition: PartitionId, valid_until: Instant) {
-        let mut leases = self.leases.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = leases.get_mut(&partition) {
+        let mut leases = self.write_leases();
+        if let Some(entry) = leases.held.get_mut(&partition) {
             entry.1 = valid_until;
+            leases.changed();
         }
     }
 
     fn remove(&self, partition: PartitionId) -> bool {
-        self.leases
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&partition)
-            .is_some()
+        let mut leases = self.write_leases();
+        let held = leases.held.remove(&partition).is_some();
+        if held {
+            leases.changed();
+        }
+        held
     }
 
     fn update_status(&self, change: impl FnOnce(&mut Status)) {
@@ -192,7 +215,7 @@ impl Participant {
     ) -> Participant {
         let shared = Arc::new(Shared {
             clock: Arc::clone(&environment.clock),
-            leases: RwLock::new(BTreeMap::new()),
+            leases: RwLock::new(Leases::default()),
             status: RwLock::new(Status::default()),
         });
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
@@ -226,27 +249,56 @@ impl Participant {
     /// the local clock. Answers from memory; never waits for the background task.
     pub fn lease(&self, partition: PartitionId) -> Option<LeaseGuard> {
         let shared = &self.inner.shared;
-        let (epoch, valid_until) = *shared
-            .leases
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&partition)?;
+        let (epoch, valid_until) = *shared.read_leases().held.get(&partition)?;
         let guard = LeaseGuard::new(partition, epoch, valid_until, Arc::clone(&shared.clock));
         guard.is_valid().then_some(guard)
     }
 
     /// The partitions this node holds now, in order.
     pub fn owned(&self) -> Vec<PartitionId> {
+        self.leases().iter().map(LeaseGuard::partition).collect()
+    }
+
+    /// Every lease this node holds now, in partition order: what [`Participant::lease`]
+    /// answers for each of [`Participant::owned`], read at one instant.
+    pub fn leases(&self) -> Vec<LeaseGuard> {
         let shared = &self.inner.shared;
         let now = shared.clock.now();
         shared
-            .leases
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_leases()
+            .held
             .iter()
             .filter(|(_, (_, valid_until))| now < *valid_until)
-            .map(|(partition, _)| *partition)
+            .map(|(partition, (epoch, valid_until))| {
+                LeaseGuard::new(*partition, *epoch, *valid_until, Arc::clone(&shared.clock))
+            })
             .collect()
+    }
+
+    /// A counter that moves whenever this node's leases change: one taken, renewed, released,
+    /// lost or dropped. While it stays the same, [`Participant::leases`] returns the same
+    /// leases with the same deadlines, less any whose deadline has since passed; so whatever
+    /// is derived from them (a routing table, a registry entry) need only be rebuilt when it
+    /// moves.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold::{admin, MemoryStore, NodeId, Participant, ParticipantConfig};
+    ///
+    /// let store = Arc::new(MemoryStore::new());
+    /// let config = ParticipantConfig::fast(NodeId::new("server-1").unwrap(), 4);
+    /// admin::init(&*store, &config.group, 4).await.unwrap();
+    /// let participant = Participant::start(store, config, ()).unwrap();
+    /// let before = participant.lease_changes();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_ne!(participant.lease_changes(), before, "the leases were taken meanwhile");
+    /// assert_eq!(participant.leases().len(), 4);
+    /// # });
+    /// ```
+    pub fn lease_changes(&self) -> u64 {
+        self.inner.shared.read_leases().changes
     }
 
     /// What the background loop last decided.
@@ -303,12 +355,10 @@ impl Participant {
     /// Stops the background task at once without writing anything, as a crash would: held
     /// leases stay in the store until they expire. For tests, demos and simulations.
     pub fn abort(&self) {
-        self.inner
-            .shared
-            .leases
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        let mut leases = self.inner.shared.write_leases();
+        leases.held.clear();
+        leases.changed();
+        drop(leases);
         if let Some(task) = self
             .inner
             .task
