@@ -12,6 +12,9 @@ use crate::config::ParticipantConfig;
 use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
+mod view;
+pub use view::{LeaseView, SeenLease};
+
 /// A record as this node last saw it, and since when it has looked exactly so.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observation<T> {
@@ -27,8 +30,8 @@ pub struct Observation<T> {
 /// This node's view of its group's table, built from successive scans.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
-    /// Lease records by partition.
-    pub leases: BTreeMap<PartitionId, Observation<LeaseRecord>>,
+    /// The lease table, one row per partition.
+    pub leases: LeaseView,
     /// Member records by node. The operator's record ([`NodeId::operator`]) is not a member
     /// and is kept apart, in `operator_mark`.
     pub members: BTreeMap<NodeId, Observation<MemberRecord>>,
@@ -41,8 +44,7 @@ pub struct Observed {
 
 /// Folds a listing into a view, keeping `first_seen` for records whose version did not
 /// change. Listings come ordered by key, so the two are walked side by side and entries are
-/// updated in place; only keys that appeared or vanished touch the map's structure. Every
-/// node folds in the whole table on every scan, so this is the participant's hottest loop.
+/// updated in place; only keys that appeared or vanished touch the map's structure.
 fn merge<K: Ord + Clone, T>(
     view: &mut BTreeMap<K, Observation<T>>,
     now: Instant,
@@ -100,7 +102,7 @@ impl Observed {
     /// whose version did not change.
     pub fn observe_leases(&mut self, now: Instant, records: Vec<Stored<PartitionId, LeaseRecord>>) {
         self.listed_at = Some(now);
-        merge(&mut self.leases, now, records);
+        self.leases.merge(now, records);
     }
 
     /// Replaces the member view with a listing received at `now`, setting the operator's
@@ -321,8 +323,8 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     let members = observed.membership(now, config, draining);
     let available = observed
         .leases
-        .values()
-        .filter(|seen| seen.record.state != LeaseState::Offline)
+        .iter()
+        .filter(|seen| seen.state != LeaseState::Offline)
         .count() as u32;
     let cap = config.max_partitions_per_node;
     let targets = fair_targets(available.min(config.partitions), &members, cap);
@@ -362,8 +364,9 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     let stripe = Stripe::of(&config.node, &targets, config.partitions);
     // Candidates by kind, each split by whether they lie in this node's stripe.
     let (mut ready, mut orphans) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
-    for (partition, seen) in &observed.leases {
-        let ready_at = match seen.record.state {
+    for seen in observed.leases.iter() {
+        let partition = &seen.partition;
+        let ready_at = match seen.state {
             LeaseState::Offline => continue,
             LeaseState::Released => seen.first_seen,
             LeaseState::Held => seen.first_seen + config.acquire_after,
@@ -371,7 +374,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // The common case in a settled fleet, decided with one comparison of names: a live
         // lease, and no share left to fill that would need a timer for it.
         if ready_at > now && wanted == 0 {
-            if seen.record.owner.as_ref() == Some(&config.node)
+            if seen.owner.as_ref() == Some(&config.node)
                 && !holdings.contains_key(partition)
                 && partition.0 < config.partitions
             {
@@ -385,15 +388,15 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         if ready_at <= now {
             plan.takeable += 1;
         }
-        if seen.record.is_prohibited(&config.node) {
+        if observed.leases.is_prohibited(seen, &config.node) {
             continue;
         }
         let abandoned = ready_at <= now && abandoned_by_live_owner(seen, &members);
         let elsewhere = usize::from(!stripe.contains(*partition));
         if ready_at + orphaned_after <= listed_at || abandoned {
-            orphans[elsewhere].push((*partition, seen));
+            orphans[elsewhere].push(seen);
         } else if ready_at <= now {
-            ready[elsewhere].push((*partition, seen));
+            ready[elsewhere].push(seen);
         } else if wanted > 0 {
             plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         }
@@ -413,13 +416,18 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         extra -= rescued.len();
         chosen.extend(rescued);
     }
-    for (partition, seen) in chosen {
+    for seen in chosen {
+        let partition = seen.partition;
         plan.off_stripe += u32::from(!stripe.contains(partition));
-        let mut record = seen.record.clone();
-        record.owner = Some(config.node.clone());
-        record.state = LeaseState::Held;
-        record.epoch = seen.record.epoch.next();
-        record.note = None;
+        // A new tenure: its load is reported by its first renewal, and an operator's note
+        // on the last one no longer applies.
+        let record = LeaseRecord {
+            owner: Some(config.node.clone()),
+            epoch: seen.epoch.next(),
+            state: LeaseState::Held,
+            prohibited: observed.leases.prohibited(partition).to_vec(),
+            ..LeaseRecord::default()
+        };
         plan.acquire.push(Acquisition {
             partition,
             expected: seen.version.clone(),
@@ -515,8 +523,8 @@ pub const ORPHAN_GRACE_SCANS: u32 = 2;
 /// for it, and it must itself wait out `acquire_after` from its own start: waiting for the
 /// orphan grace as well would add both to the failover. Any node with room takes it now, and
 /// hands it back cooperatively if the owner falls short of its share.
-fn abandoned_by_live_owner(seen: &Observation<LeaseRecord>, members: &[MemberShare]) -> bool {
-    match (&seen.record.state, &seen.record.owner) {
+fn abandoned_by_live_owner(seen: &SeenLease, members: &[MemberShare]) -> bool {
+    match (&seen.state, &seen.owner) {
         (LeaseState::Held, Some(owner)) => members.iter().any(|m| m.node == *owner),
         _ => false,
     }
@@ -526,8 +534,8 @@ fn abandoned_by_live_owner(seen: &Observation<LeaseRecord>, members: &[MemberSha
 /// each holds in the observed table.
 fn deficit_of_others(observed: &Observed, targets: &BTreeMap<NodeId, u32>, node: &NodeId) -> u32 {
     let mut held: BTreeMap<&NodeId, u32> = BTreeMap::new();
-    for seen in observed.leases.values() {
-        if let (LeaseState::Held, Some(owner)) = (seen.record.state, &seen.record.owner) {
+    for seen in observed.leases.iter() {
+        if let (LeaseState::Held, Some(owner)) = (seen.state, &seen.owner) {
             *held.entry(owner).or_default() += 1;
         }
     }

@@ -760,18 +760,16 @@ impl Runner {
                 // Someone else wrote the row, or the write's fate stays unknown: the view of
                 // it is out of date, and the row waits a full acquire_after from its next
                 // sighting, which the next scan makes.
-                self.observed.leases.remove(&write.partition);
+                self.observed.leases.forget(write.partition);
                 self.leases_due = true;
                 continue;
             };
             // The row is now exactly what this node wrote.
             self.observed.leases.insert(
                 write.partition,
-                planner::Observation {
-                    record: write.record.clone(),
-                    version: version.clone(),
-                    first_seen: self.clock.now(),
-                },
+                &write.record,
+                version.clone(),
+                self.clock.now(),
             );
             if self.clock.now() >= valid_until {
                 // The reply came too late to serve at all; the lease runs out unused.

@@ -96,11 +96,9 @@ impl Fixture {
     fn set(&mut self, partition: u32, record: LeaseRecord, version: u64, seen: Instant) {
         self.observed.leases.insert(
             PartitionId(partition),
-            Observation {
-                record,
-                version: Version::from_number(version),
-                first_seen: seen,
-            },
+            &record,
+            Version::from_number(version),
+            seen,
         );
     }
 
@@ -175,6 +173,10 @@ fn released_partitions_are_taken_at_once_with_the_next_epoch() {
         2,
         LeaseRecord {
             epoch: Epoch(5),
+            owner: Some(node("before")),
+            prohibited: vec![node("x")],
+            load: Some(3.5),
+            note: Some("kicked".into()),
             ..LeaseRecord::released()
         },
         77,
@@ -192,6 +194,9 @@ fn released_partitions_are_taken_at_once_with_the_next_epoch() {
     assert_eq!(take.record.epoch, Epoch(6));
     assert_eq!(take.record.owner, Some(node("me")));
     assert_eq!(take.record.state, LeaseState::Held);
+    // The prohibited list carries over; the last tenure's load and note do not.
+    assert_eq!(take.record.prohibited, vec![node("x")]);
+    assert_eq!((take.record.load, take.record.note.as_deref()), (None, None));
 }
 
 #[test]
@@ -240,7 +245,12 @@ fn the_same_version_keeps_its_first_seen_across_scans() {
         .observed
         .observe_leases(fixture.start + Duration::from_secs(20), listing());
     assert_eq!(
-        fixture.observed.leases[&PartitionId(0)].first_seen,
+        fixture
+            .observed
+            .leases
+            .get(PartitionId(0))
+            .unwrap()
+            .first_seen,
         fixture.start
     );
 }
@@ -261,13 +271,13 @@ fn a_listing_with_other_keys_keeps_first_seen_only_for_unchanged_versions() {
     let seen: Vec<(u32, u64, Instant)> = observed
         .leases
         .iter()
-        .map(|(p, o)| (p.0, o.version.as_number().unwrap(), o.first_seen))
+        .map(|o| (o.partition.0, o.version.as_number().unwrap(), o.first_seen))
         .collect();
     assert_eq!(seen, vec![(0, 10, t0), (1, 15, t1), (2, 21, t1)]);
     // The same keys again: updated in place, unchanged versions keep their first sighting.
     let t2 = t1 + Duration::from_secs(20);
     observed.observe_leases(t2, vec![row(0, 11), row(1, 15), row(2, 21)]);
-    let first_seen: Vec<Instant> = observed.leases.values().map(|o| o.first_seen).collect();
+    let first_seen: Vec<Instant> = observed.leases.iter().map(|o| o.first_seen).collect();
     assert_eq!(first_seen, vec![t2, t1, t1]);
 }
 

@@ -1,0 +1,336 @@
+//! The lease table as this node last read it. Every node keeps one row per partition and
+//! folds in the whole table on every listing, so the row is kept to what planning reads: a
+//! fleet of a thousand nodes on 65,536 partitions holds 65 million of them.
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use crate::record::{LeaseRecord, LeaseState, Stored};
+use crate::types::{Epoch, NodeId, PartitionId, Version};
+
+/// A lease row as this node last saw it: the parts of the record that planning reads, its
+/// version, and since when it has looked exactly so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeenLease {
+    /// Its version.
+    pub version: Version,
+    /// The local instant at which this version was first seen: the start of its
+    /// unchanged-for-`acquire_after` wait.
+    pub first_seen: Instant,
+    /// The node that holds or last held the lease.
+    pub owner: Option<NodeId>,
+    /// The fencing token of the current or last tenure.
+    pub epoch: Epoch,
+    /// The partition.
+    pub partition: PartitionId,
+    /// Held, released or offline.
+    pub state: LeaseState,
+    /// Whether the record names nodes that must never take the partition; the names are
+    /// kept apart (see [`LeaseView::prohibited`]), as few records have any.
+    restricted: bool,
+    /// Whether this node has since learnt that the row changed without seeing how: it is
+    /// left out until the next listing shows it again.
+    forgotten: bool,
+}
+
+impl SeenLease {
+    fn new(
+        partition: PartitionId,
+        record: LeaseRecord,
+        version: Version,
+        first_seen: Instant,
+        prohibited: &mut BTreeMap<PartitionId, Vec<NodeId>>,
+    ) -> SeenLease {
+        let restricted = !record.prohibited.is_empty();
+        if restricted {
+            prohibited.insert(partition, record.prohibited);
+        } else {
+            prohibited.remove(&partition);
+        }
+        SeenLease {
+            version,
+            first_seen,
+            owner: record.owner,
+            epoch: record.epoch,
+            partition,
+            state: record.state,
+            restricted,
+            forgotten: false,
+        }
+    }
+}
+
+/// This node's view of its group's lease table: one [`SeenLease`] per partition, in
+/// partition order.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseView {
+    /// Sorted by partition, one row each.
+    rows: Vec<SeenLease>,
+    /// The prohibited lists of the rows marked restricted.
+    prohibited: BTreeMap<PartitionId, Vec<NodeId>>,
+}
+
+impl LeaseView {
+    /// How many partitions the view shows.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// Whether the view shows no partition.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    /// The rows, in partition order.
+    pub fn iter(&self) -> impl Iterator<Item = &SeenLease> + '_ {
+        self.rows.iter().filter(|row| !row.forgotten)
+    }
+
+    /// The row for `partition`, if the view shows it.
+    pub fn get(&self, partition: PartitionId) -> Option<&SeenLease> {
+        let index = self.position(partition).ok()?;
+        Some(&self.rows[index]).filter(|row| !row.forgotten)
+    }
+
+    /// The nodes that must never take `partition`, as its record last seen lists them.
+    pub fn prohibited(&self, partition: PartitionId) -> &[NodeId] {
+        self.prohibited.get(&partition).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether `node` is on the prohibited list of `seen`, a row of this view.
+    pub fn is_prohibited(&self, seen: &SeenLease, node: &NodeId) -> bool {
+        seen.restricted && self.prohibited(seen.partition).contains(node)
+    }
+
+    /// Records that `partition` is `record` at `version`, unchanged since `first_seen`: what
+    /// this node knows after writing the row itself.
+    pub fn insert(
+        &mut self,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        version: Version,
+        first_seen: Instant,
+    ) {
+        let row = SeenLease::new(
+            partition,
+            record.clone(),
+            version,
+            first_seen,
+            &mut self.prohibited,
+        );
+        match self.position(partition) {
+            Ok(index) => self.rows[index] = row,
+            Err(index) => self.rows.insert(index, row),
+        }
+    }
+
+    /// Leaves `partition` out until a listing shows it again, as if never seen: its wait
+    /// starts over from that sighting. For a row that changed in a way this node did not
+    /// see, such as a conditional write that lost or whose reply never came.
+    pub fn forget(&mut self, partition: PartitionId) {
+        if let Ok(index) = self.position(partition) {
+            self.rows[index].forgotten = true;
+        }
+    }
+
+    fn position(&self, partition: PartitionId) -> Result<usize, usize> {
+        self.rows
+            .binary_search_by_key(&partition, |row| row.partition)
+    }
+
+    /// Replaces the view with a listing received at `now`, keeping `first_seen` for rows
+    /// whose version did not change.
+    ///
+    /// Rows are updated in place while the listing's keys line up with the view's, as they
+    /// do on every listing but the first and those after the table's size changed; the rest
+    /// is merged side by side. Every node folds in the whole table on every listing, so this
+    /// is the participant's hottest loop.
+    pub fn merge(&mut self, now: Instant, mut records: Vec<Stored<PartitionId, LeaseRecord>>) {
+        if !records.is_sorted_by(|a, b| a.key < b.key) {
+            records.sort_by_key(|stored| stored.key);
+            records.dedup_by(|later, earlier| later.key == earlier.key);
+        }
+        let prohibited = &mut self.prohibited;
+        let mut records = records.into_iter();
+        let mut aligned = 0;
+        for stored in records.by_ref() {
+            let Some(row) = self.rows.get_mut(aligned) else {
+                // The listing is longer than the view (on a first listing, all of it): the
+                // rest is new.
+                self.rows.reserve_exact(1 + records.len());
+                let row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
+                self.rows.push(row);
+                self.rows.extend(records.by_ref().map(|stored| {
+                    SeenLease::new(stored.key, stored.value, stored.version, now, prohibited)
+                }));
+                return;
+            };
+            if row.partition != stored.key {
+                // Keys no longer line up: merge the rest of both.
+                let old = self.rows.split_off(aligned);
+                self.merge_unaligned(now, old, std::iter::once(stored).chain(records));
+                return;
+            }
+            if row.forgotten || row.version != stored.version {
+                *row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
+            }
+            aligned += 1;
+        }
+        for vanished in self.rows.drain(aligned..) {
+            if vanished.restricted {
+                prohibited.remove(&vanished.partition);
+            }
+        }
+    }
+
+    /// Appends to the view the merge of `old` rows (sorted) with `records` (sorted, unique).
+    fn merge_unaligned(
+        &mut self,
+        now: Instant,
+        old: Vec<SeenLease>,
+        records: impl Iterator<Item = Stored<PartitionId, LeaseRecord>>,
+    ) {
+        self.rows.reserve(records.size_hint().0);
+        let prohibited = &mut self.prohibited;
+        let mut old = old.into_iter().peekable();
+        let vanish = |row: SeenLease, prohibited: &mut BTreeMap<_, _>| {
+            if row.restricted {
+                prohibited.remove(&row.partition);
+            }
+        };
+        for stored in records {
+            while let Some(row) = old.next_if(|row| row.partition < stored.key) {
+                vanish(row, prohibited);
+            }
+            match old.next_if(|row| row.partition == stored.key) {
+                Some(row) if !row.forgotten && row.version == stored.version => self.rows.push(row),
+                _ => self.rows.push(SeenLease::new(
+                    stored.key,
+                    stored.value,
+                    stored.version,
+                    now,
+                    prohibited,
+                )),
+            }
+        }
+        for row in old {
+            vanish(row, prohibited);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    fn row(partition: u32, version: u64, prohibited: &[&str]) -> Stored<PartitionId, LeaseRecord> {
+        Stored {
+            key: PartitionId(partition),
+            value: LeaseRecord {
+                owner: Some(node("a")),
+                epoch: Epoch(version),
+                state: LeaseState::Held,
+                prohibited: prohibited.iter().map(|n| node(n)).collect(),
+                ..LeaseRecord::default()
+            },
+            version: Version::from_number(version),
+        }
+    }
+
+    fn summary(view: &LeaseView) -> Vec<(u32, u64, Vec<String>)> {
+        view.iter()
+            .map(|seen| {
+                let names = view.prohibited(seen.partition).iter();
+                let names = names.map(|n| n.as_str().to_owned()).collect();
+                (seen.partition.0, seen.version.as_number().unwrap(), names)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn prohibited_lists_follow_their_rows() {
+        let t0 = Instant::now();
+        let mut view = LeaseView::default();
+        view.merge(
+            t0,
+            vec![row(0, 1, &["x"]), row(1, 1, &[]), row(2, 1, &["y"])],
+        );
+        let seen = view.get(PartitionId(0)).unwrap();
+        assert!(view.is_prohibited(seen, &node("x")));
+        assert!(!view.is_prohibited(seen, &node("y")));
+        // In place: 0 loses its list, 1 gains one, 2 keeps its own.
+        view.merge(
+            t0,
+            vec![row(0, 2, &[]), row(1, 2, &["z"]), row(2, 1, &["y"])],
+        );
+        assert_eq!(
+            summary(&view),
+            vec![
+                (0, 2, vec![]),
+                (1, 2, vec!["z".to_owned()]),
+                (2, 1, vec!["y".to_owned()])
+            ]
+        );
+        // Keys that no longer line up: 1 and 2 vanish, 3 appears; no list outlives its row.
+        view.merge(t0, vec![row(0, 2, &[]), row(3, 1, &["w"])]);
+        assert_eq!(
+            summary(&view),
+            vec![(0, 2, vec![]), (3, 1, vec!["w".to_owned()])]
+        );
+        assert!(view.prohibited(PartitionId(1)).is_empty());
+        assert!(view.prohibited(PartitionId(2)).is_empty());
+        // A shorter listing with the same leading keys.
+        view.merge(t0, vec![row(0, 2, &[])]);
+        assert_eq!(summary(&view), vec![(0, 2, vec![])]);
+        assert!(view.prohibited(PartitionId(3)).is_empty());
+        assert_eq!(view.prohibited.len(), 0);
+    }
+
+    #[test]
+    fn a_forgotten_row_is_hidden_until_seen_again_and_waits_afresh() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(30);
+        let mut view = LeaseView::default();
+        view.merge(t0, vec![row(0, 1, &[]), row(1, 1, &[])]);
+        view.forget(PartitionId(1));
+        assert_eq!(view.len(), 1);
+        assert!(view.get(PartitionId(1)).is_none());
+        // The same version again still counts as a new sighting.
+        view.merge(t1, vec![row(0, 1, &[]), row(1, 1, &[])]);
+        assert_eq!(view.get(PartitionId(0)).unwrap().first_seen, t0);
+        assert_eq!(view.get(PartitionId(1)).unwrap().first_seen, t1);
+        // So it does when the keys do not line up.
+        view.forget(PartitionId(1));
+        view.merge(
+            t1 + t1.duration_since(t0),
+            vec![row(1, 1, &[]), row(5, 1, &[])],
+        );
+        assert_eq!(
+            view.get(PartitionId(1)).unwrap().first_seen,
+            t1 + Duration::from_secs(30)
+        );
+        assert_eq!(view.len(), 2);
+    }
+
+    #[test]
+    fn inserting_a_written_row_replaces_or_places_it_in_order() {
+        let t0 = Instant::now();
+        let mut view = LeaseView::default();
+        view.merge(t0, vec![row(0, 1, &[]), row(4, 1, &[])]);
+        let written = row(2, 7, &["x"]);
+        view.insert(written.key, &written.value, written.version, t0);
+        let replaced = row(4, 9, &[]);
+        view.insert(replaced.key, &replaced.value, replaced.version, t0);
+        assert_eq!(
+            summary(&view),
+            vec![(0, 1, vec![]), (2, 7, vec!["x".to_owned()]), (4, 9, vec![])]
+        );
+    }
+}
