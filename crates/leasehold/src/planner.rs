@@ -79,7 +79,13 @@ fn merge<K: Ord + Clone, T>(
         };
         match seen {
             Some(seen) if seen.version == stored.version => {}
-            Some(seen) => *seen = fresh(stored).1,
+            Some(seen) => {
+                // Every member rewrites its record every heartbeat, so this is the usual case
+                // for members: updated field by field, keeping the key already held.
+                seen.record = stored.value;
+                seen.version = stored.version;
+                seen.first_seen = now;
+            }
             None => appeared.push(fresh(stored)),
         }
     }

@@ -196,7 +196,10 @@ fn released_partitions_are_taken_at_once_with_the_next_epoch() {
     assert_eq!(take.record.state, LeaseState::Held);
     // The prohibited list carries over; the last tenure's load and note do not.
     assert_eq!(take.record.prohibited, vec![node("x")]);
-    assert_eq!((take.record.load, take.record.note.as_deref()), (None, None));
+    assert_eq!(
+        (take.record.load, take.record.note.as_deref()),
+        (None, None)
+    );
 }
 
 #[test]
