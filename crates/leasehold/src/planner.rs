@@ -4,6 +4,7 @@
 //! what it returns.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use tokio::time::Instant;
 
@@ -78,14 +79,7 @@ fn merge<K: Ord + Clone, T>(
             }
         };
         match seen {
-            Some(seen) if seen.version == stored.version => {}
-            Some(seen) => {
-                // Every member rewrites its record every heartbeat, so this is the usual case
-                // for members: updated field by field, keeping the key already held.
-                seen.record = stored.value;
-                seen.version = stored.version;
-                seen.first_seen = now;
-            }
+            Some(seen) => update(seen, now, stored),
             None => appeared.push(fresh(stored)),
         }
     }
@@ -99,6 +93,17 @@ fn merge<K: Ord + Clone, T>(
         view.extend(appeared);
     } else {
         view.append(&mut appeared.into_iter().collect());
+    }
+}
+
+/// Folds a listed record into its observation: a new version is first seen `now`.
+fn update<K, T>(seen: &mut Observation<T>, now: Instant, stored: Stored<K, T>) {
+    // Every member rewrites its record every heartbeat, so a new version is the usual case:
+    // it is updated field by field, keeping the key already held.
+    if seen.version != stored.version {
+        seen.record = stored.value;
+        seen.version = stored.version;
+        seen.first_seen = now;
     }
 }
 
@@ -118,11 +123,36 @@ impl Observed {
         now: Instant,
         mut records: Vec<Stored<NodeId, MemberRecord>>,
     ) {
-        self.operator_mark = records
-            .iter()
-            .position(|m| m.key.is_operator())
-            .map(|i| records.remove(i).version);
-        merge(&mut self.members, now, records);
+        let operator = records.iter().position(|m| m.key.is_operator());
+        self.operator_mark = operator.map(|i| records[i].version.clone());
+        // Every node reads every member record every scan. Usually the listing holds the
+        // same members as the view, in the same order: then each is updated where it stands,
+        // its name compared by identity where the names share their allocation, without the
+        // order check that compares the text of every name.
+        let members = &mut self.members;
+        let listed = |records: &[Stored<NodeId, MemberRecord>]| {
+            let mut listed = records.iter().enumerate();
+            members.len() + usize::from(operator.is_some()) == records.len()
+                && members.keys().all(|node| {
+                    listed
+                        .find(|(i, _)| Some(*i) != operator)
+                        .is_some_and(|(_, m)| m.key == *node)
+                })
+        };
+        if listed(&records) {
+            let records = records
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != operator);
+            for (seen, (_, stored)) in members.values_mut().zip(records) {
+                update(seen, now, stored);
+            }
+            return;
+        }
+        if let Some(i) = operator {
+            records.remove(i);
+        }
+        merge(members, now, records);
     }
 
     /// The live members as the planner counts them at `now`: this node as `config` and
@@ -133,14 +163,62 @@ impl Observed {
         config: &ParticipantConfig,
         draining: bool,
     ) -> Vec<MemberShare> {
-        let mut members = self.live_members(now, config.member_timeout());
-        members.retain(|m| m.node != config.node);
+        let mut members: Vec<MemberShare> = self
+            .live_others(now, config)
+            .map(|(node, seen)| MemberShare {
+                node: node.clone(),
+                weight: seen.record.weight,
+                draining: seen.record.draining,
+            })
+            .collect();
         members.push(MemberShare {
             node: config.node.clone(),
             weight: config.weight,
             draining,
         });
         members
+    }
+
+    /// Whether [`Observed::membership`] would return exactly `expected`. A settled node asks
+    /// this every scan, of a thousand members in a large fleet: it builds nothing.
+    pub fn membership_is(
+        &self,
+        now: Instant,
+        config: &ParticipantConfig,
+        draining: bool,
+        expected: &[MemberShare],
+    ) -> bool {
+        let Some((own, others)) = expected.split_last() else {
+            return false;
+        };
+        let mut live = self.live_others(now, config);
+        own.node == config.node
+            && own.weight == config.weight
+            && own.draining == draining
+            && others.iter().all(|member| {
+                live.next().is_some_and(|(node, seen)| {
+                    member.node == *node
+                        && member.weight == seen.record.weight
+                        && member.draining == seen.record.draining
+                })
+            })
+            && live.next().is_none()
+    }
+
+    /// The members other than `config.node` whose record changed within its member timeout
+    /// before `now`, in name order.
+    fn live_others<'a>(
+        &'a self,
+        now: Instant,
+        config: &'a ParticipantConfig,
+    ) -> impl Iterator<Item = (&'a NodeId, &'a Observation<MemberRecord>)> + 'a {
+        let me = &config.node;
+        let others = self.members.range::<NodeId, _>(..me).chain(
+            self.members
+                .range::<NodeId, _>((Bound::Excluded(me), Bound::Unbounded)),
+        );
+        let silent_since = now.checked_sub(config.member_timeout());
+        others.filter(move |(_, seen)| silent_since.is_none_or(|at| at < seen.first_seen))
     }
 
     /// Members whose record changed within `liveness` before `now`, with their weight and

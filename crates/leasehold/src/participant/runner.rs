@@ -491,14 +491,18 @@ impl Runner {
             self.set_draining(draining);
         }
         // Only a node that may skip the table compares memberships.
-        let membership = if self.config.relist_after.is_zero() {
-            Vec::new()
-        } else {
-            self.observed.membership(now, &self.config, self.draining)
-        };
+        let relisting = !self.config.relist_after.is_zero();
+        let members_at = now;
+        let same_members = relisting
+            && self.observed.membership_is(
+                members_at,
+                &self.config,
+                self.draining,
+                &self.membership,
+            );
         let waiting = self.fleet_starting();
-        let from_view = !waiting && self.plan_on_view(now, &membership);
-        let list_leases = !waiting && !from_view && self.leases_wanted(now, &membership);
+        let from_view = !waiting && self.plan_on_view(now, same_members);
+        let list_leases = !waiting && !from_view && self.leases_wanted(now, same_members);
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases = match self
@@ -514,11 +518,14 @@ impl Runner {
             let now = self.clock.now();
             self.report_corrupt(&leases.corrupt);
             self.observed.observe_leases(now, leases.records);
-            if !self.config.relist_after.is_zero() {
+            if relisting {
+                let membership = self
+                    .observed
+                    .membership(members_at, &self.config, self.draining);
                 self.relist_at = Some(now + self.relist_wait(membership.len()));
+                self.membership = membership;
             }
             self.leases_due = false;
-            self.membership = membership;
             self.operator_mark = self.observed.operator_mark.clone();
         }
         let now = self.clock.now();
@@ -586,11 +593,11 @@ impl Runner {
     /// ([`planner::Stripe`]), so such a view rarely offers a row another node took since; a
     /// take that fails sends the next scan back to the table. Never with a zero
     /// `relist_after`, which promises a reading every scan.
-    fn plan_on_view(&self, now: Instant, membership: &[MemberShare]) -> bool {
+    fn plan_on_view(&self, now: Instant, same_members: bool) -> bool {
         self.ramping
             && !self.config.relist_after.is_zero()
             && !self.leases_due
-            && membership == self.membership
+            && same_members
             && self.observed.operator_mark == self.operator_mark
             && self
                 .observed
@@ -619,12 +626,12 @@ impl Runner {
     /// `acquire_after` after a survivor first sees their last versions: the survivors read
     /// the table as soon as its member record stops changing, not only once it stops counting
     /// live.
-    fn leases_wanted(&self, now: Instant, membership: &[MemberShare]) -> bool {
+    fn leases_wanted(&self, now: Instant, same_members: bool) -> bool {
         let relist_after = self.config.relist_after;
         if relist_after.is_zero() || self.leases_due || !self.settled {
             return true;
         }
-        if membership != self.membership
+        if !same_members
             || self.observed.operator_mark != self.operator_mark
             || self.relist_at.is_none_or(|at| at <= now)
         {
@@ -633,10 +640,13 @@ impl Runner {
         // A member rewrites its record at least every heartbeat; one that has looked the same
         // for longer has missed one, until it stops counting live altogether.
         let missed = self.config.heartbeat + self.config.heartbeat / 20;
-        let timeout = self.config.member_timeout();
+        let Some(missed_since) = now.checked_sub(missed) else {
+            return false;
+        };
+        let silent_since = now.checked_sub(self.config.member_timeout());
         self.observed.members.iter().any(|(node, seen)| {
-            seen.first_seen + missed <= now
-                && now < seen.first_seen + timeout
+            seen.first_seen <= missed_since
+                && silent_since.is_none_or(|at| at < seen.first_seen)
                 && *node != self.config.node
         })
     }

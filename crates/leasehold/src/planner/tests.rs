@@ -581,6 +581,61 @@ fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
             ("d", 1, later),
         ]
     );
+
+    // The same members again, with the operator's record among them: updated in place.
+    let last = later + Duration::from_secs(5);
+    let listing = |rows: &[(&str, u64)]| rows.iter().map(|(n, v)| member(n, *v)).collect();
+    let mut members: Vec<_> = listing(&[("a", 2), ("b", 1), ("c", 2), ("d", 3), ("x", 9)]);
+    members[4].key = NodeId::operator();
+    observed.observe_members(last, members);
+    let seen: Vec<(&str, Instant)> = observed
+        .members
+        .iter()
+        .map(|(node, seen)| (node.as_str(), seen.first_seen))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("a", last), ("b", start), ("c", later), ("d", last)]
+    );
+    assert_eq!(observed.operator_mark, Some(Version::from_number(9)));
+    // The same count of members but another one among them: merged, not matched in place.
+    observed.observe_members(last, listing(&[("a", 2), ("b", 1), ("c", 2), ("z", 1)]));
+    let names: Vec<&str> = observed.members.keys().map(NodeId::as_str).collect();
+    assert_eq!(names, vec!["a", "b", "c", "z"]);
+    assert_eq!(observed.operator_mark, None);
+}
+
+#[test]
+fn comparing_a_membership_agrees_with_building_it() {
+    let mut fixture = Fixture::new(8);
+    let start = fixture.start;
+    for name in ["a", "zz"] {
+        fixture.member(name, start);
+    }
+    let timeout = fixture.config.member_timeout();
+    let observed = &fixture.observed;
+    let config = &fixture.config;
+    let expected = observed.membership(start, config, false);
+    assert_eq!(expected.len(), 3, "a, zz and this node");
+    for (now, draining) in [
+        (start, false),
+        (start, true),
+        (start + timeout - Duration::from_millis(1), false),
+        (start + timeout, false),
+    ] {
+        let same = observed.membership(now, config, draining) == expected;
+        assert_eq!(
+            observed.membership_is(now, config, draining, &expected),
+            same,
+            "at +{:?}, draining {draining}",
+            now - start
+        );
+    }
+    assert!(!observed.membership_is(start + timeout, config, false, &expected));
+    assert!(!observed.membership_is(start, config, false, &[]));
+    let mut heavier = expected.clone();
+    heavier[0].weight = 2;
+    assert!(!observed.membership_is(start, config, false, &heavier));
 }
 
 #[test]
