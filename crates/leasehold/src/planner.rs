@@ -4,7 +4,6 @@
 //! what it returns.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use tokio::time::Instant;
 
@@ -13,20 +12,10 @@ use crate::config::ParticipantConfig;
 use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
+mod members;
 mod view;
+pub use members::{MemberView, SeenMember};
 pub use view::{LeaseView, SeenLease};
-
-/// A record as this node last saw it, and since when it has looked exactly so.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Observation<T> {
-    /// The record.
-    pub record: T,
-    /// Its version.
-    pub version: Version,
-    /// The local instant at which this version was first seen: the start of its
-    /// unchanged-for-`acquire_after` wait.
-    pub first_seen: Instant,
-}
 
 /// This node's view of its group's table, built from successive scans.
 #[derive(Debug, Clone, Default)]
@@ -35,76 +24,12 @@ pub struct Observed {
     pub leases: LeaseView,
     /// Member records by node. The operator's record ([`NodeId::operator`]) is not a member
     /// and is kept apart, in `operator_mark`.
-    pub members: BTreeMap<NodeId, Observation<MemberRecord>>,
+    pub members: MemberView,
     /// The version of the operator's record in the last member listing: operator commands
     /// rewrite it after changing a lease record.
     pub operator_mark: Option<Version>,
     /// When the lease table was last read into `leases`.
     pub listed_at: Option<Instant>,
-}
-
-/// Folds a listing into a view, keeping `first_seen` for records whose version did not
-/// change. Listings come ordered by key, so the two are walked side by side and entries are
-/// updated in place; only keys that appeared or vanished touch the map's structure.
-fn merge<K: Ord + Clone, T>(
-    view: &mut BTreeMap<K, Observation<T>>,
-    now: Instant,
-    mut records: Vec<Stored<K, T>>,
-) {
-    if !records.is_sorted_by(|a, b| a.key < b.key) {
-        records.sort_by(|a, b| a.key.cmp(&b.key));
-        records.dedup_by(|later, earlier| later.key == earlier.key);
-    }
-    let fresh = |stored: Stored<K, T>| {
-        let observation = Observation {
-            record: stored.value,
-            version: stored.version,
-            first_seen: now,
-        };
-        (stored.key, observation)
-    };
-    let mut vanished = Vec::new();
-    let mut appeared = Vec::new();
-    let mut current = view.iter_mut().peekable();
-    for stored in records {
-        // Equality first: it is the common case, and names that share their allocation
-        // (as the in-memory store's do) compare without reading the bytes.
-        let seen = loop {
-            match current.peek() {
-                Some((key, _)) if **key == stored.key => break current.next().map(|(_, s)| s),
-                Some((key, _)) if **key < stored.key => {
-                    vanished.extend(current.next().map(|(key, _)| key.clone()));
-                }
-                _ => break None,
-            }
-        };
-        match seen {
-            Some(seen) => update(seen, now, stored),
-            None => appeared.push(fresh(stored)),
-        }
-    }
-    vanished.extend(current.map(|(key, _)| key.clone()));
-    for key in vanished {
-        view.remove(&key);
-    }
-    // A few new keys are inserted one by one; many (a first scan) are merged in one linear
-    // pass.
-    if appeared.len() * 16 < view.len() {
-        view.extend(appeared);
-    } else {
-        view.append(&mut appeared.into_iter().collect());
-    }
-}
-
-/// Folds a listed record into its observation: a new version is first seen `now`.
-fn update<K, T>(seen: &mut Observation<T>, now: Instant, stored: Stored<K, T>) {
-    // Every member rewrites its record every heartbeat, so a new version is the usual case:
-    // it is updated field by field, keeping the key already held.
-    if seen.version != stored.version {
-        seen.record = stored.value;
-        seen.version = stored.version;
-        seen.first_seen = now;
-    }
 }
 
 impl Observed {
@@ -118,41 +43,10 @@ impl Observed {
 
     /// Replaces the member view with a listing received at `now`, setting the operator's
     /// record apart.
-    pub fn observe_members(
-        &mut self,
-        now: Instant,
-        mut records: Vec<Stored<NodeId, MemberRecord>>,
-    ) {
+    pub fn observe_members(&mut self, now: Instant, records: Vec<Stored<NodeId, MemberRecord>>) {
         let operator = records.iter().position(|m| m.key.is_operator());
         self.operator_mark = operator.map(|i| records[i].version.clone());
-        // Every node reads every member record every scan. Usually the listing holds the
-        // same members as the view, in the same order: then each is updated where it stands,
-        // its name compared by identity where the names share their allocation, without the
-        // order check that compares the text of every name.
-        let members = &mut self.members;
-        let listed = |records: &[Stored<NodeId, MemberRecord>]| {
-            let mut listed = records.iter().enumerate();
-            members.len() + usize::from(operator.is_some()) == records.len()
-                && members.keys().all(|node| {
-                    listed
-                        .find(|(i, _)| Some(*i) != operator)
-                        .is_some_and(|(_, m)| m.key == *node)
-                })
-        };
-        if listed(&records) {
-            let records = records
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| Some(*i) != operator);
-            for (seen, (_, stored)) in members.values_mut().zip(records) {
-                update(seen, now, stored);
-            }
-            return;
-        }
-        if let Some(i) = operator {
-            records.remove(i);
-        }
-        merge(members, now, records);
+        self.members.merge(now, records, operator);
     }
 
     /// The live members as the planner counts them at `now`: this node as `config` and
@@ -163,14 +57,8 @@ impl Observed {
         config: &ParticipantConfig,
         draining: bool,
     ) -> Vec<MemberShare> {
-        let mut members: Vec<MemberShare> = self
-            .live_others(now, config)
-            .map(|(node, seen)| MemberShare {
-                node: node.clone(),
-                weight: seen.record.weight,
-                draining: seen.record.draining,
-            })
-            .collect();
+        let mut members: Vec<MemberShare> =
+            self.live_others(now, config).map(MemberShare::of).collect();
         members.push(MemberShare {
             node: config.node.clone(),
             weight: config.weight,
@@ -196,10 +84,10 @@ impl Observed {
             && own.weight == config.weight
             && own.draining == draining
             && others.iter().all(|member| {
-                live.next().is_some_and(|(node, seen)| {
-                    member.node == *node
-                        && member.weight == seen.record.weight
-                        && member.draining == seen.record.draining
+                live.next().is_some_and(|seen| {
+                    member.node == seen.node
+                        && member.weight == seen.weight
+                        && member.draining == seen.draining
                 })
             })
             && live.next().is_none()
@@ -211,14 +99,11 @@ impl Observed {
         &'a self,
         now: Instant,
         config: &'a ParticipantConfig,
-    ) -> impl Iterator<Item = (&'a NodeId, &'a Observation<MemberRecord>)> + 'a {
-        let me = &config.node;
-        let others = self.members.range::<NodeId, _>(..me).chain(
-            self.members
-                .range::<NodeId, _>((Bound::Excluded(me), Bound::Unbounded)),
-        );
+    ) -> impl Iterator<Item = &'a SeenMember> + 'a {
         let silent_since = now.checked_sub(config.member_timeout());
-        others.filter(move |(_, seen)| silent_since.is_none_or(|at| at < seen.first_seen))
+        self.members
+            .others(&config.node)
+            .filter(move |seen| silent_since.is_none_or(|at| at < seen.first_seen))
     }
 
     /// Members whose record changed within `liveness` before `now`, with their weight and
@@ -226,12 +111,8 @@ impl Observed {
     pub fn live_members(&self, now: Instant, liveness: std::time::Duration) -> Vec<MemberShare> {
         self.members
             .iter()
-            .filter(|(_, seen)| now < seen.first_seen + liveness)
-            .map(|(node, seen)| MemberShare {
-                node: node.clone(),
-                weight: seen.record.weight,
-                draining: seen.record.draining,
-            })
+            .filter(|seen| now < seen.first_seen + liveness)
+            .map(MemberShare::of)
             .collect()
     }
 }
@@ -319,6 +200,16 @@ pub struct MemberShare {
     pub weight: u32,
     /// Whether it is handing its partitions off.
     pub draining: bool,
+}
+
+impl MemberShare {
+    fn of(seen: &SeenMember) -> MemberShare {
+        MemberShare {
+            node: seen.node.clone(),
+            weight: seen.weight,
+            draining: seen.draining,
+        }
+    }
 }
 
 /// Divides `partitions` among `members` in proportion to weight, none above `cap`, draining

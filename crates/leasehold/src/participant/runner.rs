@@ -487,7 +487,7 @@ impl Runner {
         self.report_corrupt(&members.corrupt);
         self.observed.observe_members(now, members.records);
         if let Some(own) = self.observed.members.get(&self.config.node) {
-            let draining = own.record.draining;
+            let draining = own.draining;
             self.set_draining(draining);
         }
         // Only a node that may skip the table compares memberships.
@@ -578,11 +578,7 @@ impl Runner {
         let first = !std::mem::replace(&mut self.joined, true);
         first
             && !self.config.relist_after.is_zero()
-            && self
-                .observed
-                .members
-                .values()
-                .all(|seen| seen.record.heartbeat <= 2)
+            && self.observed.members.iter().all(|seen| seen.heartbeat <= 2)
     }
 
     /// Whether this scan should plan on the view it has, without reading the lease table: a
@@ -644,10 +640,8 @@ impl Runner {
             return false;
         };
         let silent_since = now.checked_sub(self.config.member_timeout());
-        self.observed.members.iter().any(|(node, seen)| {
-            seen.first_seen <= missed_since
-                && silent_since.is_none_or(|at| at < seen.first_seen)
-                && *node != self.config.node
+        self.observed.members.others(&self.config.node).any(|seen| {
+            seen.first_seen <= missed_since && silent_since.is_none_or(|at| at < seen.first_seen)
         })
     }
 
@@ -665,8 +659,8 @@ impl Runner {
             .observed
             .members
             .iter()
-            .find(|(node, seen)| *node == me || now < seen.first_seen + timeout);
-        if smallest_live.is_some_and(|(node, _)| node != me) {
+            .find(|seen| seen.node == *me || now < seen.first_seen + timeout);
+        if smallest_live.is_some_and(|seen| seen.node != *me) {
             return;
         }
         let forget_after = self.config.forget_members_after;
@@ -674,11 +668,11 @@ impl Runner {
             .observed
             .members
             .iter()
-            .filter(|(node, seen)| {
-                *node != me && !seen.record.draining && seen.first_seen + forget_after <= now
+            .filter(|seen| {
+                seen.node != *me && !seen.draining && seen.first_seen + forget_after <= now
             })
             .take(MAX_FORGOTTEN_PER_SCAN)
-            .map(|(node, seen)| (node.clone(), seen.version.clone()))
+            .map(|seen| (seen.node.clone(), seen.version.clone()))
             .collect();
         for (node, version) in dead {
             let (store, group, gone) = (

@@ -104,14 +104,12 @@ impl Fixture {
 
     /// A live member `name` whose record was last seen changing at `seen`.
     fn member(&mut self, name: &str, seen: Instant) {
-        self.observed.members.insert(
-            node(name),
-            Observation {
-                record: MemberRecord::default(),
-                version: Version::from_number(1),
-                first_seen: seen,
-            },
-        );
+        let record = Stored {
+            key: node(name),
+            value: MemberRecord::default(),
+            version: Version::from_number(1),
+        };
+        self.observed.members.insert(SeenMember::new(seen, record));
     }
 
     fn hold(&mut self, partition: u32, valid_until: Instant) {
@@ -354,7 +352,7 @@ fn the_operator_record_is_not_a_member() {
         fixture.observed.operator_mark,
         Some(Version::from_number(7))
     );
-    assert!(!fixture.observed.members.contains_key(&NodeId::operator()));
+    assert!(fixture.observed.members.get(&NodeId::operator()).is_none());
     let plan = fixture.plan_at(fixture.start);
     assert_eq!(plan.live_members, 1 + 1, "a and this node");
 }
@@ -567,9 +565,9 @@ fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
     let seen: Vec<(&str, u64, Instant)> = observed
         .members
         .iter()
-        .map(|(node, seen)| {
+        .map(|seen| {
             let version = seen.version.to_string().parse().unwrap();
-            (node.as_str(), version, seen.first_seen)
+            (seen.node.as_str(), version, seen.first_seen)
         })
         .collect();
     assert_eq!(
@@ -591,7 +589,7 @@ fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
     let seen: Vec<(&str, Instant)> = observed
         .members
         .iter()
-        .map(|(node, seen)| (node.as_str(), seen.first_seen))
+        .map(|seen| (seen.node.as_str(), seen.first_seen))
         .collect();
     assert_eq!(
         seen,
@@ -600,7 +598,7 @@ fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
     assert_eq!(observed.operator_mark, Some(Version::from_number(9)));
     // The same count of members but another one among them: merged, not matched in place.
     observed.observe_members(last, listing(&[("a", 2), ("b", 1), ("c", 2), ("z", 1)]));
-    let names: Vec<&str> = observed.members.keys().map(NodeId::as_str).collect();
+    let names: Vec<&str> = observed.members.iter().map(|m| m.node.as_str()).collect();
     assert_eq!(names, vec!["a", "b", "c", "z"]);
     assert_eq!(observed.operator_mark, None);
 }

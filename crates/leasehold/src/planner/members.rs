@@ -1,0 +1,210 @@
+//! The member records as this node last read them. Every node reads every member record
+//! every scan, so in a fleet of a thousand nodes this view is read and rewritten a thousand
+//! rows at a time, by each node, every few seconds: it is a flat sorted vector of what the
+//! planner reads, walked front to back.
+
+use tokio::time::Instant;
+
+use crate::record::{MemberRecord, Stored};
+use crate::types::{NodeId, Version};
+
+/// A member record as this node last saw it: the parts planning reads, its version, and
+/// since when it has looked exactly so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeenMember {
+    /// The member.
+    pub node: NodeId,
+    /// The record's version.
+    pub version: Version,
+    /// The local instant at which this version was first seen: a member whose record stops
+    /// changing for the member timeout no longer counts as live.
+    pub first_seen: Instant,
+    /// The member's heartbeat counter.
+    pub heartbeat: u64,
+    /// Its relative capacity.
+    pub weight: u32,
+    /// Whether it is handing its partitions off.
+    pub draining: bool,
+}
+
+impl SeenMember {
+    /// A member seen first at `now`, as its stored record says.
+    pub fn new(now: Instant, stored: Stored<NodeId, MemberRecord>) -> SeenMember {
+        SeenMember {
+            node: stored.key,
+            version: stored.version,
+            first_seen: now,
+            heartbeat: stored.value.heartbeat,
+            weight: stored.value.weight,
+            draining: stored.value.draining,
+        }
+    }
+
+    /// Folds in the same member's record as listed at `now`: a new version is first seen
+    /// `now`. The name already held is kept.
+    fn update(&mut self, now: Instant, stored: Stored<NodeId, MemberRecord>) {
+        if self.version != stored.version {
+            self.version = stored.version;
+            self.first_seen = now;
+            self.heartbeat = stored.value.heartbeat;
+            self.weight = stored.value.weight;
+            self.draining = stored.value.draining;
+        }
+    }
+}
+
+/// This node's view of its group's member records, in name order.
+#[derive(Debug, Clone, Default)]
+pub struct MemberView {
+    rows: Vec<SeenMember>,
+}
+
+impl MemberView {
+    /// How many members the view shows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether the view shows no member.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The members, in name order.
+    pub fn iter(&self) -> std::slice::Iter<'_, SeenMember> {
+        self.rows.iter()
+    }
+
+    /// The members other than `node`, in name order, found without comparing `node` with
+    /// each.
+    pub fn others<'a>(&'a self, node: &NodeId) -> impl Iterator<Item = &'a SeenMember> + 'a {
+        let (before, after) = match self.position(node) {
+            Ok(index) => (&self.rows[..index], &self.rows[index + 1..]),
+            Err(index) => self.rows.split_at(index),
+        };
+        before.iter().chain(after)
+    }
+
+    /// The member named `node`, if the view shows it.
+    pub fn get(&self, node: &NodeId) -> Option<&SeenMember> {
+        self.position(node).ok().map(|index| &self.rows[index])
+    }
+
+    /// The member named `node`, to change, if the view shows it.
+    pub fn get_mut(&mut self, node: &NodeId) -> Option<&mut SeenMember> {
+        self.position(node).ok().map(|index| &mut self.rows[index])
+    }
+
+    /// Adds `member`, or replaces the row of the same name.
+    pub fn insert(&mut self, member: SeenMember) {
+        match self.position(&member.node) {
+            Ok(index) => self.rows[index] = member,
+            Err(index) => self.rows.insert(index, member),
+        }
+    }
+
+    /// Removes the member named `node`, if the view shows it.
+    pub fn remove(&mut self, node: &NodeId) {
+        if let Ok(index) = self.position(node) {
+            self.rows.remove(index);
+        }
+    }
+
+    fn position(&self, node: &NodeId) -> Result<usize, usize> {
+        self.rows.binary_search_by(|row| row.node.cmp(node))
+    }
+
+    /// Replaces the view with a listing received at `now`, leaving out the record at index
+    /// `skip`, and keeping `first_seen` for members whose version did not change.
+    pub(crate) fn merge(
+        &mut self,
+        now: Instant,
+        mut records: Vec<Stored<NodeId, MemberRecord>>,
+        skip: Option<usize>,
+    ) {
+        let listed = |records: Vec<Stored<NodeId, MemberRecord>>| {
+            let records = records.into_iter().enumerate();
+            records.filter_map(move |(i, stored)| (Some(i) != skip).then_some(stored))
+        };
+        // Usually the listing holds the view's members in the view's order: each is then
+        // updated where it stands, its name compared by identity where the names share their
+        // allocation (as the in-memory store's do), without the order check that compares
+        // the text of every name.
+        let lined_up = {
+            let mut names = records.iter().enumerate();
+            let mut next = || names.find(|(i, _)| Some(*i) != skip).map(|(_, m)| &m.key);
+            self.rows.len() + usize::from(skip.is_some()) == records.len()
+                && self.rows.iter().all(|row| next() == Some(&row.node))
+        };
+        if lined_up {
+            for (row, stored) in self.rows.iter_mut().zip(listed(records)) {
+                row.update(now, stored);
+            }
+            return;
+        }
+        if let Some(index) = skip {
+            records.remove(index);
+        }
+        if !records.is_sorted_by(|a, b| a.key < b.key) {
+            records.sort_by(|a, b| a.key.cmp(&b.key));
+            records.dedup_by(|later, earlier| later.key == earlier.key);
+        }
+        let mut old = std::mem::take(&mut self.rows).into_iter().peekable();
+        self.rows.reserve_exact(records.len());
+        for stored in records {
+            while old.next_if(|row| row.node < stored.key).is_some() {}
+            let row = match old.next_if(|row| row.node == stored.key) {
+                Some(mut row) => {
+                    row.update(now, stored);
+                    row
+                }
+                None => SeenMember::new(now, stored),
+            };
+            self.rows.push(row);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(names: &[&str]) -> Vec<Stored<NodeId, MemberRecord>> {
+        names
+            .iter()
+            .map(|name| Stored {
+                key: NodeId::new(name).unwrap(),
+                value: MemberRecord::default(),
+                version: Version::from_number(1),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn others_leave_out_only_the_named_member() {
+        let mut view = MemberView::default();
+        view.merge(Instant::now(), listing(&["a", "c", "e"]), None);
+        let others = |name: &str| -> Vec<String> {
+            let node = NodeId::new(name).unwrap();
+            view.others(&node).map(|m| m.node.to_string()).collect()
+        };
+        assert_eq!(others("c"), ["a", "e"]);
+        assert_eq!(others("a"), ["c", "e"]);
+        assert_eq!(others("e"), ["a", "c"]);
+        assert_eq!(others("b"), ["a", "c", "e"], "a name not in the view");
+    }
+
+    #[test]
+    fn the_skipped_record_is_left_out_whichever_way_the_listing_is_merged() {
+        let mut view = MemberView::default();
+        let now = Instant::now();
+        view.merge(now, listing(&["a", "b", "x"]), Some(2));
+        assert_eq!(view.len(), 2);
+        // Lined up with the view once the skipped record is left out.
+        view.merge(now, listing(&["a", "x", "b"]), Some(1));
+        // Not lined up, and out of order.
+        view.merge(now, listing(&["d", "x", "a"]), Some(1));
+        let names: Vec<String> = view.iter().map(|m| m.node.to_string()).collect();
+        assert_eq!(names, ["a", "d"]);
+    }
+}
