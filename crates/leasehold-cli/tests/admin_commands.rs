@@ -5,7 +5,7 @@ mod common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{partitions, read_log, Site, TAKEOVER};
+use common::{partitions, read_log_so_far, Site, TAKEOVER};
 
 const SETTLE: Duration = Duration::from_secs(20);
 
@@ -63,7 +63,7 @@ fn kick_makes_the_holder_drop_the_partition() {
     site.wait_for(SETTLE, "partition 0 to be re-acquired", || {
         epoch(&site, 0) > before && holder(&site, 0).is_some()
     });
-    let lost = read_log(&site.path("fence.log"))
+    let lost = read_log_so_far(&site.path("fence.log"))
         .into_iter()
         .any(|l| l.partition == 0 && l.event == "lost" && l.epoch == before);
     assert!(lost, "the fence log shows n1 losing epoch {before}");
@@ -99,13 +99,13 @@ fn prohibit_keeps_one_node_off_and_allow_lets_it_back() {
     let out = site.ok(&["prohibit", "0", "n1"]);
     assert!(out.contains("partition 0: node n1 prohibited"), "{out}");
     site.wait_for(SETTLE, "n1 to drop partition 0", || {
-        read_log(&site.path("fence.log"))
+        read_log_so_far(&site.path("fence.log"))
             .iter()
             .any(|l| l.partition == 0 && l.event == "lost")
     });
     sleep(TAKEOVER * 2);
     let acquisitions = |partition: u32| {
-        read_log(&site.path("fence.log"))
+        read_log_so_far(&site.path("fence.log"))
             .iter()
             .filter(|l| l.partition == partition && l.event == "acquired")
             .count()

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{partitions, read_log, Site};
+use common::{partitions, read_log, read_log_so_far, Site};
 
 #[test]
 fn paused_node_writes_no_work_under_an_old_epoch() {
@@ -44,6 +44,17 @@ fn paused_node_writes_no_work_under_an_old_epoch() {
             .filter(|p| p.holder.as_deref() == Some("paused"))
             .map(|p| (p.partition as u32, p.epoch))
             .collect();
+        // A lease is in the table before its holder's application starts on it: pause only
+        // once the paused node has worked under each epoch it holds, so that there is work to
+        // be superseded.
+        site.poll(Duration::from_secs(5), || {
+            let lines = read_log_so_far(&work);
+            taken.iter().all(|(partition, epoch)| {
+                lines
+                    .iter()
+                    .any(|l| l.partition == *partition && l.node == "paused" && l.epoch == *epoch)
+            })
+        });
         paused.signal("STOP");
         // Three validities at least, and until the other node holds everything.
         sleep(Duration::from_millis(1200));

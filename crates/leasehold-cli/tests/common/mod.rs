@@ -322,7 +322,17 @@ pub struct LogLine {
 
 /// Reads every line of a fence or work log, panicking on a malformed one.
 pub fn read_log(path: &Path) -> Vec<LogLine> {
+    parse_log(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// The complete lines of a work log that running nodes may be appending to.
+pub fn read_log_so_far(path: &Path) -> Vec<LogLine> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or(0, |end| end + 1);
+    parse_log(&text[..complete])
+}
+
+fn parse_log(text: &str) -> Vec<LogLine> {
     text.lines()
         .map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
