@@ -667,10 +667,8 @@ impl Runner {
         let dead: Vec<(NodeId, Version)> = self
             .observed
             .members
-            .iter()
-            .filter(|seen| {
-                seen.node != *me && !seen.draining && seen.first_seen + forget_after <= now
-            })
+            .others(me)
+            .filter(|seen| !seen.draining && seen.first_seen + forget_after <= now)
             .take(MAX_FORGOTTEN_PER_SCAN)
             .map(|seen| (seen.node.clone(), seen.version.clone()))
             .collect();
