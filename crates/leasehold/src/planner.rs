@@ -105,15 +105,14 @@ impl Observed {
             .others(&config.node)
             .filter(move |seen| silent_since.is_none_or(|at| at < seen.first_seen))
     }
+}
 
-    /// Members whose record changed within `liveness` before `now`, with their weight and
-    /// whether they are draining.
-    pub fn live_members(&self, now: Instant, liveness: std::time::Duration) -> Vec<MemberShare> {
-        self.members
-            .iter()
-            .filter(|seen| now < seen.first_seen + liveness)
-            .map(MemberShare::of)
-            .collect()
+/// Puts a listing in key order, keeping the first of any repeated key: a store's listing is
+/// ordered already, and a view is merged with it side by side.
+fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
+    if !records.is_sorted_by(|a, b| a.key < b.key) {
+        records.sort_by(|a, b| a.key.cmp(&b.key));
+        records.dedup_by(|later, earlier| later.key == earlier.key);
     }
 }
 

@@ -145,10 +145,7 @@ impl MemberView {
         if let Some(index) = skip {
             records.remove(index);
         }
-        if !records.is_sorted_by(|a, b| a.key < b.key) {
-            records.sort_by(|a, b| a.key.cmp(&b.key));
-            records.dedup_by(|later, earlier| later.key == earlier.key);
-        }
+        super::in_key_order(&mut records);
         let mut old = std::mem::take(&mut self.rows).into_iter().peekable();
         self.rows.reserve_exact(records.len());
         for stored in records {

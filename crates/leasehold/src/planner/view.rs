@@ -147,10 +147,7 @@ impl LeaseView {
     /// is merged side by side. Every node folds in the whole table on every listing, so this
     /// is the participant's hottest loop.
     pub fn merge(&mut self, now: Instant, mut records: Vec<Stored<PartitionId, LeaseRecord>>) {
-        if !records.is_sorted_by(|a, b| a.key < b.key) {
-            records.sort_by_key(|stored| stored.key);
-            records.dedup_by(|later, earlier| later.key == earlier.key);
-        }
+        super::in_key_order(&mut records);
         let prohibited = &mut self.prohibited;
         let mut records = records.into_iter();
         let mut aligned = 0;
