@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold::StoreError;
+use leasehold::{RecordKey, StoreError};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 
@@ -59,14 +59,14 @@ impl Reply {
     }
 
     /// The error for a status the call did not expect, with `key` naming the record.
-    pub(crate) fn error(&self, key: &str) -> StoreError {
+    pub(crate) fn error(&self, key: &RecordKey) -> StoreError {
         status_error(self.service_error(), key)
     }
 }
 
 /// Maps a status to what the caller can do about it.
-pub(crate) fn status_error(error: ServiceError, key: &str) -> StoreError {
-    let key = || key.to_owned();
+pub(crate) fn status_error(error: ServiceError, key: &RecordKey) -> StoreError {
+    let key = || key.clone();
     match error.status {
         StatusCode::NOT_FOUND => StoreError::NotFound { key: key() },
         StatusCode::CONFLICT => StoreError::AlreadyExists { key: key() },
@@ -247,6 +247,7 @@ pub(crate) fn quote(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leasehold::PartitionId;
 
     fn mapped(status: u16) -> StoreError {
         status_error(
@@ -254,13 +255,15 @@ mod tests {
                 status: StatusCode::from_u16(status).unwrap(),
                 code: Some("SomeCode".to_owned()),
             },
-            "g/lease/1",
+            &RecordKey::Lease(PartitionId(1)),
         )
     }
 
     #[test]
     fn statuses_map_to_what_callers_can_do() {
-        assert!(matches!(mapped(404), StoreError::NotFound { key } if key == "g/lease/1"));
+        assert!(
+            matches!(mapped(404), StoreError::NotFound { key } if key == RecordKey::Lease(PartitionId(1)))
+        );
         assert!(matches!(mapped(409), StoreError::AlreadyExists { .. }));
         assert!(matches!(mapped(412), StoreError::Conflict { .. }));
         assert!(matches!(mapped(429), StoreError::Throttled { .. }));

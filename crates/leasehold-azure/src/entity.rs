@@ -4,7 +4,9 @@
 //! in one entity-group transaction. RowKey is `lease-<partition, 10 digits>` or
 //! `member-<node>`: zero-padding makes the service's key order the numeric order.
 
-use leasehold::{Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, StoreError};
+use leasehold::{
+    Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, RecordKey, StoreError,
+};
 use serde_json::{json, Map, Value};
 
 pub(crate) const LEASE_PREFIX: &str = "lease-";
@@ -100,13 +102,13 @@ pub(crate) fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -
 /// Reads the columns of one entity, naming the record's key in every error.
 struct Columns<'a> {
     entity: &'a Map<String, Value>,
-    key: &'a str,
+    key: &'a RecordKey,
 }
 
 impl Columns<'_> {
     fn corrupt(&self, reason: String) -> StoreError {
         StoreError::Corrupt {
-            key: self.key.to_owned(),
+            key: self.key.clone(),
             reason,
         }
     }
@@ -167,7 +169,7 @@ impl Columns<'_> {
 }
 
 pub(crate) fn parse_lease(
-    key: &str,
+    key: &RecordKey,
     entity: &Map<String, Value>,
 ) -> Result<LeaseRecord, StoreError> {
     let columns = Columns { entity, key };
@@ -199,7 +201,7 @@ pub(crate) fn parse_lease(
 }
 
 pub(crate) fn parse_member(
-    key: &str,
+    key: &RecordKey,
     entity: &Map<String, Value>,
 ) -> Result<MemberRecord, StoreError> {
     let columns = Columns { entity, key };
@@ -252,14 +254,20 @@ mod tests {
         assert_eq!(entity["epoch"], json!("4294967300"));
         assert_eq!(entity["epoch@odata.type"], json!("Edm.Int64"));
         assert_eq!(entity["prohibited"], json!("a,b:1"));
-        assert_eq!(parse_lease("k", &entity).unwrap(), record);
+        assert_eq!(
+            parse_lease(&RecordKey::Lease(PartitionId(2)), &entity).unwrap(),
+            record
+        );
         let bare = object(lease_entity(
             "orders",
             PartitionId(3),
             &LeaseRecord::released(),
         ));
         assert!(!bare.contains_key("owner") && !bare.contains_key("load"));
-        assert_eq!(parse_lease("k", &bare).unwrap(), LeaseRecord::released());
+        assert_eq!(
+            parse_lease(&RecordKey::Lease(PartitionId(0)), &bare).unwrap(),
+            LeaseRecord::released()
+        );
     }
 
     #[test]
@@ -276,20 +284,23 @@ mod tests {
             &NodeId::new("n1").unwrap(),
             &record,
         ));
-        assert_eq!(parse_member("k", &entity).unwrap(), record);
+        assert_eq!(
+            parse_member(&RecordKey::Stored("k".into()), &entity).unwrap(),
+            record
+        );
     }
 
     #[test]
     fn damaged_columns_are_corrupt_naming_the_key() {
         let mut entity = object(lease_entity("g", PartitionId(2), &LeaseRecord::released()));
         entity.insert("state".to_owned(), json!("bogus"));
-        let error = parse_lease("g/lease/2", &entity).unwrap_err();
+        let error = parse_lease(&RecordKey::Lease(PartitionId(2)), &entity).unwrap_err();
         assert!(
-            matches!(&error, StoreError::Corrupt { key, reason } if key == "g/lease/2" && reason.contains("bogus")),
+            matches!(&error, StoreError::Corrupt { key, reason } if *key == RecordKey::Lease(PartitionId(2)) && reason.contains("bogus")),
             "{error:?}"
         );
         entity.insert("state".to_owned(), json!("held"));
         entity.insert("epoch".to_owned(), json!("-1"));
-        assert!(parse_lease("k", &entity).is_err());
+        assert!(parse_lease(&RecordKey::Lease(PartitionId(2)), &entity).is_err());
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold::{
-    lease_key, member_key, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+    GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
+    PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
 };
 use reqwest::{Method, StatusCode};
 
@@ -71,7 +71,7 @@ impl AzureTableStore {
             .merge_unconditionally(
                 group.as_str(),
                 &row_key,
-                &lease_key(group, partition),
+                &RecordKey::Lease(partition),
                 &entity,
             )
             .await
@@ -128,7 +128,8 @@ impl AzureTableStore {
                 &[],
             )
             .await?;
-        let what = format!("{group} batch");
+        // Refusals only decide whether to write one at a time, which names each record.
+        let what = RecordKey::Stored(format!("batch of group {group}"));
         if reply.status != StatusCode::ACCEPTED {
             let error = reply.error(&what);
             return if error.is_transient() {
@@ -169,7 +170,10 @@ impl AzureTableStore {
                 part.etag
                     .map(Version::from_tag)
                     .ok_or_else(|| StoreError::Unavailable {
-                        message: format!("no ETag for {}", lease_key(group, write.partition)),
+                        message: format!(
+                            "no ETag for {}",
+                            RecordKey::Lease(write.partition).in_group(group)
+                        ),
                         source: None,
                     })
             })
@@ -208,7 +212,7 @@ pub(crate) enum BatchOutcome {
 #[async_trait]
 impl LeaseStore for AzureTableStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        let what = format!("{group}/lease");
+        let what = format!("leases of group {group}");
         let entities = self
             .client
             .query(group.as_str(), LEASE_PREFIX, &what)
@@ -218,13 +222,13 @@ impl LeaseStore for AzureTableStore {
             .map(|found| {
                 let partition = entity::parse_lease_row_key(&found.row_key).ok_or_else(|| {
                     StoreError::Corrupt {
-                        key: format!("{group}/{}", found.row_key),
+                        key: RecordKey::Stored(found.row_key.clone()),
                         reason: "the RowKey is not lease-<10-digit partition>".to_owned(),
                     }
                 })?;
                 Ok(StoredLease {
                     key: partition,
-                    value: entity::parse_lease(&lease_key(group, partition), &found.properties)?,
+                    value: entity::parse_lease(&RecordKey::Lease(partition), &found.properties)?,
                     version: Version::from_tag(&found.etag),
                 })
             })
@@ -240,7 +244,7 @@ impl LeaseStore for AzureTableStore {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
-        let key = lease_key(group, partition);
+        let key = RecordKey::Lease(partition);
         let row_key = entity::lease_row_key(partition);
         let Some(found) = self.client.get(group.as_str(), &row_key, &key).await? else {
             return Ok(None);
@@ -265,7 +269,7 @@ impl LeaseStore for AzureTableStore {
             .put(
                 group.as_str(),
                 &row_key,
-                &lease_key(group, partition),
+                &RecordKey::Lease(partition),
                 &entity,
                 &mode,
             )
@@ -301,14 +305,14 @@ impl LeaseStore for AzureTableStore {
             .delete(
                 group.as_str(),
                 &row_key,
-                &lease_key(group, partition),
+                &RecordKey::Lease(partition),
                 version,
             )
             .await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let what = format!("{group}/member");
+        let what = format!("members of group {group}");
         let entities = self
             .client
             .query(group.as_str(), MEMBER_PREFIX, &what)
@@ -320,14 +324,13 @@ impl LeaseStore for AzureTableStore {
                     .row_key
                     .strip_prefix(MEMBER_PREFIX)
                     .unwrap_or(&found.row_key);
-                let key = format!("{group}/member/{name}");
                 let node = NodeId::new(name).map_err(|error| StoreError::Corrupt {
-                    key: key.clone(),
+                    key: RecordKey::Stored(found.row_key.clone()),
                     reason: error.to_string(),
                 })?;
                 Ok(StoredMember {
+                    value: entity::parse_member(&RecordKey::from(&node), &found.properties)?,
                     key: node,
-                    value: entity::parse_member(&key, &found.properties)?,
                     version: Version::from_tag(&found.etag),
                 })
             })
@@ -341,7 +344,7 @@ impl LeaseStore for AzureTableStore {
         group: &GroupName,
         node: &NodeId,
     ) -> Result<Option<StoredMember>, StoreError> {
-        let key = member_key(group, node);
+        let key = RecordKey::from(node);
         let row_key = entity::member_row_key(node);
         let Some(found) = self.client.get(group.as_str(), &row_key, &key).await? else {
             return Ok(None);
@@ -366,7 +369,7 @@ impl LeaseStore for AzureTableStore {
             .put(
                 group.as_str(),
                 &row_key,
-                &member_key(group, node),
+                &RecordKey::from(node),
                 &entity,
                 &mode,
             )
@@ -381,7 +384,7 @@ impl LeaseStore for AzureTableStore {
     ) -> Result<(), StoreError> {
         let row_key = entity::member_row_key(node);
         self.client
-            .delete(group.as_str(), &row_key, &member_key(group, node), version)
+            .delete(group.as_str(), &row_key, &RecordKey::from(node), version)
             .await
     }
 }

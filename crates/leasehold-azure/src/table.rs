@@ -1,6 +1,6 @@
 //! Entity operations on the one table: create, conditional replace and delete, read, query.
 
-use leasehold::{PutMode, StoreError, Version};
+use leasehold::{PutMode, RecordKey, StoreError, Version};
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value};
 
@@ -32,7 +32,7 @@ impl TableClient {
             .await?;
         match reply.status {
             StatusCode::CREATED | StatusCode::NO_CONTENT | StatusCode::CONFLICT => Ok(()),
-            _ => Err(reply.error(&format!("table {}", self.table()))),
+            _ => Err(reply.error(&RecordKey::Stored(format!("table {}", self.table())))),
         }
     }
 
@@ -41,7 +41,7 @@ impl TableClient {
         &self,
         partition_key: &str,
         row_key: &str,
-        key: &str,
+        key: &RecordKey,
         entity: &Value,
         mode: &PutMode,
     ) -> Result<Version, StoreError> {
@@ -74,7 +74,7 @@ impl TableClient {
         &self,
         partition_key: &str,
         row_key: &str,
-        key: &str,
+        key: &RecordKey,
         version: &Version,
     ) -> Result<(), StoreError> {
         let etag = if_match(version, key)?;
@@ -94,7 +94,7 @@ impl TableClient {
         &self,
         partition_key: &str,
         row_key: &str,
-        key: &str,
+        key: &RecordKey,
         entity: &Value,
     ) -> Result<(), StoreError> {
         let body = serde_json::to_vec(entity).expect("entities serialize");
@@ -119,7 +119,7 @@ impl TableClient {
         &self,
         partition_key: &str,
         row_key: &str,
-        key: &str,
+        key: &RecordKey,
     ) -> Result<Option<Entity>, StoreError> {
         let url = self.entity_url(partition_key, row_key);
         let reply = self.send(Method::GET, url, None, &[]).await?;
@@ -154,6 +154,7 @@ impl TableClient {
             quote(row_prefix),
             quote(&upper)
         );
+        let listing = RecordKey::Stored(what.to_owned());
         let mut found = Vec::new();
         let mut next: Option<(String, String)> = None;
         for _ in 0..MAX_PAGES {
@@ -167,7 +168,7 @@ impl TableClient {
             }
             let reply = self.send(Method::GET, self.url(&path), None, &[]).await?;
             if reply.status != StatusCode::OK {
-                return Err(reply.error(what));
+                return Err(reply.error(&listing));
             }
             let page: Value = serde_json::from_slice(&reply.body).map_err(|error| {
                 StoreError::unavailable("Azure Table Storage sent an unreadable listing", error)
@@ -183,7 +184,7 @@ impl TableClient {
                         .get("odata.etag")
                         .and_then(Value::as_str)
                         .map(str::to_owned);
-                    found.push(entity(properties.clone(), etag.as_deref(), what)?);
+                    found.push(entity(properties.clone(), etag.as_deref(), &listing)?);
                 }
             }
             next = match (
@@ -203,7 +204,7 @@ impl TableClient {
 fn entity(
     properties: Map<String, Value>,
     etag: Option<&str>,
-    key: &str,
+    key: &RecordKey,
 ) -> Result<Entity, StoreError> {
     let row_key = properties
         .get("RowKey")
@@ -219,25 +220,23 @@ fn entity(
 }
 
 /// An ETag for `If-Match`; a version of another kind can never match one of ours.
-fn if_match(version: &Version, key: &str) -> Result<String, StoreError> {
+fn if_match(version: &Version, key: &RecordKey) -> Result<String, StoreError> {
     version
         .as_tag()
         .map(str::to_owned)
-        .ok_or_else(|| StoreError::Conflict {
-            key: key.to_owned(),
-        })
+        .ok_or_else(|| StoreError::Conflict { key: key.clone() })
 }
 
-fn missing_etag(key: &str) -> StoreError {
+fn missing_etag(key: &RecordKey) -> StoreError {
     StoreError::Unavailable {
         message: format!("Azure Table Storage sent no ETag for {key}"),
         source: None,
     }
 }
 
-fn corrupt(key: &str, reason: &dyn std::fmt::Display) -> StoreError {
+fn corrupt(key: &RecordKey, reason: &dyn std::fmt::Display) -> StoreError {
     StoreError::Corrupt {
-        key: key.to_owned(),
+        key: key.clone(),
         reason: reason.to_string(),
     }
 }
@@ -258,6 +257,7 @@ pub(crate) fn percent_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leasehold::PartitionId;
 
     #[test]
     fn filters_are_percent_encoded() {
@@ -266,10 +266,10 @@ mod tests {
             "PartitionKey%20eq%20%27a.b%27"
         );
         assert_eq!(
-            if_match(&Version::from_number(3), "k")
+            if_match(&Version::from_number(3), &RecordKey::Lease(PartitionId(3)))
                 .unwrap_err()
                 .to_string(),
-            "version conflict on k"
+            "version conflict on lease 3"
         );
     }
 }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use leasehold::admin::{self, AdminError};
-use leasehold::{GroupName, LeaseRecord, LeaseStore, NodeId, PartitionId, TimeoutStore};
+use leasehold::{
+    GroupName, LeaseRecord, LeaseStore, Listing, NodeId, PartitionId, StoredLease, TimeoutStore,
+};
 
 use crate::cli::{Cli, Command};
 use crate::store_url;
@@ -29,26 +31,12 @@ impl GroupTable {
         })
     }
 
-    /// The partition count: one past the highest partition with a record, corrupt ones
-    /// included; zero when the group does not exist.
-    pub async fn partition_count(&self) -> anyhow::Result<u32> {
-        let listing = self
-            .store
+    /// Every lease record of the group.
+    pub async fn leases(&self) -> anyhow::Result<Listing<StoredLease>> {
+        self.store
             .list_leases(&self.group)
             .await
-            .with_context(|| format!("cannot list the leases of group {}", self.group))?;
-        let corrupt = listing.corrupt.iter().filter_map(|error| match error {
-            leasehold::StoreError::Corrupt { key, .. } => key.rsplit('/').next()?.parse().ok(),
-            _ => None,
-        });
-        Ok(listing
-            .records
-            .iter()
-            .map(|r| r.key.0)
-            .chain(corrupt)
-            .map(|p: u32| p + 1)
-            .max()
-            .unwrap_or(0))
+            .with_context(|| format!("cannot list the leases of group {}", self.group))
     }
 
     /// Turns "no such partition" into "no such group" when the group has no records at
@@ -59,7 +47,7 @@ impl GroupTable {
             AdminError::NoSuchNode { .. } => false,
             _ => return error.into(),
         };
-        match self.partition_count().await {
+        match self.leases().await.map(|listing| listing.partition_count()) {
             Ok(0) => AdminError::NoSuchGroup(self.group.clone()).into(),
             Ok(count) if is_partition => {
                 anyhow::anyhow!("{error}; it has partitions 0 to {}", count - 1)
@@ -138,7 +126,8 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
 /// silently remap every key that applications hash to a partition.
 async fn init(table: &GroupTable, partitions: u32) -> anyhow::Result<()> {
     let group = &table.group;
-    let existing = table.partition_count().await?;
+    let listing = table.leases().await?;
+    let existing = listing.partition_count();
     if existing != 0 && existing != partitions {
         return Err(AdminError::PartitionCountMismatch {
             group: group.clone(),
@@ -148,7 +137,7 @@ async fn init(table: &GroupTable, partitions: u32) -> anyhow::Result<()> {
         .into());
     }
     anyhow::ensure!(partitions > 0, "--partitions must be at least 1");
-    let outcome = admin::init(&*table.store, group, partitions).await?;
+    let outcome = admin::init_listed(&*table.store, group, partitions, &listing).await?;
     crate::say(&format!(
         "group {group}: {} partitions created, {} already there ({partitions} in all)",
         outcome.created, outcome.existing

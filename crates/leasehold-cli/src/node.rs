@@ -92,7 +92,8 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
 /// can each finish the build-out, but a group in use is never grown behind its users' back.
 async fn partition_count(table: &GroupTable, requested: Option<u32>) -> anyhow::Result<u32> {
     let group = &table.group;
-    let existing = table.partition_count().await?;
+    let listing = table.leases().await?;
+    let existing = listing.partition_count();
     let Some(partitions) = requested else {
         anyhow::ensure!(
             existing > 0,
@@ -100,15 +101,13 @@ async fn partition_count(table: &GroupTable, requested: Option<u32>) -> anyhow::
         );
         return Ok(existing);
     };
-    let listing = table.store.list_leases(group).await?;
-    let in_use = listing.records.iter().any(|r| r.value.epoch.0 > 0);
-    if existing > partitions || (existing < partitions && existing > 0 && in_use) {
+    if existing > partitions || (existing < partitions && existing > 0 && listing.in_use()) {
         anyhow::bail!(
             "group {group} has {existing} partitions, but --partitions {partitions} was given"
         );
     }
-    if listing.records.len() + listing.corrupt.len() < partitions as usize {
-        let outcome = admin::init(&*table.store, group, partitions).await?;
+    if listing.len() < partitions as usize {
+        let outcome = admin::init_listed(&*table.store, group, partitions, &listing).await?;
         tracing::info!(%group, created = outcome.created, "created lease records");
     }
     Ok(partitions)

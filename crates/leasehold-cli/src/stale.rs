@@ -111,7 +111,7 @@ fn render(document: &StaleDocument) -> String {
         }
     }
     for corrupt in &document.corrupt {
-        lines.push(format!("corrupt record: {corrupt}"));
+        lines.push(corrupt.clone());
     }
     let below = document.live_nodes.len() < document.min_nodes;
     lines.push(format!(

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use leasehold::admin::AdminError;
-use leasehold::{unix_ms_now, LeaseState, NodeId, PartitionId, StoredLease, StoredMember};
+use leasehold::{unix_ms_now, LeaseState, Listing, NodeId, PartitionId, StoredLease, StoredMember};
 use serde::Serialize;
 
 use crate::admin_commands::GroupTable;
@@ -69,11 +69,7 @@ struct StatusDocument {
 pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let table = GroupTable::open(cli).await?;
     let group = &table.group;
-    let leases = table
-        .store
-        .list_leases(group)
-        .await
-        .with_context(|| format!("cannot list the leases of group {group}"))?;
+    let leases = table.leases().await?;
     let mut members = table
         .store
         .list_members(group)
@@ -81,7 +77,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
         .with_context(|| format!("cannot list the members of group {group}"))?;
     // Operator commands' nudge record is not a node.
     members.records.retain(|m| !m.key.is_operator());
-    if leases.records.is_empty() && leases.corrupt.is_empty() {
+    if leases.is_empty() {
         return Err(AdminError::NoSuchGroup(group.clone()).into());
     }
     let mut document = StatusDocument {
@@ -92,7 +88,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
         corrupt: leases.corrupt.iter().map(|e| e.to_string()).collect(),
     };
     if let Some(partition) = args.partition {
-        select_partition(&table, &mut document, &leases.records, partition)?;
+        select_partition(&table, &mut document, &leases, partition)?;
     }
     if let Some(node) = &args.node {
         select_node(&table, &mut document, node)?;
@@ -111,17 +107,17 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
 fn select_partition(
     table: &GroupTable,
     document: &mut StatusDocument,
-    leases: &[StoredLease],
+    leases: &Listing<StoredLease>,
     partition: u32,
 ) -> anyhow::Result<()> {
-    let Some(lease) = leases.iter().find(|l| l.key.0 == partition) else {
-        let highest = leases.iter().map(|l| l.key.0).max().unwrap_or(0);
+    let Some(lease) = leases.records.iter().find(|l| l.key.0 == partition) else {
         anyhow::bail!(
-            "{}; it has partitions 0 to {highest}",
+            "{}; it has partitions 0 to {}",
             AdminError::NoSuchPartition {
                 group: table.group.clone(),
                 partition: PartitionId(partition),
-            }
+            },
+            leases.partition_count().saturating_sub(1)
         );
     };
     let owner = lease.value.owner.as_ref().map(|o| o.to_string());
@@ -251,7 +247,7 @@ fn render(document: &StatusDocument) -> String {
         out.push_str(&partition_table(document));
     }
     for corrupt in &document.corrupt {
-        out.push_str(&format!("corrupt: {corrupt}\n"));
+        out.push_str(&format!("{corrupt}\n"));
     }
     out
 }

@@ -10,9 +10,9 @@ use etcd_client::{
     TxnResponse,
 };
 use leasehold::{
-    codec, lease_key, member_key, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite,
-    Listing, MemberRecord, NodeId, PartitionId, PutMode, StoreError, Stored, StoredLease,
-    StoredMember, Version,
+    codec, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored, StoredLease, StoredMember,
+    Version,
 };
 
 use crate::error::{is_unreachable, map_error, never_sent};
@@ -176,11 +176,11 @@ impl EtcdStore {
         .await
     }
 
-    /// Writes `value` at `key` under `mode`; `name` is the key errors report.
+    /// Writes `value` at `key` under `mode`; `name` is the record errors report.
     async fn put_value(
         &self,
         key: String,
-        name: impl FnOnce() -> String,
+        name: impl FnOnce() -> RecordKey,
         value: Vec<u8>,
         mode: &PutMode,
     ) -> Result<Version, StoreError> {
@@ -202,7 +202,7 @@ impl EtcdStore {
     async fn delete_value(
         &self,
         key: String,
-        name: impl FnOnce() -> String,
+        name: impl FnOnce() -> RecordKey,
         version: &Version,
     ) -> Result<(), StoreError> {
         let txn = Txn::new()
@@ -271,10 +271,10 @@ impl EtcdStore {
             .ok()
             .and_then(parse_partition)
             .ok_or_else(|| StoreError::Corrupt {
-                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                key: RecordKey::Stored(String::from_utf8_lossy(kv.key()).into_owned()),
                 reason: "not a partition number".to_owned(),
             })?;
-        let value = codec::decode(&lease_key(group, partition), kv.value())?;
+        let value = codec::decode(partition, kv.value())?;
         Ok(Stored {
             key: partition,
             value,
@@ -292,10 +292,10 @@ impl EtcdStore {
             .ok()
             .and_then(|name| NodeId::new(name).ok())
             .ok_or_else(|| StoreError::Corrupt {
-                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                key: RecordKey::Stored(String::from_utf8_lossy(kv.key()).into_owned()),
                 reason: "not a node name".to_owned(),
             })?;
-        let value = codec::decode(&member_key(group, &node), kv.value())?;
+        let value = codec::decode(&node, kv.value())?;
         Ok(Stored {
             key: node,
             value,
@@ -355,7 +355,7 @@ fn written_version(response: &TxnResponse) -> Result<Version, StoreError> {
 }
 
 /// Why a conditional update or delete was refused, from the `get` in its else branch.
-fn refusal(response: &TxnResponse, key: String) -> StoreError {
+fn refusal(response: &TxnResponse, key: RecordKey) -> StoreError {
     let exists = response.op_responses().iter().any(|op| match op {
         TxnOpResponse::Get(get) => !get.kvs().is_empty(),
         _ => false,
@@ -411,7 +411,7 @@ impl LeaseStore for EtcdStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         let key = self.keys.lease(group, partition);
-        let name = || lease_key(group, partition);
+        let name = || RecordKey::Lease(partition);
         self.put_value(key, name, codec::encode(record), &mode)
             .await
     }
@@ -435,7 +435,7 @@ impl LeaseStore for EtcdStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let key = self.keys.lease(group, partition);
-        self.delete_value(key, || lease_key(group, partition), version)
+        self.delete_value(key, || RecordKey::Lease(partition), version)
             .await
     }
 
@@ -464,7 +464,7 @@ impl LeaseStore for EtcdStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         let key = self.keys.member(group, node);
-        let name = || member_key(group, node);
+        let name = || RecordKey::from(node);
         self.put_value(key, name, codec::encode(record), &mode)
             .await
     }
@@ -476,7 +476,7 @@ impl LeaseStore for EtcdStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let key = self.keys.member(group, node);
-        self.delete_value(key, || member_key(group, node), version)
+        self.delete_value(key, || RecordKey::from(node), version)
             .await
     }
 

@@ -114,7 +114,7 @@ async fn forward(
             let deleted = event.event_type() == EventType::Delete;
             let change = match parse_in_group(rest) {
                 KeyName::Lease(partition) if !deleted => {
-                    match leasehold::codec::decode::<LeaseRecord>("", kv.value()) {
+                    match leasehold::codec::decode::<LeaseRecord>(partition, kv.value()) {
                         Ok(record) => Change::LeaseWritten {
                             partition,
                             state: record.state,

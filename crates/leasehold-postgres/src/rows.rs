@@ -1,8 +1,8 @@
 //! Records to statement parameters and rows back to records.
 
 use leasehold::{
-    lease_key, member_key, Epoch, GroupName, LeaseRecord, LeaseState, MemberRecord, NodeId,
-    PartitionId, StoreError, Stored, StoredLease, StoredMember, Version,
+    Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, RecordKey, StoreError,
+    Stored, StoredLease, StoredMember, Version,
 };
 use tokio_postgres::Row;
 
@@ -77,17 +77,17 @@ pub(crate) fn version_from(column: i64) -> Version {
 }
 
 /// Decodes a row of `LEASE_COLUMNS`, naming the record in the error if it is damaged.
-pub(crate) fn lease_from_row(group: &GroupName, row: &Row) -> Result<StoredLease, StoreError> {
+pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
     let raw_partition: i64 = row.get(0);
     let Ok(partition) = u32::try_from(raw_partition) else {
         return Err(StoreError::Corrupt {
-            key: format!("{group}/lease/{raw_partition}"),
+            key: RecordKey::Stored(format!("lease {raw_partition}")),
             reason: "partition is not a 32-bit unsigned number".to_owned(),
         });
     };
     let partition = PartitionId(partition);
     let corrupt = |reason: String| StoreError::Corrupt {
-        key: lease_key(group, partition),
+        key: RecordKey::Lease(partition),
         reason,
     };
     let state: String = row.get(3);
@@ -124,14 +124,14 @@ pub(crate) fn lease_from_row(group: &GroupName, row: &Row) -> Result<StoredLease
 }
 
 /// Decodes a row of `MEMBER_COLUMNS`.
-pub(crate) fn member_from_row(group: &GroupName, row: &Row) -> Result<StoredMember, StoreError> {
+pub(crate) fn member_from_row(row: &Row) -> Result<StoredMember, StoreError> {
     let name: String = row.get(0);
     let node = NodeId::new(&name).map_err(|e| StoreError::Corrupt {
-        key: format!("{group}/member/{name}"),
+        key: RecordKey::Stored(format!("member {name}")),
         reason: e.to_string(),
     })?;
     let corrupt = |reason: String| StoreError::Corrupt {
-        key: member_key(group, &node),
+        key: RecordKey::from(&node),
         reason,
     };
     let weight: i64 = row.get(1);

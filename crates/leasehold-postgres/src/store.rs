@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold::{
-    lease_key, member_key, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing,
-    MemberRecord, NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+    ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
+    PartitionId, PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
 };
 use tokio::sync::Mutex;
 use tokio_postgres::{GenericClient, Row};
@@ -210,7 +210,7 @@ fn is_refusal(error: &StoreError) -> bool {
 }
 
 /// The outcome of a conditional update or delete, from its `(applied, present)` reply.
-fn conditional(applied: bool, present: bool, key: String) -> Result<(), StoreError> {
+fn conditional(applied: bool, present: bool, key: RecordKey) -> Result<(), StoreError> {
     match (applied, present) {
         (true, _) => Ok(()),
         (false, true) => Err(StoreError::Conflict { key }),
@@ -219,7 +219,7 @@ fn conditional(applied: bool, present: bool, key: String) -> Result<(), StoreErr
 }
 
 /// The version a conditional update wrote, from its `(version, present)` reply.
-fn updated(row: &Row, key: String) -> Result<Version, StoreError> {
+fn updated(row: &Row, key: RecordKey) -> Result<Version, StoreError> {
     let version: Option<i64> = row.get(0);
     conditional(version.is_some(), row.get(1), key)?;
     Ok(version_from(version.unwrap_or_default()))
@@ -235,7 +235,7 @@ async fn write_lease(
     statement_timeout: std::time::Duration,
 ) -> Result<Version, StoreError> {
     let fail = |e| map_error("write a lease", statement_timeout, e);
-    let key = || lease_key(group, partition);
+    let key = || RecordKey::Lease(partition);
     let (grp, partition_column) = (group.as_str(), i64::from(partition.0));
     let p = params;
     match mode {
@@ -290,7 +290,7 @@ impl LeaseStore for PostgresStore {
             let rows = self
                 .query("list leases", |s| &s.list_leases, &[&group.as_str()])
                 .await?;
-            Ok(rows.iter().map(|row| lease_from_row(group, row)).collect())
+            Ok(rows.iter().map(lease_from_row).collect())
         })
         .await
     }
@@ -309,9 +309,7 @@ impl LeaseStore for PostgresStore {
                     &[&group.as_str(), &partition_column],
                 )
                 .await?;
-            rows.first()
-                .map(|row| lease_from_row(group, row))
-                .transpose()
+            rows.first().map(lease_from_row).transpose()
         })
         .await
     }
@@ -368,7 +366,7 @@ impl LeaseStore for PostgresStore {
                 )
                 .await?;
             let row = single(&rows)?;
-            conditional(row.get(0), row.get(1), lease_key(group, partition))
+            conditional(row.get(0), row.get(1), RecordKey::Lease(partition))
         })
         .await
     }
@@ -378,7 +376,7 @@ impl LeaseStore for PostgresStore {
             let rows = self
                 .query("list members", |s| &s.list_members, &[&group.as_str()])
                 .await?;
-            Ok(rows.iter().map(|row| member_from_row(group, row)).collect())
+            Ok(rows.iter().map(member_from_row).collect())
         })
         .await
     }
@@ -396,9 +394,7 @@ impl LeaseStore for PostgresStore {
                     &[&group.as_str(), &node.as_str()],
                 )
                 .await?;
-            rows.first()
-                .map(|row| member_from_row(group, row))
-                .transpose()
+            rows.first().map(member_from_row).transpose()
         })
         .await
     }
@@ -412,7 +408,7 @@ impl LeaseStore for PostgresStore {
     ) -> Result<Version, StoreError> {
         let p = MemberParams::new(record)?;
         let (grp, name) = (group.as_str(), node.as_str());
-        let key = || member_key(group, node);
+        let key = || RecordKey::from(node);
         self.bounded(async {
             match &mode {
                 PutMode::Create => self
@@ -474,7 +470,7 @@ impl LeaseStore for PostgresStore {
                 )
                 .await?;
             let row = single(&rows)?;
-            conditional(row.get(0), row.get(1), member_key(group, node))
+            conditional(row.get(0), row.get(1), RecordKey::from(node))
         })
         .await
     }

@@ -70,12 +70,12 @@ mod tests {
     #[test]
     fn busy_and_io_errors_are_transient_with_the_cause_as_source() {
         for code in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_IOERR] {
-            let error = sqlite_error("writing lease g/lease/0", failure(code));
+            let error = sqlite_error("writing lease 0 of group g", failure(code));
             assert!(error.is_transient(), "{error}");
             assert!(std::error::Error::source(&error).is_some());
             assert!(error
                 .to_string()
-                .starts_with("store unavailable: writing lease g/lease/0"));
+                .starts_with("store unavailable: writing lease 0 of group g"));
         }
         assert!(is_busy(&sqlite_error(
             "x",

@@ -5,8 +5,8 @@
 //! other writer, in this process or another.
 
 use leasehold::{
-    lease_key, member_key, GroupName, Listing, NodeId, PartitionId, PutMode, StoreError,
-    StoredLease, StoredMember, Version,
+    GroupName, Listing, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredLease,
+    StoredMember, Version,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{
@@ -59,7 +59,7 @@ const DELETE_MEMBER: &str = "DELETE FROM members WHERE grp = ?1 AND node = ?2";
 const TAKE_VERSION: &str =
     "UPDATE meta SET value = value + 1 WHERE key = 'next_version' RETURNING value - 1";
 
-type Decode<T> = fn(&GroupName, &Row<'_>) -> Result<T, StoreError>;
+type Decode<T> = fn(&Row<'_>) -> Result<T, StoreError>;
 
 fn list<T>(
     connection: &Connection,
@@ -72,7 +72,7 @@ fn list<T>(
     let mut rows = statement.query([group.as_str()]).context(&context)?;
     let mut listing = Listing::default();
     while let Some(row) = rows.next().context(&context)? {
-        match decode(group, row) {
+        match decode(row) {
             Ok(record) => listing.records.push(record),
             Err(error) => listing.corrupt.push(error),
         }
@@ -83,7 +83,6 @@ fn list<T>(
 fn get<T>(
     connection: &Connection,
     sql: &str,
-    group: &GroupName,
     key: impl Params,
     context: &str,
     decode: Decode<T>,
@@ -91,7 +90,7 @@ fn get<T>(
     let mut statement = connection.prepare_cached(sql).context(context)?;
     let mut rows = statement.query(key).context(context)?;
     match rows.next().context(context)? {
-        Some(row) => decode(group, row).map(Some),
+        Some(row) => decode(row).map(Some),
         None => Ok(None),
     }
 }
@@ -110,9 +109,9 @@ pub(crate) fn get_lease(
     group: &GroupName,
     partition: PartitionId,
 ) -> Result<Option<StoredLease>, StoreError> {
-    let context = format!("reading {}", lease_key(group, partition));
+    let context = format!("reading {}", RecordKey::Lease(partition).in_group(group));
     let key = params![group.as_str(), partition.0];
-    get(connection, GET_LEASE, group, key, &context, decode_lease)
+    get(connection, GET_LEASE, key, &context, decode_lease)
 }
 
 /// Every member of `group`, ordered by node name, undecodable rows reported apart.
@@ -129,9 +128,9 @@ pub(crate) fn get_member(
     group: &GroupName,
     node: &NodeId,
 ) -> Result<Option<StoredMember>, StoreError> {
-    let context = format!("reading {}", member_key(group, node));
+    let context = format!("reading {}", RecordKey::from(node).in_group(group));
     let key = params![group.as_str(), node.as_str()];
-    get(connection, GET_MEMBER, group, key, &context, decode_member)
+    get(connection, GET_MEMBER, key, &context, decode_member)
 }
 
 /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits what it did, unless it fails
@@ -182,7 +181,7 @@ fn current_version(
 fn check_condition(
     current: CurrentVersion,
     mode: &PutMode,
-    key: impl FnOnce() -> String,
+    key: impl FnOnce() -> RecordKey,
 ) -> Result<(), StoreError> {
     match (current, mode) {
         (Some(_), PutMode::Create) => Err(StoreError::AlreadyExists { key: key() }),
@@ -202,7 +201,7 @@ fn check_condition(
 /// Takes the next version from the counter, in the caller's transaction.
 fn take_version(transaction: &Transaction<'_>, current: CurrentVersion) -> Result<i64, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
-        key: "meta/next_version".to_owned(),
+        key: RecordKey::Stored("meta/next_version".to_owned()),
         reason,
     };
     let mut statement = transaction
@@ -226,13 +225,13 @@ fn take_version(transaction: &Transaction<'_>, current: CurrentVersion) -> Resul
     Ok(taken)
 }
 
-fn changed_one_row(changed: usize, key: &str) -> Result<(), StoreError> {
+fn changed_one_row(changed: usize, context: &str) -> Result<(), StoreError> {
     // The write lock is held since the version was read, so the row cannot have moved.
     if changed == 1 {
         Ok(())
     } else {
         Err(StoreError::Invalid(format!(
-            "writing {key} changed {changed} rows instead of one"
+            "{context} changed {changed} rows instead of one"
         )))
     }
 }
@@ -245,11 +244,11 @@ pub(crate) fn put_lease(
     row: &LeaseRow,
     mode: &PutMode,
 ) -> Result<Version, StoreError> {
-    let key = lease_key(group, partition);
-    let context = format!("writing {key}");
+    let key = RecordKey::Lease(partition);
+    let context = format!("writing {}", key.in_group(group));
     let lookup = params![group.as_str(), partition.0];
     let current = current_version(transaction, LEASE_VERSION, lookup, &context)?;
-    check_condition(current, mode, || key.clone())?;
+    check_condition(current, mode, || key)?;
     let version = take_version(transaction, current)?;
     let sql = if current.is_some() {
         UPDATE_LEASE
@@ -272,7 +271,7 @@ pub(crate) fn put_lease(
             version,
         ])
         .context(&context)?;
-    changed_one_row(changed, &key)?;
+    changed_one_row(changed, &context)?;
     decode_version(version).map_err(StoreError::Invalid)
 }
 
@@ -284,11 +283,11 @@ pub(crate) fn put_member(
     row: &MemberRow,
     mode: &PutMode,
 ) -> Result<Version, StoreError> {
-    let key = member_key(group, node);
-    let context = format!("writing {key}");
+    let key = RecordKey::from(node);
+    let context = format!("writing {}", key.in_group(group));
     let lookup = params![group.as_str(), node.as_str()];
     let current = current_version(transaction, MEMBER_VERSION, lookup, &context)?;
-    check_condition(current, mode, || key.clone())?;
+    check_condition(current, mode, || key)?;
     let version = take_version(transaction, current)?;
     let sql = if current.is_some() {
         UPDATE_MEMBER
@@ -309,7 +308,7 @@ pub(crate) fn put_member(
             version,
         ])
         .context(&context)?;
-    changed_one_row(changed, &key)?;
+    changed_one_row(changed, &context)?;
     decode_version(version).map_err(StoreError::Invalid)
 }
 
@@ -320,17 +319,17 @@ pub(crate) fn delete_lease(
     partition: PartitionId,
     version: &Version,
 ) -> Result<(), StoreError> {
-    let key = lease_key(group, partition);
-    let context = format!("deleting {key}");
+    let key = RecordKey::Lease(partition);
+    let context = format!("deleting {}", key.in_group(group));
     let lookup = params![group.as_str(), partition.0];
     let current = current_version(transaction, LEASE_VERSION, lookup, &context)?;
-    check_condition(current, &PutMode::Update(version.clone()), || key.clone())?;
+    check_condition(current, &PutMode::Update(version.clone()), || key)?;
     let changed = transaction
         .prepare_cached(DELETE_LEASE)
         .context(&context)?
         .execute(lookup)
         .context(&context)?;
-    changed_one_row(changed, &key)
+    changed_one_row(changed, &context)
 }
 
 /// Deletes one member if its version is `version`, in the caller's transaction.
@@ -340,15 +339,15 @@ pub(crate) fn delete_member(
     node: &NodeId,
     version: &Version,
 ) -> Result<(), StoreError> {
-    let key = member_key(group, node);
-    let context = format!("deleting {key}");
+    let key = RecordKey::from(node);
+    let context = format!("deleting {}", key.in_group(group));
     let lookup = params![group.as_str(), node.as_str()];
     let current = current_version(transaction, MEMBER_VERSION, lookup, &context)?;
-    check_condition(current, &PutMode::Update(version.clone()), || key.clone())?;
+    check_condition(current, &PutMode::Update(version.clone()), || key)?;
     let changed = transaction
         .prepare_cached(DELETE_MEMBER)
         .context(&context)?
         .execute(lookup)
         .context(&context)?;
-    changed_one_row(changed, &key)
+    changed_one_row(changed, &context)
 }

@@ -4,8 +4,8 @@
 //! of the wrong type or out of range makes that one row [`StoreError::Corrupt`].
 
 use leasehold::{
-    lease_key, member_key, Epoch, GroupName, LeaseRecord, LeaseState, MemberRecord, NodeId,
-    PartitionId, StoreError, StoredLease, StoredMember, Version,
+    Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, RecordKey, StoreError,
+    StoredLease, StoredMember, Version,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
@@ -48,7 +48,7 @@ pub(crate) struct MemberRow {
     pub(crate) written_at_unix_ms: Option<i64>,
 }
 
-fn storable(value: u64, field: &str, key: impl FnOnce() -> String) -> Result<i64, StoreError> {
+fn storable(value: u64, field: &str, key: impl FnOnce() -> RecordKey) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| {
         StoreError::Invalid(format!(
             "{}: {field} {value} is larger than SQLite's integers can hold",
@@ -59,11 +59,10 @@ fn storable(value: u64, field: &str, key: impl FnOnce() -> String) -> Result<i64
 
 /// Encodes a lease record, refusing values SQLite cannot store exactly.
 pub(crate) fn encode_lease(
-    group: &GroupName,
     partition: PartitionId,
     record: &LeaseRecord,
 ) -> Result<LeaseRow, StoreError> {
-    let key = || lease_key(group, partition);
+    let key = || RecordKey::Lease(partition);
     let prohibited: Vec<&str> = record.prohibited.iter().map(NodeId::as_str).collect();
     Ok(LeaseRow {
         owner: record.owner.as_ref().map(|owner| owner.as_str().to_owned()),
@@ -81,12 +80,8 @@ pub(crate) fn encode_lease(
 }
 
 /// Encodes a member record, refusing values SQLite cannot store exactly.
-pub(crate) fn encode_member(
-    group: &GroupName,
-    node: &NodeId,
-    record: &MemberRecord,
-) -> Result<MemberRow, StoreError> {
-    let key = || member_key(group, node);
+pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<MemberRow, StoreError> {
+    let key = || RecordKey::from(node);
     Ok(MemberRow {
         weight: i64::from(record.weight),
         draining: record.draining,
@@ -239,7 +234,7 @@ fn decode_lease_fields(row: &Row<'_>) -> Result<(LeaseRecord, Version), String> 
 }
 
 /// Decodes a row of [`lease_columns`]; a bad value makes it [`StoreError::Corrupt`].
-pub(crate) fn decode_lease(group: &GroupName, row: &Row<'_>) -> Result<StoredLease, StoreError> {
+pub(crate) fn decode_lease(row: &Row<'_>) -> Result<StoredLease, StoreError> {
     let partition = column(row, 0, "partition")
         .integer()
         .and_then(|value| {
@@ -250,7 +245,7 @@ pub(crate) fn decode_lease(group: &GroupName, row: &Row<'_>) -> Result<StoredLea
         Ok(partition) => partition,
         Err(reason) => {
             return Err(StoreError::Corrupt {
-                key: format!("{group}/lease/{}", raw_key(row)),
+                key: RecordKey::Stored(format!("lease {}", raw_key(row))),
                 reason,
             });
         }
@@ -262,7 +257,7 @@ pub(crate) fn decode_lease(group: &GroupName, row: &Row<'_>) -> Result<StoredLea
             version,
         })
         .map_err(|reason| StoreError::Corrupt {
-            key: lease_key(group, partition),
+            key: RecordKey::Lease(partition),
             reason,
         })
 }
@@ -286,13 +281,13 @@ fn decode_member_fields(row: &Row<'_>) -> Result<(MemberRecord, Version), String
 }
 
 /// Decodes a row of [`member_columns`]; a bad value makes it [`StoreError::Corrupt`].
-pub(crate) fn decode_member(group: &GroupName, row: &Row<'_>) -> Result<StoredMember, StoreError> {
+pub(crate) fn decode_member(row: &Row<'_>) -> Result<StoredMember, StoreError> {
     let node_column = column(row, 0, "node");
     let node = match node_column.text().and_then(|text| node_column.node(text)) {
         Ok(node) => node,
         Err(reason) => {
             return Err(StoreError::Corrupt {
-                key: format!("{group}/member/{}", raw_key(row)),
+                key: RecordKey::Stored(format!("member {}", raw_key(row))),
                 reason,
             });
         }
@@ -304,7 +299,7 @@ pub(crate) fn decode_member(group: &GroupName, row: &Row<'_>) -> Result<StoredMe
             version,
         })
         .map_err(|reason| StoreError::Corrupt {
-            key: member_key(group, &node),
+            key: RecordKey::Member(node),
             reason,
         })
 }

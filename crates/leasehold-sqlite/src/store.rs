@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold::{
-    lease_key, member_key, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+    GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
+    PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
 };
 
 use crate::operations;
@@ -101,11 +101,11 @@ impl LeaseStore for SqliteStore {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let row = encode_lease(group, partition, record)?;
+        let row = encode_lease(partition, record)?;
         let group = group.clone();
         self.pool
             .run(move |connection| {
-                let context = format!("writing {}", lease_key(&group, partition));
+                let context = format!("writing {}", RecordKey::Lease(partition).in_group(&group));
                 operations::write(connection, &context, |transaction| {
                     operations::put_lease(transaction, &group, partition, &row, &mode)
                 })
@@ -128,7 +128,7 @@ impl LeaseStore for SqliteStore {
         let encoded: Vec<_> = writes
             .iter()
             .map(|write| {
-                let row = encode_lease(group, write.partition, &write.record);
+                let row = encode_lease(write.partition, &write.record);
                 (write.partition, row, write.mode.clone())
             })
             .collect();
@@ -163,7 +163,7 @@ impl LeaseStore for SqliteStore {
         let version = version.clone();
         self.pool
             .run(move |connection| {
-                let context = format!("deleting {}", lease_key(&group, partition));
+                let context = format!("deleting {}", RecordKey::Lease(partition).in_group(&group));
                 operations::write(connection, &context, |transaction| {
                     operations::delete_lease(transaction, &group, partition, &version)
                 })
@@ -197,12 +197,12 @@ impl LeaseStore for SqliteStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let row = encode_member(group, node, record)?;
+        let row = encode_member(node, record)?;
         let group = group.clone();
         let node = node.clone();
         self.pool
             .run(move |connection| {
-                let context = format!("writing {}", member_key(&group, &node));
+                let context = format!("writing {}", RecordKey::from(&node).in_group(&group));
                 operations::write(connection, &context, |transaction| {
                     operations::put_member(transaction, &group, &node, &row, &mode)
                 })
@@ -221,7 +221,7 @@ impl LeaseStore for SqliteStore {
         let version = version.clone();
         self.pool
             .run(move |connection| {
-                let context = format!("deleting {}", member_key(&group, &node));
+                let context = format!("deleting {}", RecordKey::from(&node).in_group(&group));
                 operations::write(connection, &context, |transaction| {
                     operations::delete_member(transaction, &group, &node, &version)
                 })

@@ -1,7 +1,7 @@
 //! One node's lease renewals as ZooKeeper multi-operations.
 
 use leasehold::codec::encode;
-use leasehold::{lease_key, GroupName, LeaseWrite, PutMode, StoreError, Version};
+use leasehold::{GroupName, LeaseWrite, PutMode, RecordKey, StoreError, Version};
 use zookeeper_client::{Client, Error as ZkError, MultiWriteError, MultiWriteResult};
 
 use crate::connection::map_error;
@@ -34,9 +34,9 @@ pub(crate) async fn put_leases(
         .iter()
         .map(|write| layout.lease(group, write.partition))
         .collect();
-    let keys: Vec<String> = writes
+    let keys: Vec<RecordKey> = writes
         .iter()
-        .map(|write| lease_key(group, write.partition))
+        .map(|write| RecordKey::Lease(write.partition))
         .collect();
     let mut results: Vec<Option<Result<Version, StoreError>>> =
         writes.iter().map(|_| None).collect();
@@ -85,7 +85,7 @@ async fn write_chunk(
     client: &Client,
     writes: &[LeaseWrite],
     paths: &[String],
-    keys: &[String],
+    keys: &[RecordKey],
     chunk: &[Ready],
     results: &mut [Option<Result<Version, StoreError>>],
 ) -> Result<(), StoreError> {
@@ -194,9 +194,9 @@ mod tests {
             .iter()
             .map(|w| layout.lease(&group, w.partition))
             .collect();
-        let keys: Vec<String> = writes
+        let keys: Vec<RecordKey> = writes
             .iter()
-            .map(|w| lease_key(&group, w.partition))
+            .map(|w| RecordKey::Lease(w.partition))
             .collect();
         let client = store
             .shared

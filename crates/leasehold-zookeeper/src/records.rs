@@ -1,6 +1,6 @@
 //! Conditional reads and writes of one znode, on raw bytes. The store encodes and decodes.
 
-use leasehold::{StoreError, Version};
+use leasehold::{RecordKey, StoreError, Version};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, Error as ZkError, Stat};
 
 use crate::connection::map_error;
@@ -32,12 +32,10 @@ fn expected_zxid(version: &Version) -> Option<i64> {
 pub(crate) async fn create(
     client: &Client,
     path: &str,
-    key: &str,
+    key: &RecordKey,
     data: &[u8],
 ) -> Result<Version, StoreError> {
-    let exists = || StoreError::AlreadyExists {
-        key: key.to_owned(),
-    };
+    let exists = || StoreError::AlreadyExists { key: key.clone() };
     match client.create(path, data, &persistent()).await {
         Ok((stat, _)) => return Ok(version_of(&stat)),
         Err(ZkError::NodeExists) => return Err(exists()),
@@ -60,38 +58,34 @@ pub(crate) async fn create(
 async fn stat_at(
     client: &Client,
     path: &str,
-    key: &str,
+    key: &RecordKey,
     expected: &Version,
 ) -> Result<Stat, StoreError> {
     let stat = client
         .check_stat(path)
         .await
         .map_err(map_error)?
-        .ok_or_else(|| StoreError::NotFound {
-            key: key.to_owned(),
-        })?;
+        .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
     match_stat(stat, key, expected)
 }
 
-pub(crate) fn match_stat(stat: Stat, key: &str, expected: &Version) -> Result<Stat, StoreError> {
+pub(crate) fn match_stat(
+    stat: Stat,
+    key: &RecordKey,
+    expected: &Version,
+) -> Result<Stat, StoreError> {
     if expected_zxid(expected) == Some(stat.mzxid) {
         Ok(stat)
     } else {
-        Err(StoreError::Conflict {
-            key: key.to_owned(),
-        })
+        Err(StoreError::Conflict { key: key.clone() })
     }
 }
 
 /// Maps the errors of a write conditioned on a znode version.
-pub(crate) fn conditional_write_error(error: ZkError, key: &str) -> StoreError {
+pub(crate) fn conditional_write_error(error: ZkError, key: &RecordKey) -> StoreError {
     match error {
-        ZkError::BadVersion => StoreError::Conflict {
-            key: key.to_owned(),
-        },
-        ZkError::NoNode => StoreError::NotFound {
-            key: key.to_owned(),
-        },
+        ZkError::BadVersion => StoreError::Conflict { key: key.clone() },
+        ZkError::NoNode => StoreError::NotFound { key: key.clone() },
         other => map_error(other),
     }
 }
@@ -107,7 +101,7 @@ pub(crate) fn conditional_write_error(error: ZkError, key: &str) -> StoreError {
 pub(crate) async fn update(
     client: &Client,
     path: &str,
-    key: &str,
+    key: &RecordKey,
     expected: &Version,
     data: &[u8],
 ) -> Result<Version, StoreError> {
@@ -123,7 +117,7 @@ pub(crate) async fn update(
 pub(crate) async fn delete(
     client: &Client,
     path: &str,
-    key: &str,
+    key: &RecordKey,
     expected: &Version,
 ) -> Result<(), StoreError> {
     let stat = stat_at(client, path, key, expected).await?;

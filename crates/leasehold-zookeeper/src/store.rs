@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::codec::{decode, encode};
 use leasehold::{
-    lease_key, member_key, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing,
-    MemberRecord, NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+    ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
+    PartitionId, PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
 };
 use tokio::time::Instant;
 
@@ -101,7 +101,7 @@ impl ZookeeperStore {
         path: &str,
         data: &[u8],
     ) -> Result<(), StoreError> {
-        let key = path.to_owned();
+        let key = RecordKey::Stored(path.to_owned());
         self.shared
             .connection
             .run(|client| async move {
@@ -117,7 +117,7 @@ impl ZookeeperStore {
     async fn put(
         &self,
         path: String,
-        key: String,
+        key: RecordKey,
         data: Vec<u8>,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
@@ -134,7 +134,12 @@ impl ZookeeperStore {
             .await
     }
 
-    async fn delete(&self, path: String, key: String, version: &Version) -> Result<(), StoreError> {
+    async fn delete(
+        &self,
+        path: String,
+        key: RecordKey,
+        version: &Version,
+    ) -> Result<(), StoreError> {
         self.shared
             .connection
             .run(|client| async move { records::delete(&client, &path, &key, version).await })
@@ -170,12 +175,12 @@ impl LeaseStore for ZookeeperStore {
             .into_iter()
             .map(|(name, data, stat)| {
                 let partition = parse_partition(&name).ok_or_else(|| StoreError::Corrupt {
-                    key: format!("{group}/lease/{name}"),
+                    key: RecordKey::Stored(format!("lease {name}")),
                     reason: "the znode name is not a 10-digit partition number".to_owned(),
                 })?;
                 Ok(StoredLease {
                     key: partition,
-                    value: decode(&lease_key(group, partition), &data)?,
+                    value: decode(partition, &data)?,
                     version: version_of(&stat),
                 })
             })
@@ -197,7 +202,7 @@ impl LeaseStore for ZookeeperStore {
         };
         Ok(Some(StoredLease {
             key: partition,
-            value: decode(&lease_key(group, partition), &data)?,
+            value: decode(partition, &data)?,
             version: version_of(&stat),
         }))
     }
@@ -210,7 +215,7 @@ impl LeaseStore for ZookeeperStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         let path = self.shared.layout.lease(group, partition);
-        self.put(path, lease_key(group, partition), encode(record), mode)
+        self.put(path, RecordKey::Lease(partition), encode(record), mode)
             .await
     }
 
@@ -236,7 +241,7 @@ impl LeaseStore for ZookeeperStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let path = self.shared.layout.lease(group, partition);
-        self.delete(path, lease_key(group, partition), version)
+        self.delete(path, RecordKey::Lease(partition), version)
             .await
     }
 
@@ -245,14 +250,13 @@ impl LeaseStore for ZookeeperStore {
         let mut listing: Listing<StoredMember> = nodes
             .into_iter()
             .map(|(name, data, stat)| {
-                let key = format!("{group}/member/{name}");
                 let node = NodeId::new(&name).map_err(|error| StoreError::Corrupt {
-                    key: key.clone(),
+                    key: RecordKey::Stored(format!("member {name}")),
                     reason: error.to_string(),
                 })?;
                 Ok(StoredMember {
+                    value: decode(&node, &data)?,
                     key: node,
-                    value: decode(&key, &data)?,
                     version: version_of(&stat),
                 })
             })
@@ -271,7 +275,7 @@ impl LeaseStore for ZookeeperStore {
         };
         Ok(Some(StoredMember {
             key: node.clone(),
-            value: decode(&member_key(group, node), &data)?,
+            value: decode(node, &data)?,
             version: version_of(&stat),
         }))
     }
@@ -284,7 +288,7 @@ impl LeaseStore for ZookeeperStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         let path = self.shared.layout.member(group, node);
-        self.put(path, member_key(group, node), encode(record), mode)
+        self.put(path, RecordKey::from(node), encode(record), mode)
             .await
     }
 
@@ -295,7 +299,7 @@ impl LeaseStore for ZookeeperStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let path = self.shared.layout.member(group, node);
-        self.delete(path, member_key(group, node), version).await
+        self.delete(path, RecordKey::from(node), version).await
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {

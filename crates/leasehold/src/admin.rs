@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::error::StoreError;
-use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, StoredLease};
-use crate::store::{LeaseStore, PutMode};
+use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease};
+use crate::store::{LeaseStore, Listing, PutMode};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// Attempts for one read-modify-write against participants renewing the same record.
@@ -60,8 +60,8 @@ pub enum AdminError {
     /// Participants kept writing the record; the change was not made.
     #[error("{key} kept changing; gave up after {MAX_ATTEMPTS} attempts")]
     Contended {
-        /// The record's key.
-        key: String,
+        /// The record.
+        key: RecordKey,
     },
 }
 
@@ -83,25 +83,37 @@ pub async fn init(
     partitions: u32,
 ) -> Result<InitOutcome, AdminError> {
     let listing = store.list_leases(group).await?;
-    let beyond = listing
-        .records
-        .iter()
-        .map(|r| r.key.0)
-        .chain(listing.corrupt.iter().filter_map(corrupt_partition))
-        .filter(|p| *p >= partitions)
-        .max();
-    if let Some(highest) = beyond {
+    init_listed(store, group, partitions, &listing).await
+}
+
+/// [`init`] on a table the caller has just listed, so that a caller that looks at the table
+/// before building it out reads it once. Only the partitions missing from `listing` are
+/// written; one created meanwhile by another process counts as existing.
+pub async fn init_listed(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partitions: u32,
+    listing: &Listing<StoredLease>,
+) -> Result<InitOutcome, AdminError> {
+    let existing = listing.partition_count();
+    if existing > partitions {
         return Err(AdminError::PartitionCountMismatch {
             group: group.clone(),
-            existing: highest + 1,
+            existing,
             requested: partitions,
         });
     }
+    let mut present = vec![false; partitions as usize];
+    let keys = listing.records.iter().map(|record| Some(record.key));
+    let corrupt = listing.corrupt.iter().map(|e| e.key()?.partition());
+    for partition in keys.chain(corrupt).flatten() {
+        present[partition.0 as usize] = true;
+    }
     let mut outcome = InitOutcome {
         created: 0,
-        existing: 0,
+        existing: present.iter().filter(|&&p| p).count() as u32,
     };
-    for partition in 0..partitions {
+    for partition in (0..partitions).filter(|&p| !present[p as usize]) {
         let record = LeaseRecord {
             written_at_unix_ms: Some(unix_ms_now()),
             ..LeaseRecord::released()
@@ -116,13 +128,6 @@ pub async fn init(
         }
     }
     Ok(outcome)
-}
-
-fn corrupt_partition(error: &StoreError) -> Option<u32> {
-    match error {
-        StoreError::Corrupt { key, .. } => key.rsplit('/').next()?.parse().ok(),
-        _ => None,
-    }
 }
 
 /// Deletes every lease and member record of `group`. Returns how many records were removed.
@@ -180,7 +185,7 @@ pub async fn update_lease(
         }
     }
     Err(AdminError::Contended {
-        key: crate::store::lease_key(group, partition),
+        key: RecordKey::Lease(partition),
     })
 }
 
@@ -319,7 +324,7 @@ pub async fn set_draining(
         }
     }
     Err(AdminError::Contended {
-        key: crate::store::member_key(group, node),
+        key: RecordKey::Member(node.clone()),
     })
 }
 
@@ -369,7 +374,7 @@ pub async fn stale_check(
 ) -> Result<StaleReport, AdminError> {
     let first_leases = store.list_leases(group).await?;
     let first_members = store.list_members(group).await?;
-    if first_leases.records.is_empty() && first_leases.corrupt.is_empty() {
+    if first_leases.is_empty() {
         return Err(AdminError::NoSuchGroup(group.clone()));
     }
     tokio::time::sleep(watch).await;
@@ -392,12 +397,7 @@ pub async fn stale_check(
             .collect(),
         ..StaleReport::default()
     };
-    let highest = second_leases
-        .records
-        .iter()
-        .map(|r| r.key.0 + 1)
-        .max()
-        .unwrap_or(0);
+    let highest = second_leases.partition_count();
     let expected = expected.unwrap_or(highest);
     let mut present = vec![false; expected.max(highest) as usize];
     for lease in &second_leases.records {
@@ -417,12 +417,12 @@ pub async fn stale_check(
             }
         }
     }
-    for error in &second_leases.corrupt {
-        if let Some(partition) = corrupt_partition(error) {
-            if let Some(slot) = present.get_mut(partition as usize) {
-                *slot = true;
-            }
-        }
+    for partition in second_leases
+        .corrupt
+        .iter()
+        .filter_map(|e| e.key()?.partition())
+    {
+        present[partition.0 as usize] = true;
     }
     report.missing = (0..expected)
         .filter(|p| !present[*p as usize])
@@ -444,4 +444,52 @@ pub async fn stale_check(
         .map(|m| m.key.clone())
         .collect();
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+
+    #[tokio::test]
+    async fn init_creates_only_what_is_missing_and_counts_damaged_records() {
+        let store = MemoryStore::new();
+        let group = GroupName::new("orders").unwrap();
+        let first = init(&store, &group, 4).await.unwrap();
+        assert_eq!((first.created, first.existing), (4, 0));
+        // A damaged last record still makes the group four partitions long.
+        store.corrupt_lease(&group, PartitionId(3));
+        let refused = init(&store, &group, 3).await.unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                AdminError::PartitionCountMismatch {
+                    existing: 4,
+                    requested: 3,
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        let grown = init(&store, &group, 6).await.unwrap();
+        assert_eq!((grown.created, grown.existing), (2, 4));
+        let listing = store.list_leases(&group).await.unwrap();
+        assert_eq!((listing.partition_count(), listing.len()), (6, 6));
+        assert_eq!(
+            listing.corrupt[0].key(),
+            Some(&RecordKey::Lease(PartitionId(3))),
+            "the damaged record is left for an operator, not overwritten"
+        );
+    }
+
+    #[test]
+    fn contended_names_the_record() {
+        let error = AdminError::Contended {
+            key: RecordKey::Lease(PartitionId(7)),
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("lease 7 kept changing; gave up after {MAX_ATTEMPTS} attempts")
+        );
+    }
 }

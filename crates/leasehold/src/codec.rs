@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::StoreError;
+use crate::record::RecordKey;
 
 /// Encodes a record as compact JSON.
 pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
@@ -14,9 +15,12 @@ pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
 }
 
 /// Decodes a record written by [`encode`], naming `key` in the error if it cannot.
-pub fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
+pub fn decode<T: DeserializeOwned>(
+    key: impl Into<RecordKey>,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(|error| StoreError::Corrupt {
-        key: key.to_owned(),
+        key: key.into(),
         reason: error.to_string(),
     })
 }
@@ -25,7 +29,7 @@ pub fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StoreEr
 mod tests {
     use super::*;
     use crate::record::{LeaseRecord, LeaseState};
-    use crate::types::{Epoch, NodeId};
+    use crate::types::{Epoch, NodeId, PartitionId};
 
     #[test]
     fn records_round_trip_and_garbage_is_corrupt() {
@@ -36,8 +40,13 @@ mod tests {
             ..LeaseRecord::default()
         };
         let bytes = encode(&record);
-        assert_eq!(decode::<LeaseRecord>("k", &bytes).unwrap(), record);
-        let error = decode::<LeaseRecord>("g/lease/3", b"{not json").unwrap_err();
-        assert!(matches!(error, StoreError::Corrupt { ref key, .. } if key == "g/lease/3"));
+        assert_eq!(
+            decode::<LeaseRecord>(PartitionId(3), &bytes).unwrap(),
+            record
+        );
+        let error = decode::<LeaseRecord>(PartitionId(3), b"{not json").unwrap_err();
+        assert!(
+            matches!(error, StoreError::Corrupt { ref key, .. } if *key == RecordKey::Lease(PartitionId(3)))
+        );
     }
 }

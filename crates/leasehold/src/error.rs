@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::record::RecordKey;
+
 /// A boxed error from a backend's own client, kept as the [`std::error::Error::source`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -15,20 +17,20 @@ pub enum StoreError {
     /// A conditional write found a different version than expected: someone else wrote first.
     #[error("version conflict on {key}")]
     Conflict {
-        /// The record's key, for example `orders/lease/7`.
-        key: String,
+        /// The record.
+        key: RecordKey,
     },
     /// A create-only write found the record already there.
     #[error("{key} already exists")]
     AlreadyExists {
-        /// The record's key.
-        key: String,
+        /// The record.
+        key: RecordKey,
     },
     /// The record does not exist.
     #[error("{key} not found")]
     NotFound {
-        /// The record's key.
-        key: String,
+        /// The record.
+        key: RecordKey,
     },
     /// The store could not be reached or failed; the call may succeed if tried again later.
     #[error("store unavailable: {message}")]
@@ -50,10 +52,10 @@ pub enum StoreError {
     #[error("store call timed out after {0:?}")]
     Timeout(Duration),
     /// A record could not be decoded. Listings report it and carry on with the others.
-    #[error("corrupt record {key}: {reason}")]
+    #[error("corrupt {key}: {reason}")]
     Corrupt {
-        /// The record's key.
-        key: String,
+        /// The record.
+        key: RecordKey,
         /// What is wrong with it.
         reason: String,
     },
@@ -66,6 +68,17 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The record the error is about, for errors about one record.
+    pub fn key(&self) -> Option<&RecordKey> {
+        match self {
+            StoreError::Conflict { key }
+            | StoreError::AlreadyExists { key }
+            | StoreError::NotFound { key }
+            | StoreError::Corrupt { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
     /// Whether trying again later may succeed (unavailable, throttled, timed out).
     pub fn is_transient(&self) -> bool {
         matches!(

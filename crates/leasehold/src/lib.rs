@@ -78,11 +78,9 @@ pub use error::{BoxError, StoreError};
 pub use memory::MemoryStore;
 pub use participant::{Callbacks, Environment, LeaseGuard, Loss, LossReason, Participant, Status};
 pub use record::{
-    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, Stored, StoredLease, StoredMember,
+    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, Stored, StoredLease,
+    StoredMember,
 };
 pub use router::{fnv1a_32, partition_for_key, NotOwner, Router, ROUTER_STORE_TIMEOUT};
-pub use store::{
-    lease_key, member_key, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode,
-    TimeoutStore,
-};
+pub use store::{Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TimeoutStore};
 pub use types::{Epoch, GroupName, InvalidName, NodeId, PartitionId, Version};

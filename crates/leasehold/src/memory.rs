@@ -7,10 +7,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use crate::error::StoreError;
-use crate::record::{LeaseRecord, MemberRecord, Stored, StoredLease, StoredMember};
-use crate::store::{
-    lease_key, member_key, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode,
-};
+use crate::record::{LeaseRecord, MemberRecord, RecordKey, Stored, StoredLease, StoredMember};
+use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// A store that keeps every record in this process's memory.
@@ -129,9 +127,9 @@ impl<K: Ord + Slot, T> Table<K, T> {
     }
 }
 
-impl<K: Clone, T: Clone> Table<K, T> {
-    /// Every record, in key order; `name` names a record that cannot be read.
-    fn list(&self, name: impl Fn(&K) -> String) -> Listing<Stored<K, T>> {
+impl<K: Clone + Into<RecordKey>, T: Clone> Table<K, T> {
+    /// Every record, in key order.
+    fn list(&self) -> Listing<Stored<K, T>> {
         // Copied straight into the listing while every record reads; a simulated fleet lists
         // a thousand member records per node per scan.
         let mut records = Vec::with_capacity(self.rows.len());
@@ -140,7 +138,7 @@ impl<K: Clone, T: Clone> Table<K, T> {
                 return self
                     .rows
                     .iter()
-                    .map(|(key, entry)| to_stored(key, entry, || name(key)))
+                    .map(|(key, entry)| to_stored(key, entry))
                     .collect();
             };
             records.push(Stored {
@@ -193,7 +191,6 @@ impl Inner {
             record,
             mode,
             version,
-            || lease_key(group, partition),
         );
         if result.is_ok() {
             self.next_version = version;
@@ -220,14 +217,14 @@ impl Inner {
     }
 }
 
-fn put_entry<K: Ord + Clone + Slot, T: Clone>(
+fn put_entry<K: Ord + Clone + Slot + Into<RecordKey>, T: Clone>(
     map: &mut Table<K, T>,
     key: &K,
     record: &T,
     mode: &PutMode,
     version: u64,
-    name: impl FnOnce() -> String,
 ) -> Result<Version, StoreError> {
+    let name = || key.clone().into();
     let entry = || Entry {
         value: Ok(record.clone()),
         version,
@@ -248,12 +245,12 @@ fn put_entry<K: Ord + Clone + Slot, T: Clone>(
     Ok(Version::from_number(version))
 }
 
-fn delete_entry<K: Ord + Slot, T>(
+fn delete_entry<K: Ord + Clone + Slot + Into<RecordKey>, T>(
     map: &mut Table<K, T>,
     key: &K,
     expected: &Version,
-    name: impl FnOnce() -> String,
 ) -> Result<(), StoreError> {
+    let name = || key.clone().into();
     match map.get(key) {
         None => Err(StoreError::NotFound { key: name() }),
         Some(entry) if expected.as_number() != Some(entry.version) => {
@@ -266,10 +263,9 @@ fn delete_entry<K: Ord + Slot, T>(
     }
 }
 
-fn to_stored<K: Clone, T: Clone>(
+fn to_stored<K: Clone + Into<RecordKey>, T: Clone>(
     key: &K,
     entry: &Entry<T>,
-    name: impl FnOnce() -> String,
 ) -> Result<Stored<K, T>, StoreError> {
     match &entry.value {
         Ok(value) => Ok(Stored {
@@ -278,7 +274,7 @@ fn to_stored<K: Clone, T: Clone>(
             version: Version::from_number(entry.version),
         }),
         Err(reason) => Err(StoreError::Corrupt {
-            key: name(),
+            key: key.clone().into(),
             reason: reason.clone(),
         }),
     }
@@ -325,7 +321,7 @@ impl LeaseStore for MemoryStore {
         let Some(tables) = inner.groups.get(group) else {
             return Ok(Listing::default());
         };
-        Ok(tables.leases.list(|partition| lease_key(group, *partition)))
+        Ok(tables.leases.list())
     }
 
     async fn get_lease(
@@ -338,7 +334,7 @@ impl LeaseStore for MemoryStore {
             .groups
             .get(group)
             .and_then(|t| t.leases.get(&partition))
-            .map(|entry| to_stored(&partition, entry, || lease_key(group, partition)))
+            .map(|entry| to_stored(&partition, entry))
             .transpose()
     }
 
@@ -373,9 +369,7 @@ impl LeaseStore for MemoryStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        delete_entry(&mut inner.tables(group).leases, &partition, version, || {
-            lease_key(group, partition)
-        })?;
+        delete_entry(&mut inner.tables(group).leases, &partition, version)?;
         inner.notify(group, Change::Lease(partition));
         Ok(())
     }
@@ -385,7 +379,7 @@ impl LeaseStore for MemoryStore {
         let Some(tables) = inner.groups.get(group) else {
             return Ok(Listing::default());
         };
-        Ok(tables.members.list(|node| member_key(group, node)))
+        Ok(tables.members.list())
     }
 
     async fn get_member(
@@ -398,7 +392,7 @@ impl LeaseStore for MemoryStore {
             .groups
             .get(group)
             .and_then(|t| t.members.get(node))
-            .map(|entry| to_stored(node, entry, || member_key(group, node)))
+            .map(|entry| to_stored(node, entry))
             .transpose()
     }
 
@@ -417,7 +411,6 @@ impl LeaseStore for MemoryStore {
             record,
             &mode,
             version,
-            || member_key(group, node),
         );
         if result.is_ok() {
             inner.next_version = version;
@@ -437,9 +430,7 @@ impl LeaseStore for MemoryStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        delete_entry(&mut inner.tables(group).members, node, version, || {
-            member_key(group, node)
-        })?;
+        delete_entry(&mut inner.tables(group).members, node, version)?;
         inner.notify(group, Change::Member(node.clone()));
         Ok(())
     }

@@ -1,8 +1,10 @@
 //! The records kept in a store: one lease per partition, one member record per live node.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Epoch, NodeId, PartitionId, Version};
+use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
 /// Where a partition's lease stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,6 +116,86 @@ impl Default for MemberRecord {
             heartbeat: 0,
             written_at_unix_ms: None,
         }
+    }
+}
+
+/// Which record of a group something is about: what store errors carry, typed, so that no
+/// caller has to take a key apart again.
+///
+/// ```
+/// use leasehold::{NodeId, PartitionId, RecordKey};
+/// assert_eq!(RecordKey::from(PartitionId(7)).to_string(), "lease 7");
+/// let node = NodeId::new("server-1").unwrap();
+/// assert_eq!(RecordKey::from(&node).to_string(), "member server-1");
+/// assert_eq!(RecordKey::from(PartitionId(7)).partition(), Some(PartitionId(7)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecordKey {
+    /// The lease record of a partition.
+    Lease(PartitionId),
+    /// The member record of a node.
+    Member(NodeId),
+    /// A stored record whose key names no partition or node (written by hand or by another
+    /// program), or a record of the backend's own bookkeeping: its key as the backend stores
+    /// it, for messages only.
+    Stored(String),
+}
+
+impl RecordKey {
+    /// The partition, for the lease record of one.
+    pub fn partition(&self) -> Option<PartitionId> {
+        match self {
+            RecordKey::Lease(partition) => Some(*partition),
+            _ => None,
+        }
+    }
+
+    /// The key with its group, for messages: `lease 7 of group orders`.
+    pub fn in_group<'a>(&'a self, group: &'a GroupName) -> impl fmt::Display + 'a {
+        struct InGroup<'a>(&'a RecordKey, &'a GroupName);
+        impl fmt::Display for InGroup<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{} of group {}", self.0, self.1)
+            }
+        }
+        InGroup(self, group)
+    }
+
+    /// The node, for the member record of one.
+    pub fn node(&self) -> Option<&NodeId> {
+        match self {
+            RecordKey::Member(node) => Some(node),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordKey::Lease(partition) => write!(f, "lease {partition}"),
+            RecordKey::Member(node) => write!(f, "member {node}"),
+            RecordKey::Stored(key) => write!(f, "record {key:?}"),
+        }
+    }
+}
+
+impl From<PartitionId> for RecordKey {
+    fn from(partition: PartitionId) -> Self {
+        RecordKey::Lease(partition)
+    }
+}
+
+impl From<NodeId> for RecordKey {
+    fn from(node: NodeId) -> Self {
+        RecordKey::Member(node)
+    }
+}
+
+impl From<&NodeId> for RecordKey {
+    fn from(node: &NodeId) -> Self {
+        RecordKey::Member(node.clone())
     }
 }
 

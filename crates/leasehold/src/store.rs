@@ -45,10 +45,10 @@ pub struct Listing<T> {
 /// decoded) is reported in [`Listing::corrupt`], so one damaged record never hides the others.
 ///
 /// ```
-/// use leasehold::{Listing, StoreError};
+/// use leasehold::{Listing, PartitionId, RecordKey, StoreError};
 /// let listing: Listing<u32> = vec![
 ///     Ok(1),
-///     Err(StoreError::Corrupt { key: "g/lease/2".into(), reason: "bad".into() }),
+///     Err(StoreError::Corrupt { key: RecordKey::Lease(PartitionId(2)), reason: "bad".into() }),
 ///     Ok(3),
 /// ]
 /// .into_iter()
@@ -70,6 +70,55 @@ impl<T> FromIterator<Result<T, StoreError>> for Listing<T> {
             }
         }
         listing
+    }
+}
+
+impl Listing<StoredLease> {
+    /// The group's partition count as this listing shows it: one past the highest partition
+    /// with a record, counting records that could not be decoded, so that a damaged record
+    /// never makes a group look smaller than it is. Zero for a group with no lease records.
+    ///
+    /// ```
+    /// use leasehold::{LeaseRecord, Listing, PartitionId, RecordKey, Stored, StoreError, Version};
+    /// let listing: Listing<_> = vec![
+    ///     Ok(Stored { key: PartitionId(0), value: LeaseRecord::released(), version: Version::from_number(1) }),
+    ///     Err(StoreError::Corrupt { key: RecordKey::Lease(PartitionId(5)), reason: "bad".into() }),
+    ///     Err(StoreError::Corrupt { key: RecordKey::Stored("lease/x".into()), reason: "bad".into() }),
+    /// ]
+    /// .into_iter()
+    /// .collect();
+    /// assert_eq!(listing.partition_count(), 6);
+    /// ```
+    pub fn partition_count(&self) -> u32 {
+        let corrupt = self
+            .corrupt
+            .iter()
+            .filter_map(|error| error.key()?.partition());
+        self.records
+            .iter()
+            .map(|record| record.key)
+            .chain(corrupt)
+            .map(|partition| partition.0.saturating_add(1))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether any partition was ever taken (some record's epoch is above zero): a group in
+    /// use, whose partition count must not change behind its users' back.
+    pub fn in_use(&self) -> bool {
+        self.records.iter().any(|record| record.value.epoch.0 > 0)
+    }
+}
+
+impl<T> Listing<T> {
+    /// How many records the listing saw, decodable or not.
+    pub fn len(&self) -> usize {
+        self.records.len() + self.corrupt.len()
+    }
+
+    /// Whether the listing saw no record at all.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.corrupt.is_empty()
     }
 }
 
@@ -142,16 +191,6 @@ impl ChangeFeed {
     pub async fn next(&mut self) -> Option<Change> {
         self.receiver.recv().await
     }
-}
-
-/// The key used in error messages and by key-value backends: `<group>/lease/<partition>`.
-pub fn lease_key(group: &GroupName, partition: PartitionId) -> String {
-    format!("{group}/lease/{partition}")
-}
-
-/// The key used in error messages and by key-value backends: `<group>/member/<node>`.
-pub fn member_key(group: &GroupName, node: &NodeId) -> String {
-    format!("{group}/member/{node}")
 }
 
 /// A store of versioned lease and member records with compare-and-set.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::record::{LeaseRecord, LeaseState, MemberRecord};
+use crate::record::{LeaseRecord, LeaseState, MemberRecord, RecordKey};
 use crate::store::{LeaseStore, LeaseWrite, PutMode};
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
@@ -11,6 +11,27 @@ use super::{unique_group, Harness};
 
 fn node(name: &str) -> NodeId {
     NodeId::new(name).expect("valid test node")
+}
+
+fn lease(partition: u32) -> RecordKey {
+    RecordKey::Lease(PartitionId(partition))
+}
+
+fn member(name: &str) -> RecordKey {
+    RecordKey::Member(node(name))
+}
+
+/// The kind of a failed call's error and the record it names, so that a check compares both:
+/// a store must say which record a conflict, a duplicate or a missing record is about.
+fn failure<T>(result: &Result<T, StoreError>) -> Option<(&'static str, RecordKey)> {
+    let (kind, key) = match result.as_ref().err()? {
+        StoreError::Conflict { key } => ("conflict", key),
+        StoreError::AlreadyExists { key } => ("already exists", key),
+        StoreError::NotFound { key } => ("not found", key),
+        StoreError::Corrupt { key, .. } => ("corrupt", key),
+        _ => return None,
+    };
+    Some((kind, key.clone()))
 }
 
 fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
@@ -83,8 +104,9 @@ pub async fn create_get_and_ordered_list(store: Arc<dyn LeaseStore>) {
             PutMode::Create,
         )
         .await;
-    assert!(
-        matches!(again, Err(StoreError::AlreadyExists { .. })),
+    assert_eq!(
+        failure(&again),
+        Some(("already exists", lease(2))),
         "second create: {again:?}"
     );
 }
@@ -110,8 +132,9 @@ pub async fn update_if_version(store: Arc<dyn LeaseStore>) {
     let missing = store
         .put_lease(&group, PartitionId(1), &record, PutMode::Update(v2))
         .await;
-    assert!(
-        matches!(missing, Err(StoreError::NotFound { .. })),
+    assert_eq!(
+        failure(&missing),
+        Some(("not found", lease(1))),
         "update of a missing record: {missing:?}"
     );
 }
@@ -137,13 +160,15 @@ pub async fn stale_write_rejected(store: Arc<dyn LeaseStore>) {
             PutMode::Update(v1.clone()),
         )
         .await;
-    assert!(
-        matches!(stale, Err(StoreError::Conflict { .. })),
+    assert_eq!(
+        failure(&stale),
+        Some(("conflict", lease(0))),
         "stale update: {stale:?}"
     );
     let stale_delete = store.delete_lease(&group, PartitionId(0), &v1).await;
-    assert!(
-        matches!(stale_delete, Err(StoreError::Conflict { .. })),
+    assert_eq!(
+        failure(&stale_delete),
+        Some(("conflict", lease(0))),
         "stale delete: {stale_delete:?}"
     );
     let got = store
@@ -176,8 +201,9 @@ pub async fn delete_then_recreate_gets_new_version(store: Arc<dyn LeaseStore>) {
             .unwrap()
             .is_none());
         let missing = store.delete_lease(&group, PartitionId(0), &last).await;
-        assert!(
-            matches!(missing, Err(StoreError::NotFound { .. })),
+        assert_eq!(
+            failure(&missing),
+            Some(("not found", lease(0))),
             "{missing:?}"
         );
         let fresh = create(&*store, &group, 0).await;
@@ -193,10 +219,7 @@ pub async fn delete_then_recreate_gets_new_version(store: Arc<dyn LeaseStore>) {
                 PutMode::Update(last),
             )
             .await;
-        assert!(
-            matches!(stale, Err(StoreError::Conflict { .. })),
-            "{stale:?}"
-        );
+        assert_eq!(failure(&stale), Some(("conflict", lease(0))), "{stale:?}");
         seen.push(fresh);
     }
 }
@@ -261,8 +284,9 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
             PutMode::Create,
         )
         .await;
-    assert!(
-        matches!(dup, Err(StoreError::AlreadyExists { .. })),
+    assert_eq!(
+        failure(&dup),
+        Some(("already exists", member("node-a"))),
         "{dup:?}"
     );
     let got = store
@@ -302,13 +326,15 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
             PutMode::Update(v_b.clone()),
         )
         .await;
-    assert!(
-        matches!(stale, Err(StoreError::Conflict { .. })),
+    assert_eq!(
+        failure(&stale),
+        Some(("conflict", member("node-b"))),
         "{stale:?}"
     );
     let stale_delete = store.delete_member(&group, &node("node-b"), &v_b).await;
-    assert!(
-        matches!(stale_delete, Err(StoreError::Conflict { .. })),
+    assert_eq!(
+        failure(&stale_delete),
+        Some(("conflict", member("node-b"))),
         "{stale_delete:?}"
     );
     store
@@ -328,8 +354,9 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
             PutMode::Update(v_b2),
         )
         .await;
-    assert!(
-        matches!(missing, Err(StoreError::NotFound { .. })),
+    assert_eq!(
+        failure(&missing),
+        Some(("not found", member("node-c"))),
         "{missing:?}"
     );
 }
@@ -372,8 +399,9 @@ pub async fn batch_write_reports_each_result(store: Arc<dyn LeaseStore>) {
     for (index, result) in results.iter().enumerate() {
         let partition = writes[index].partition;
         if partition == PartitionId(2) {
-            assert!(
-                matches!(result, Err(StoreError::Conflict { .. })),
+            assert_eq!(
+                failure(result),
+                Some(("conflict", lease(2))),
                 "p2: {result:?}"
             );
             continue;
@@ -414,20 +442,10 @@ pub async fn corrupt_record_is_reported_alone(harness: &dyn Harness) {
     let keys: Vec<u32> = listing.records.iter().map(|r| r.key.0).collect();
     assert_eq!(keys, vec![0, 1, 3], "the others still list");
     assert_eq!(listing.corrupt.len(), 1, "{:?}", listing.corrupt);
-    match &listing.corrupt[0] {
-        StoreError::Corrupt { key, .. } => {
-            assert!(
-                key.contains(group.as_str()) && key.ends_with('2'),
-                "key {key}"
-            )
-        }
-        other => panic!("expected Corrupt, got {other:?}"),
-    }
+    let listed = Err::<(), _>(listing.corrupt.into_iter().next().expect("one"));
+    assert_eq!(failure(&listed), Some(("corrupt", lease(2))), "{listed:?}");
     let single = store.get_lease(&group, PartitionId(2)).await;
-    assert!(
-        matches!(single, Err(StoreError::Corrupt { .. })),
-        "{single:?}"
-    );
+    assert_eq!(failure(&single), Some(("corrupt", lease(2))), "{single:?}");
 }
 
 /// `writers` tasks each perform `increments` read-modify-write increments of one record's
