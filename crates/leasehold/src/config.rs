@@ -67,6 +67,18 @@ pub struct ParticipantConfig {
     /// compare-and-set on a version seen unchanged for `acquire_after`. Default: zero up to
     /// [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] partitions, 5 minutes above.
     pub relist_after: Duration,
+    /// How long giving a lease up (rebalancing, a drain, [`crate::Participant::release`],
+    /// a shutdown) waits for the work in flight under it: the lease stops taking new
+    /// [`crate::WorkPermit`]s at once, keeps being renewed, and is written released when its
+    /// last permit is dropped. If permits are still held after this long, the node stops
+    /// renewing and does not release: the lease expires, and the next holder waits
+    /// `acquire_after` instead of one scan — slower, never overlapping. Default 30 s.
+    pub drain_timeout: Duration,
+    /// Negative control for the simulator: write a lease released without waiting for its
+    /// permits, which lets two nodes work on one partition at once. Refused by
+    /// [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_release_ignores_permits: bool,
 }
 
 impl ParticipantConfig {
@@ -97,11 +109,14 @@ impl ParticipantConfig {
             } else {
                 Duration::ZERO
             },
+            drain_timeout: Duration::from_secs(30),
+            unsafe_release_ignores_permits: false,
         }
     }
 
     /// Short timings for tests and demos: renew every 250 ms, validity 1 s, take over after
-    /// 1.5 s, scan every 250 ms, store calls limited to 250 ms.
+    /// 1.5 s, scan every 250 ms, store calls limited to 250 ms, hand-offs wait 1 s for work
+    /// in flight.
     pub fn fast(node: NodeId, partitions: u32) -> ParticipantConfig {
         ParticipantConfig {
             heartbeat: Duration::from_millis(250),
@@ -109,6 +124,7 @@ impl ParticipantConfig {
             acquire_after: Duration::from_millis(1500),
             scan_interval: Duration::from_millis(250),
             store_timeout: Duration::from_millis(250),
+            drain_timeout: Duration::from_secs(1),
             ..ParticipantConfig::new(node, partitions)
         }
     }
@@ -214,6 +230,9 @@ impl ParticipantConfig {
                 heartbeat: self.heartbeat,
             });
         }
+        if self.unsafe_release_ignores_permits {
+            return Err(ConfigError::UnsafeRelease);
+        }
         if self.forget_members_after < self.member_timeout() * 2 {
             return Err(ConfigError::ForgetMembersTooSoon {
                 forget_members_after: self.forget_members_after,
@@ -240,6 +259,9 @@ pub enum ConfigError {
         /// The name.
         node: NodeId,
     },
+    /// The simulator's negative control was switched on outside the simulator.
+    #[error("unsafe_release_ignores_permits lets two nodes work on one partition at once; it is for the simulator's negative control only")]
+    UnsafeRelease,
     /// `partitions` was zero.
     #[error("partitions must be at least 1")]
     ZeroPartitions,

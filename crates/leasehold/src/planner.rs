@@ -130,6 +130,9 @@ pub struct Holding {
     pub valid_until: Instant,
     /// When this tenure began, on this node's clock.
     pub acquired_at: Instant,
+    /// Whether this node is giving the lease up, waiting for the work in flight under it:
+    /// it no longer counts towards what the node holds, and is not released again.
+    pub handing_off: bool,
 }
 
 /// One compare-and-set that would take a partition.
@@ -148,7 +151,8 @@ pub struct Acquisition {
 pub struct Plan {
     /// Leases whose validity has run out: stop serving them now.
     pub drop: Vec<PartitionId>,
-    /// Leases still valid, to renew at the heartbeat.
+    /// Leases still valid and serving, to renew at the heartbeat (leases being handed off
+    /// are renewed too, apart from these, while they wait for their work in flight).
     pub renew: Vec<PartitionId>,
     /// Leases to hand off cooperatively: stop work, then write them released.
     pub release: Vec<PartitionId>,
@@ -289,7 +293,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     for (partition, holding) in holdings {
         if holding.valid_until <= now {
             plan.drop.push(*partition);
-        } else {
+        } else if !holding.handing_off {
             plan.renew.push(*partition);
         }
     }

@@ -1,75 +1,302 @@
 //! What a participant hands the application: lease guards, loss notices and callbacks.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::types::{Epoch, PartitionId};
 
-/// Proof, checked against the local clock, that this node holds a partition's lease.
-///
-/// Carries the epoch as a fencing token: pass it along with every write to a resource that
-/// can remember the highest epoch it accepted per partition, and the resource can refuse a
-/// stale owner even after a pause longer than the lease. Check [`LeaseGuard::is_valid`]
-/// again before each state-changing step, not just once.
-#[derive(Clone)]
-pub struct LeaseGuard {
-    partition: PartitionId,
-    epoch: Epoch,
-    valid_until: Instant,
-    clock: Arc<dyn Clock>,
+/// Where one tenure of a lease stands on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Held and open to new work.
+    Serving,
+    /// Being given up: no new work; the work in flight runs on under its permits until they
+    /// are dropped, and only then is the record written released.
+    HandingOff,
+    /// Over: lost, expired or released. No permit of it is valid any more.
+    Ended,
 }
 
-impl LeaseGuard {
+/// One tenure of a lease on this node, shared by the background task, the guards and the
+/// permits handed out for it. Locked only for field updates, never across an await.
+pub(crate) struct Tenure {
+    partition: PartitionId,
+    epoch: Epoch,
+    clock: Arc<dyn Clock>,
+    state: Mutex<TenureState>,
+    /// Wakes the background task when a hand-off may go on: the last permit of a tenure
+    /// being handed off was dropped, or a handle asked for a release.
+    progress: Arc<Notify>,
+}
+
+struct TenureState {
+    valid_until: Instant,
+    phase: Phase,
+    permits: usize,
+}
+
+impl Tenure {
     pub(crate) fn new(
         partition: PartitionId,
         epoch: Epoch,
         valid_until: Instant,
         clock: Arc<dyn Clock>,
-    ) -> LeaseGuard {
-        LeaseGuard {
+        progress: Arc<Notify>,
+    ) -> Arc<Tenure> {
+        Arc::new(Tenure {
             partition,
             epoch,
-            valid_until,
             clock,
+            state: Mutex::new(TenureState {
+                valid_until,
+                phase: Phase::Serving,
+                permits: 0,
+            }),
+            progress,
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, TenureState> {
+        // Every update is a single field assignment: a panic cannot leave it half-done.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn partition(&self) -> PartitionId {
+        self.partition
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        self.state().phase
+    }
+
+    pub(crate) fn permits(&self) -> usize {
+        self.state().permits
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state().valid_until
+    }
+
+    /// Moves the deadline after a renewal; an ended tenure stays ended.
+    pub(crate) fn extend(&self, valid_until: Instant) {
+        let mut state = self.state();
+        if state.phase != Phase::Ended {
+            state.valid_until = valid_until;
         }
     }
 
+    /// Stops new work. Returns whether the tenure was serving until now.
+    pub(crate) fn hand_off(&self) -> bool {
+        let mut state = self.state();
+        let serving = state.phase == Phase::Serving;
+        if serving {
+            state.phase = Phase::HandingOff;
+        }
+        serving
+    }
+
+    /// Ends the tenure: every guard and permit of it is invalid from now on.
+    pub(crate) fn end(&self) {
+        self.state().phase = Phase::Ended;
+    }
+
+    /// A guard on the tenure as it stands now, if it is serving and within its deadline.
+    pub(crate) fn guard(self: &Arc<Self>) -> Option<LeaseGuard> {
+        let valid_until = {
+            let state = self.state();
+            (state.phase == Phase::Serving).then_some(state.valid_until)?
+        };
+        let guard = LeaseGuard {
+            tenure: Arc::clone(self),
+            valid_until,
+        };
+        guard.is_valid().then_some(guard)
+    }
+
+    /// A guard for the callbacks, whatever the tenure's phase.
+    pub(crate) fn snapshot(self: &Arc<Self>) -> LeaseGuard {
+        LeaseGuard {
+            tenure: Arc::clone(self),
+            valid_until: self.valid_until(),
+        }
+    }
+
+    fn permit(self: &Arc<Self>) -> Option<WorkPermit> {
+        let now = self.clock.now();
+        let mut state = self.state();
+        if state.phase != Phase::Serving || now >= state.valid_until {
+            return None;
+        }
+        state.permits += 1;
+        Some(WorkPermit {
+            tenure: Arc::clone(self),
+        })
+    }
+}
+
+/// Proof, checked against the local clock, that this node holds a partition's lease and is
+/// open to new work on it.
+///
+/// Carries the epoch as a fencing token: pass it along with every write to a resource that
+/// can remember the highest epoch it accepted per partition, and the resource can refuse a
+/// stale owner even after a pause longer than the lease.
+///
+/// A guard turns invalid at its deadline, and also the moment this node starts giving the
+/// lease up for any reason: a release, a drain, a shutdown, a conflict. Check
+/// [`LeaseGuard::is_valid`] before starting each unit of work, and hold a [`WorkPermit`]
+/// ([`LeaseGuard::permit`]) while the unit runs: a hand-off waits for every permit to be
+/// dropped before another node may take the partition.
+#[derive(Clone)]
+pub struct LeaseGuard {
+    tenure: Arc<Tenure>,
+    valid_until: Instant,
+}
+
+impl LeaseGuard {
     /// The partition this lease is for.
     pub fn partition(&self) -> PartitionId {
-        self.partition
+        self.tenure.partition
     }
 
     /// The fencing token of this tenure.
     pub fn epoch(&self) -> Epoch {
-        self.epoch
+        self.tenure.epoch
     }
 
     /// The instant, on this node's clock, at which the lease ends unless renewed. A guard is
-    /// a snapshot: renewals after it was taken do not move this deadline.
+    /// a snapshot: renewals after it was taken do not move this deadline (a permit's
+    /// deadline does move with them).
     pub fn valid_until(&self) -> Instant {
         self.valid_until
     }
 
-    /// Whether the deadline is still ahead on this node's clock.
+    /// Whether this node still serves the lease, open to new work, and the deadline is ahead
+    /// on its clock.
     pub fn is_valid(&self) -> bool {
-        self.clock.now() < self.valid_until
+        self.tenure.phase() == Phase::Serving && self.tenure.clock.now() < self.valid_until
     }
 
     /// Time left before the deadline, zero once it has passed.
     pub fn remaining(&self) -> Duration {
-        self.valid_until.saturating_duration_since(self.clock.now())
+        self.valid_until
+            .saturating_duration_since(self.tenure.clock.now())
+    }
+
+    /// A permit for one unit of work, unless the lease is being given up or has ended.
+    /// While any permit of a lease is held, this node does not hand the lease to another
+    /// node: a release waits until every permit is dropped, for at most the configured
+    /// [`drain_timeout`](crate::ParticipantConfig::drain_timeout), and past it lets the
+    /// lease expire rather than release it under running work.
+    pub fn permit(&self) -> Option<WorkPermit> {
+        self.tenure.permit()
     }
 }
 
 impl fmt::Debug for LeaseGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseGuard")
-            .field("partition", &self.partition)
-            .field("epoch", &self.epoch)
+            .field("partition", &self.partition())
+            .field("epoch", &self.epoch())
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
+
+/// A unit of work in progress under a lease: while it is held, this node does not hand the
+/// lease off. Drop it as soon as the work ends.
+///
+/// A permit stays valid through a hand-off, so that work already started can finish, and
+/// its deadline moves with every renewal; it is never valid past the lease's deadline on this
+/// node's clock, or after the lease was lost. A paused process can still outlive its
+/// lease between two checks, which is what the epoch is for: pass it to every resource the
+/// work writes.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use leasehold::{admin, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId};
+///
+/// let store = Arc::new(MemoryStore::new());
+/// let config = ParticipantConfig::fast(NodeId::new("worker-1").unwrap(), 4);
+/// admin::init(&*store, &config.group, 4).await.unwrap();
+/// let participant = Participant::start(store, config, ()).unwrap();
+/// tokio::time::sleep(Duration::from_secs(1)).await;
+///
+/// // A worker loop: one unit of work at a time, each under its own permit.
+/// for _ in 0..3 {
+///     let Some(permit) = participant.permit(PartitionId(2)) else {
+///         break; // not ours, or being handed off: stop, and let the router send work elsewhere
+///     };
+///     // ... read input, then write the result with permit.epoch() as the fencing token,
+///     // checking permit.is_valid() between steps ...
+///     assert!(permit.is_valid());
+///     drop(permit); // the unit is done
+/// }
+/// participant.shutdown().await;
+/// # });
+/// ```
+pub struct WorkPermit {
+    tenure: Arc<Tenure>,
+}
+
+impl WorkPermit {
+    /// The partition the work is on.
+    pub fn partition(&self) -> PartitionId {
+        self.tenure.partition
+    }
+
+    /// The fencing token of the tenure the work runs under.
+    pub fn epoch(&self) -> Epoch {
+        self.tenure.epoch
+    }
+
+    /// The lease's deadline on this node's clock, as of its last renewal.
+    pub fn valid_until(&self) -> Instant {
+        self.tenure.valid_until()
+    }
+
+    /// Whether the work may go on: the lease was not lost and its deadline is ahead on this
+    /// node's clock. Stays true while the lease is being handed off, which waits for this
+    /// permit.
+    pub fn is_valid(&self) -> bool {
+        let state = self.tenure.state();
+        state.phase != Phase::Ended && self.tenure.clock.now() < state.valid_until
+    }
+
+    /// Time left before the lease's deadline, zero once it has passed or the lease was lost.
+    pub fn remaining(&self) -> Duration {
+        let state = self.tenure.state();
+        if state.phase == Phase::Ended {
+            return Duration::ZERO;
+        }
+        state
+            .valid_until
+            .saturating_duration_since(self.tenure.clock.now())
+    }
+}
+
+impl Drop for WorkPermit {
+    fn drop(&mut self) {
+        let mut state = self.tenure.state();
+        state.permits -= 1;
+        if state.permits == 0 && state.phase == Phase::HandingOff {
+            drop(state);
+            self.tenure.progress.notify_one();
+        }
+    }
+}
+
+impl fmt::Debug for WorkPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkPermit")
+            .field("partition", &self.partition())
+            .field("epoch", &self.epoch())
             .field("remaining", &self.remaining())
             .finish()
     }
@@ -123,6 +350,14 @@ pub trait Callbacks: Send + Sync + 'static {
         let _ = lease;
     }
 
+    /// This node is giving a lease up (rebalancing, a drain, a release, a shutdown): start no
+    /// new work on the partition and finish or abandon what runs. `lease` is no longer valid
+    /// and gives no new permits; the record is written released once the permits already
+    /// taken are dropped, and [`Callbacks::on_lost`] follows.
+    fn on_handing_off(&self, lease: &LeaseGuard) {
+        let _ = lease;
+    }
+
     /// This node no longer holds a lease: stop serving the partition now. For an expiry this
     /// fires at the deadline even if the store is unreachable.
     fn on_lost(&self, loss: &Loss) {
@@ -143,6 +378,10 @@ impl Callbacks for () {}
 impl<T: Callbacks + ?Sized> Callbacks for Arc<T> {
     fn on_acquired(&self, lease: &LeaseGuard) {
         (**self).on_acquired(lease)
+    }
+
+    fn on_handing_off(&self, lease: &LeaseGuard) {
+        (**self).on_handing_off(lease)
     }
 
     fn on_lost(&self, loss: &Loss) {

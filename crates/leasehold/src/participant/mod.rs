@@ -8,20 +8,21 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::clock::{Clock, SeededRng, TokioClock};
 use crate::config::{ConfigError, ParticipantConfig};
 use crate::store::{LeaseStore, TimeoutStore};
-use crate::types::{Epoch, NodeId, PartitionId};
+use crate::types::{NodeId, PartitionId};
 
-pub use guard::{Callbacks, LeaseGuard, Loss, LossReason};
+use guard::Tenure;
+pub use guard::{Callbacks, LeaseGuard, Loss, LossReason, WorkPermit};
 use runner::{Command, Runner};
 
-/// Commands queued from handles to the task; a full queue makes `release` wait.
-const COMMAND_CAPACITY: usize = 64;
+/// Commands queued from handles to the task: only a shutdown is ever sent.
+const COMMAND_CAPACITY: usize = 4;
 
 /// Where a participant's time and randomness come from.
 #[derive(Debug, Clone)]
@@ -62,16 +63,17 @@ pub struct Status {
 /// State shared between handles and the task. Locks are held only for map operations,
 /// never across an await.
 struct Shared {
-    clock: Arc<dyn Clock>,
     leases: RwLock<Leases>,
     status: RwLock<Status>,
+    /// Wakes the task when a hand-off may go on (see [`Tenure`]).
+    progress: Arc<Notify>,
 }
 
-/// The leases held, with a counter of changes to them kept under the same lock, so that a
-/// reader sees the two agree.
+/// The tenures held, those being handed off included, with a counter of changes to them
+/// kept under the same lock, so that a reader sees the two agree.
 #[derive(Default)]
 struct Leases {
-    held: BTreeMap<PartitionId, (Epoch, Instant)>,
+    held: BTreeMap<PartitionId, Arc<Tenure>>,
     changes: u64,
 }
 
@@ -90,28 +92,49 @@ impl Shared {
         self.leases.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn insert(&self, partition: PartitionId, epoch: Epoch, valid_until: Instant) {
+    fn insert(&self, tenure: Arc<Tenure>) {
         let mut leases = self.write_leases();
-        leases.held.insert(partition, (epoch, valid_until));
+        leases.held.insert(tenure.partition(), tenure);
         leases.changed();
+    }
+
+    fn tenure(&self, partition: PartitionId) -> Option<Arc<Tenure>> {
+        self.read_leases().held.get(&partition).cloned()
     }
 
     /// Moves the deadline of a lease still held; never re-adds one released meanwhile.
     fn extend(&self, partition: PartitionId, valid_until: Instant) {
         let mut leases = self.write_leases();
-        if let Some(entry) = leases.held.get_mut(&partition) {
-            entry.1 = valid_until;
+        if let Some(tenure) = leases.held.get(&partition) {
+            tenure.extend(valid_until);
             leases.changed();
         }
     }
 
-    fn remove(&self, partition: PartitionId) -> bool {
+    /// Stops new work on a lease and wakes the task to hand it off. Returns whether the lease
+    /// was serving until now. The mark, not a message, is what the task acts on, so a caller
+    /// that gives up waiting can never leave a lease stopped but held.
+    fn hand_off(&self, partition: PartitionId) -> bool {
         let mut leases = self.write_leases();
-        let held = leases.held.remove(&partition).is_some();
-        if held {
+        let Some(tenure) = leases.held.get(&partition) else {
+            return false;
+        };
+        let serving = tenure.hand_off();
+        if serving {
+            leases.changed();
+            drop(leases);
+            self.progress.notify_one();
+        }
+        serving
+    }
+
+    /// Ends a tenure: its guards and permits turn invalid.
+    fn remove(&self, partition: PartitionId) {
+        let mut leases = self.write_leases();
+        if let Some(tenure) = leases.held.remove(&partition) {
+            tenure.end();
             leases.changed();
         }
-        held
     }
 
     fn update_status(&self, change: impl FnOnce(&mut Status)) {
@@ -214,9 +237,9 @@ impl Participant {
         environment: Environment,
     ) -> Participant {
         let shared = Arc::new(Shared {
-            clock: Arc::clone(&environment.clock),
             leases: RwLock::new(Leases::default()),
             status: RwLock::new(Status::default()),
+            progress: Arc::new(Notify::new()),
         });
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();
@@ -245,13 +268,18 @@ impl Participant {
         &self.inner.node
     }
 
-    /// The lease on `partition`, if this node holds it and its deadline has not passed on
-    /// the local clock. Answers from memory; never waits for the background task.
+    /// The lease on `partition`, if this node holds it, is open to new work on it (not
+    /// handing it off) and its deadline has not passed on the local clock. Answers from
+    /// memory; never waits for the background task.
     pub fn lease(&self, partition: PartitionId) -> Option<LeaseGuard> {
-        let shared = &self.inner.shared;
-        let (epoch, valid_until) = *shared.read_leases().held.get(&partition)?;
-        let guard = LeaseGuard::new(partition, epoch, valid_until, Arc::clone(&shared.clock));
-        guard.is_valid().then_some(guard)
+        self.inner.shared.tenure(partition)?.guard()
+    }
+
+    /// A permit for one unit of work on `partition`: [`LeaseGuard::permit`] of
+    /// [`Participant::lease`]. Hold it while the work runs; a hand-off of the partition waits
+    /// until it is dropped.
+    pub fn permit(&self, partition: PartitionId) -> Option<WorkPermit> {
+        self.lease(partition)?.permit()
     }
 
     /// The partitions this node holds now, in order.
@@ -262,16 +290,12 @@ impl Participant {
     /// Every lease this node holds now, in partition order: what [`Participant::lease`]
     /// answers for each of [`Participant::owned`], read at one instant.
     pub fn leases(&self) -> Vec<LeaseGuard> {
-        let shared = &self.inner.shared;
-        let now = shared.clock.now();
-        shared
+        self.inner
+            .shared
             .read_leases()
             .held
-            .iter()
-            .filter(|(_, (_, valid_until))| now < *valid_until)
-            .map(|(partition, (epoch, valid_until))| {
-                LeaseGuard::new(*partition, *epoch, *valid_until, Arc::clone(&shared.clock))
-            })
+            .values()
+            .filter_map(Tenure::guard)
             .collect()
     }
 
@@ -311,16 +335,12 @@ impl Participant {
             .clone()
     }
 
-    /// Gives up `partition` so another node can take it at once. Stop processing it before
-    /// calling: from this call on, [`Participant::lease`] answers `None` for it. Returns
-    /// whether this node held it.
+    /// Gives up `partition` so that another node can take it at once. From this call on,
+    /// [`Participant::lease`] answers `None` for it and no new permit is given; the record is
+    /// written released as soon as every [`WorkPermit`] already taken on it is dropped (see
+    /// [`ParticipantConfig::drain_timeout`]). Returns whether this node was serving it.
     pub async fn release(&self, partition: PartitionId) -> bool {
-        let held = self.inner.shared.remove(partition);
-        if held {
-            // If the task is gone the lease simply expires; nothing else to do.
-            let _ = self.inner.commands.send(Command::Release(partition)).await;
-        }
-        held
+        self.inner.shared.hand_off(partition)
     }
 
     /// Releases every held lease (a graceful hand-off), removes this node's member record and
@@ -356,7 +376,9 @@ impl Participant {
     /// leases stay in the store until they expire. For tests, demos and simulations.
     pub fn abort(&self) {
         let mut leases = self.inner.shared.write_leases();
-        leases.held.clear();
+        for tenure in std::mem::take(&mut leases.held).into_values() {
+            tenure.end();
+        }
         leases.changed();
         drop(leases);
         if let Some(task) = self

@@ -16,14 +16,23 @@ use crate::record::{unix_ms_now, LeaseState, MemberRecord};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
 
-use super::guard::{Callbacks, LeaseGuard, Loss, LossReason};
+use super::guard::{Callbacks, Loss, LossReason, Phase, Tenure};
 use super::Shared;
 
-/// Requests from handles to the task.
+/// Requests from handles to the task. Releases are not among them: a handle marks the
+/// lease itself (see [`Shared::hand_off`]) and wakes the task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Release(PartitionId),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// A lease being given up, waiting for the work in flight under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handoff {
+    /// Renewed while permits are held, until this instant at the latest.
+    Draining { until: Instant },
+    /// Permits outlived the drain timeout: no longer renewed, left to expire unreleased.
+    Abandoned,
 }
 
 /// Stale member records deleted per scan at most, so that clearing a backlog never delays
@@ -43,6 +52,7 @@ enum Event {
     Expire,
     Tick,
     Change(Option<Change>),
+    Progress,
 }
 
 pub(crate) struct Runner {
@@ -54,6 +64,11 @@ pub(crate) struct Runner {
     pub(crate) shared: Arc<Shared>,
     pub(crate) commands: mpsc::Receiver<Command>,
     holdings: BTreeMap<PartitionId, Holding>,
+    /// The holdings being handed off (each marked [`Holding::handing_off`]).
+    handoffs: BTreeMap<PartitionId, Handoff>,
+    /// Set once a shutdown was asked for: the task hands every lease off, takes nothing new,
+    /// and answers here when the last one is gone.
+    stopping: Option<oneshot::Sender<()>>,
     observed: Observed,
     member_version: Option<Version>,
     heartbeats: u64,
@@ -108,6 +123,8 @@ impl Runner {
             shared,
             commands,
             holdings: BTreeMap::new(),
+            handoffs: BTreeMap::new(),
+            stopping: None,
             observed: Observed::default(),
             member_version: None,
             heartbeats: 0,
@@ -138,12 +155,14 @@ impl Runner {
             Err(StoreError::NotSupported(_)) => {}
             Err(error) => tracing::warn!(%error, "change notifications unavailable; polling"),
         }
+        let progress = Arc::clone(&self.shared.progress);
         loop {
             let expire = self.sleep_until(self.earliest_deadline());
             let next_tick = [
                 Some(self.next_heartbeat),
-                Some(self.next_scan),
+                (self.stopping.is_none()).then_some(self.next_scan),
                 self.wake_at,
+                self.drain_deadline(),
             ]
             .into_iter()
             .flatten()
@@ -151,28 +170,45 @@ impl Runner {
             let tick = self.sleep_until(next_tick);
             let event = tokio::select! {
                 biased;
-                command = self.commands.recv() => Event::Command(command),
+                command = self.commands.recv(), if self.stopping.is_none() => Event::Command(command),
                 _ = expire => Event::Expire,
+                _ = progress.notified() => Event::Progress,
                 change = next_change(&mut self.feed) => Event::Change(change),
                 _ = tick => Event::Tick,
             };
             match event {
                 // Every handle is gone: stop without I/O; held leases expire on schedule.
                 Event::Command(None) => return,
-                Event::Command(Some(Command::Release(partition))) => {
-                    self.release(vec![partition]).await
-                }
                 Event::Command(Some(Command::Shutdown(done))) => {
-                    self.shutdown().await;
-                    let _ = done.send(());
-                    return;
+                    self.stopping = Some(done);
+                    let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
+                    self.release(all).await;
                 }
                 Event::Expire => self.expire_due(),
+                Event::Progress => self.advance_handoffs().await,
                 Event::Change(Some(change)) => self.on_change(&change),
                 Event::Change(None) => self.feed = None,
                 Event::Tick => self.tick().await,
             }
+            if self.stopping.is_some() && self.holdings.is_empty() {
+                self.remove_member().await;
+                if let Some(done) = self.stopping.take() {
+                    let _ = done.send(());
+                }
+                return;
+            }
         }
+    }
+
+    /// The soonest instant at which a lease being handed off stops waiting for its permits.
+    fn drain_deadline(&self) -> Option<Instant> {
+        self.handoffs
+            .values()
+            .filter_map(|handoff| match handoff {
+                Handoff::Draining { until } => Some(*until),
+                Handoff::Abandoned => None,
+            })
+            .min()
     }
 
     /// Brings the next scan forward for a change that may free a partition or change the
@@ -251,6 +287,13 @@ impl Runner {
             self.renew().await;
             self.write_member().await;
         }
+        if !self.handoffs.is_empty() {
+            self.advance_handoffs().await;
+        }
+        if self.stopping.is_some() {
+            // A node on its way out takes nothing new.
+            return;
+        }
         let now = self.clock.now();
         if now >= self.next_scan {
             self.scan().await;
@@ -277,6 +320,7 @@ impl Runner {
         let Some(holding) = self.holdings.remove(&partition) else {
             return;
         };
+        self.handoffs.remove(&partition);
         self.settled = false;
         self.ramping = false;
         self.shared.remove(partition);
@@ -295,9 +339,11 @@ impl Runner {
             return;
         }
         let written_at = self.write_stamp();
+        let handoffs = &self.handoffs;
         let writes: Vec<LeaseWrite> = self
             .holdings
             .iter()
+            .filter(|(partition, _)| handoffs.get(partition) != Some(&Handoff::Abandoned))
             .map(|(partition, holding)| {
                 let mut record = holding.record.clone();
                 record.written_at_unix_ms = written_at;
@@ -309,6 +355,9 @@ impl Runner {
                 }
             })
             .collect();
+        if writes.is_empty() {
+            return;
+        }
         // Validity counts from before the request leaves: the write can only land later.
         let sent_at = self.clock.now();
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
@@ -712,7 +761,7 @@ impl Runner {
             status.target = plan.target;
             status.live_members = plan.live_members;
         });
-        self.settled = plan.settled();
+        self.settled = plan.settled() && self.handoffs.is_empty();
         self.ramping = false;
         self.wake_at = plan.wake_at;
         for partition in plan.drop {
@@ -786,20 +835,76 @@ impl Runner {
                     record: write.record,
                     valid_until,
                     acquired_at: sent_at,
+                    handing_off: false,
                 },
             );
-            self.shared.insert(write.partition, epoch, valid_until);
+            let tenure = Tenure::new(
+                write.partition,
+                epoch,
+                valid_until,
+                Arc::clone(&self.clock),
+                Arc::clone(&self.shared.progress),
+            );
+            self.shared.insert(Arc::clone(&tenure));
             tracing::info!(node = %self.config.node, partition = %write.partition, %epoch, "lease acquired");
-            let guard =
-                LeaseGuard::new(write.partition, epoch, valid_until, Arc::clone(&self.clock));
-            self.callbacks.on_acquired(&guard);
+            self.callbacks.on_acquired(&tenure.snapshot());
             taken += 1;
         }
         taken
     }
 
-    /// Hands leases off: stop serving first, then write them released.
+    /// Starts handing leases off: no new work on them from now on, and each is written
+    /// released once the work in flight under it has ended (see [`Runner::advance_handoffs`]).
     async fn release(&mut self, partitions: Vec<PartitionId>) {
+        for partition in partitions {
+            self.shared.hand_off(partition);
+        }
+        self.advance_handoffs().await;
+    }
+
+    /// Moves every hand-off on: starts those that handles or plans asked for, writes
+    /// released those whose permits are all dropped, and stops renewing those whose permits
+    /// outlived the drain timeout, leaving them to expire.
+    async fn advance_handoffs(&mut self) {
+        let now = self.clock.now();
+        let mut ready = Vec::new();
+        let partitions: Vec<PartitionId> = self.holdings.keys().copied().collect();
+        for partition in partitions {
+            let Some(tenure) = self.shared.tenure(partition) else {
+                continue;
+            };
+            if tenure.phase() != Phase::HandingOff {
+                continue;
+            }
+            let handoff = *self
+                .handoffs
+                .entry(partition)
+                .or_insert_with(|| Handoff::Draining {
+                    until: now + self.config.drain_timeout,
+                });
+            let holding = self.holdings.get_mut(&partition).expect("listed above");
+            if !holding.handing_off {
+                holding.handing_off = true;
+                self.settled = false;
+                self.ramping = false;
+                tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, permits = tenure.permits(), "handing lease off");
+                self.callbacks.on_handing_off(&tenure.snapshot());
+            }
+            let Handoff::Draining { until } = handoff else {
+                continue;
+            };
+            if tenure.permits() == 0 || self.config.unsafe_release_ignores_permits {
+                ready.push(partition);
+            } else if until <= now {
+                tracing::warn!(node = %self.config.node, %partition, permits = tenure.permits(), drain_timeout = ?self.config.drain_timeout, "work outlived the drain timeout; letting the lease expire instead of releasing it");
+                self.handoffs.insert(partition, Handoff::Abandoned);
+            }
+        }
+        self.write_released(ready).await;
+    }
+
+    /// Ends the tenures and writes their records released: the work under them is over.
+    async fn write_released(&mut self, partitions: Vec<PartitionId>) {
         let now = self.clock.now();
         let written_at = self.write_stamp();
         let mut writes = Vec::new();
@@ -837,9 +942,9 @@ impl Runner {
         }
     }
 
-    async fn shutdown(&mut self) {
-        let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
-        self.release(all).await;
+    /// Deletes this node's member record on the way out, so that the others stop counting
+    /// it at once.
+    async fn remove_member(&mut self) {
         let Some(mut version) = self.member_version.take() else {
             return;
         };

@@ -121,6 +121,7 @@ impl Fixture {
                 record: LeaseRecord::default(),
                 valid_until,
                 acquired_at: self.start,
+                handing_off: false,
             },
         );
     }
@@ -453,6 +454,7 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
             },
             valid_until: far,
             acquired_at: fixture.start + Duration::from_secs(100),
+            handing_off: false,
         },
     );
     // "other" keeps heartbeating.

@@ -1,0 +1,249 @@
+//! Guards and work permits under controlled time: a lease given up stops new work at once,
+//! and is written released only once the work in flight under it has ended.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::{
+    admin, Callbacks, GroupName, LeaseGuard, LeaseState, LeaseStore, Loss, LossReason, MemoryStore,
+    NodeId, Participant, ParticipantConfig, PartitionId, StoredLease,
+};
+use tokio::time::{sleep, Instant};
+
+/// What the application was told, in order.
+#[derive(Debug, Clone, PartialEq)]
+enum Told {
+    HandingOff(PartitionId),
+    Lost(PartitionId, LossReason),
+}
+
+#[derive(Default, Clone)]
+struct Log(Arc<Mutex<Vec<(Told, Instant)>>>);
+
+impl Log {
+    fn told(&self) -> Vec<Told> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    fn when(&self, wanted: &Told) -> Option<Instant> {
+        let log = self.0.lock().unwrap();
+        log.iter().find(|(t, _)| t == wanted).map(|(_, at)| *at)
+    }
+}
+
+impl Callbacks for Log {
+    fn on_handing_off(&self, lease: &LeaseGuard) {
+        assert!(
+            !lease.is_valid(),
+            "a lease being handed off takes no new work"
+        );
+        assert!(lease.permit().is_none());
+        let told = Told::HandingOff(lease.partition());
+        self.0.lock().unwrap().push((told, Instant::now()));
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        let told = Told::Lost(loss.partition, loss.reason);
+        self.0.lock().unwrap().push((told, Instant::now()));
+    }
+}
+
+fn group() -> GroupName {
+    GroupName::new("default").unwrap()
+}
+
+async fn store_with(partitions: u32) -> Arc<MemoryStore> {
+    let store = Arc::new(MemoryStore::new());
+    admin::init(&*store, &group(), partitions).await.unwrap();
+    store
+}
+
+fn config(name: &str, partitions: u32) -> ParticipantConfig {
+    ParticipantConfig::fast(NodeId::new(name).unwrap(), partitions)
+}
+
+async fn lease_of(store: &MemoryStore, partition: u32) -> StoredLease {
+    store
+        .get_lease(&group(), PartitionId(partition))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+const P0: PartitionId = PartitionId(0);
+
+#[tokio::test(start_paused = true)]
+async fn a_guard_turns_invalid_the_moment_its_lease_is_given_up() {
+    let store = store_with(2).await;
+    let a = Participant::start(store.clone(), config("a", 2), ()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let guard = a.lease(P0).expect("held");
+    assert!(guard.is_valid());
+    assert!(a.release(P0).await);
+    assert!(!guard.is_valid(), "invalid well before its deadline");
+    assert!(guard.remaining() > Duration::ZERO);
+    assert!(guard.permit().is_none(), "no new work");
+    assert!(a.lease(P0).is_none());
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_waits_for_the_work_in_flight_renewing_meanwhile() {
+    let store = store_with(2).await;
+    let log = Log::default();
+    let patient = ParticipantConfig {
+        drain_timeout: Duration::from_secs(10),
+        ..config("a", 2)
+    };
+    let a = Participant::start(store.clone(), patient, log.clone()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(P0).expect("held");
+    let before = lease_of(&store, 0).await.version;
+    assert!(a.release(P0).await);
+    assert!(a.permit(P0).is_none(), "no new permit once handing off");
+    // Three lease validities: without renewals the lease would have expired twice over.
+    sleep(Duration::from_secs(3)).await;
+    let during = lease_of(&store, 0).await;
+    assert_eq!(
+        during.value.state,
+        LeaseState::Held,
+        "not released under running work"
+    );
+    assert_ne!(during.version, before, "renewed while the work ran");
+    assert!(permit.is_valid(), "the work in flight may finish");
+    assert_eq!(log.told(), vec![Told::HandingOff(P0)]);
+
+    let done_at = Instant::now();
+    drop(permit);
+    // Less than the scan a lone node would need to take the partition back.
+    sleep(Duration::from_millis(1)).await;
+    assert_eq!(lease_of(&store, 0).await.value.state, LeaseState::Released);
+    assert_eq!(
+        log.told(),
+        vec![Told::HandingOff(P0), Told::Lost(P0, LossReason::Released)]
+    );
+    let released_at = log.when(&Told::Lost(P0, LossReason::Released)).unwrap();
+    assert!(released_at >= done_at, "released only after the work ended");
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn work_that_outlives_the_drain_timeout_lets_the_lease_expire_unreleased() {
+    let store = store_with(1).await;
+    let log = Log::default();
+    let a = Participant::start(store.clone(), config("a", 1), log.clone()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(P0).expect("held");
+    let released_at = Instant::now();
+    assert!(a.release(P0).await);
+    // fast(): drain_timeout 1 s, lease_validity 1 s, acquire_after 1.5 s.
+    sleep(Duration::from_millis(1200)).await;
+    let frozen = lease_of(&store, 0).await;
+    assert_eq!(
+        frozen.value.state,
+        LeaseState::Held,
+        "never written released"
+    );
+    sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        lease_of(&store, 0).await.version,
+        frozen.version,
+        "no renewal once the drain timeout passed"
+    );
+    sleep(Duration::from_millis(500)).await;
+    assert!(!permit.is_valid(), "never valid past the lease's deadline");
+    assert_eq!(permit.remaining(), Duration::ZERO);
+    let expired_at = log
+        .when(&Told::Lost(P0, LossReason::Expired))
+        .expect("it expired");
+    let waited = expired_at - released_at;
+    assert!(
+        waited > Duration::from_secs(1) && waited <= Duration::from_millis(2100),
+        "renewed through the drain timeout, then left to expire: {waited:?}"
+    );
+    assert_eq!(lease_of(&store, 0).await.version, frozen.version);
+
+    // Taken again only the slow way: after acquire_after, as after a crash.
+    drop(permit);
+    sleep(Duration::from_secs(2)).await;
+    let taken = lease_of(&store, 0).await;
+    assert_eq!(taken.value.epoch, frozen.value.epoch.next());
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_permits_before_releasing() {
+    let store = store_with(2).await;
+    let log = Log::default();
+    let a = Participant::start(store.clone(), config("a", 2), log.clone()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(PartitionId(1)).expect("held");
+    let worker = tokio::spawn(async move {
+        sleep(Duration::from_millis(600)).await;
+        drop(permit);
+        Instant::now()
+    });
+    a.shutdown().await;
+    let finished = worker.await.unwrap();
+    assert_eq!(lease_of(&store, 0).await.value.state, LeaseState::Released);
+    assert_eq!(lease_of(&store, 1).await.value.state, LeaseState::Released);
+    let released = log
+        .when(&Told::Lost(PartitionId(1), LossReason::Released))
+        .expect("released");
+    assert!(released >= finished, "partition 1 waited for its work");
+    let free = log
+        .when(&Told::Lost(P0, LossReason::Released))
+        .expect("released");
+    assert!(free < finished, "partition 0 had no work and went at once");
+    assert!(
+        store
+            .list_members(&group())
+            .await
+            .unwrap()
+            .records
+            .is_empty(),
+        "member record removed on the way out"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_lease_invalidates_its_permits_at_once() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(P0).expect("held");
+    admin::kick(&*store, &group(), P0).await.unwrap();
+    sleep(Duration::from_millis(300)).await;
+    assert!(a.lease(P0).is_none(), "lost at the next renewal");
+    assert!(
+        !permit.is_valid(),
+        "its work must stop: the record is not ours"
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_releases_at_once_all_complete() {
+    let partitions = 100;
+    let store = store_with(partitions).await;
+    let log = Log::default();
+    let a = Participant::start(store.clone(), config("a", partitions), log.clone()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), partitions as usize);
+    for partition in 0..partitions {
+        assert!(a.release(PartitionId(partition)).await);
+    }
+    sleep(Duration::from_millis(50)).await;
+    let released = log
+        .told()
+        .into_iter()
+        .filter(|told| matches!(told, Told::Lost(_, LossReason::Released)))
+        .count();
+    assert_eq!(released, partitions as usize);
+    a.shutdown().await;
+}
