@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::config::{FaultProfile, SimConfig};
 use crate::report::{Figures, SeedReport, Violation};
-use crate::run::{run_many_on, run_seed};
+use crate::run::{run_many_on, run_seed, run_seed_traced};
 
 /// Arguments of `leasehold sim`: run the real participants in a seeded simulation with
 /// injected faults and check the invariants. Exits 1 when any invariant is broken.
@@ -61,7 +61,6 @@ impl SimArgs {
         let mut config = SimConfig::new(self.nodes, self.partitions, self.duration, self.faults);
         config.timings.relist_after = self.relist_after;
         config.unsafe_timings = self.unsafe_timings;
-        config.echo_trace = self.trace;
         config
     }
 }
@@ -99,13 +98,17 @@ pub fn run_cli(args: SimArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     match args.seed {
-        Some(seed) => replay(&config, seed, args.json),
+        Some(seed) => replay(&config, seed, args.json, args.trace),
         None => batch(&config, &args),
     }
 }
 
-fn replay(config: &SimConfig, seed: u64, json: bool) -> ExitCode {
-    let outcome = run_seed(config, seed);
+fn replay(config: &SimConfig, seed: u64, json: bool, trace: bool) -> ExitCode {
+    let outcome = if trace {
+        run_seed_traced(config, seed, echo())
+    } else {
+        run_seed(config, seed)
+    };
     let text = if json {
         let value = match &outcome {
             Ok(report) => serde_json::json!({
@@ -130,6 +133,20 @@ fn replay(config: &SimConfig, seed: u64, json: bool) -> ExitCode {
         }
     };
     finish(&text, outcome.is_err())
+}
+
+/// Prints each event of a traced run as it happens.
+fn echo() -> impl FnMut(&str) + Send + 'static {
+    let mut printing = true;
+    move |line| {
+        if printing {
+            if let Err(error) = crate::output::print(&format!("{line}\n")) {
+                // The run goes on: its result matters more than the echo.
+                eprintln!("trace echo stopped: {error}");
+                printing = false;
+            }
+        }
+    }
 }
 
 fn figures_of(config: &SimConfig, report: &SeedReport) -> Figures {

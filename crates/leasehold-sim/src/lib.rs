@@ -54,5 +54,5 @@ pub use clock::{Gate, SimClock};
 pub use config::{FaultConfig, FaultProfile, SimConfig, Timings};
 pub use figures::{FaultCounts, Percentiles, Samples, StoreTraffic};
 pub use report::{Figures, SeedReport, Summary, Violation};
-pub use run::{run_many, run_many_on, run_seed};
+pub use run::{run_many, run_many_on, run_seed, run_seed_traced};
 pub use trace::Trace;

@@ -122,7 +122,8 @@ impl std::fmt::Debug for World {
 }
 
 impl World {
-    pub fn new(config: &SimConfig, seed: u64) -> Arc<World> {
+    /// The world of `seed`, recording its events in `trace`.
+    pub fn new(config: &SimConfig, seed: u64, trace: Trace) -> Arc<World> {
         let origin = Instant::now();
         let timings = config.effective_timings();
         let retention = timings.lease_validity * 4 + timings.acquire_after * 2;
@@ -134,11 +135,7 @@ impl World {
             store: MemoryStore::new(),
             group: GroupName::new("sim").expect("valid"),
             state: Mutex::new(State {
-                trace: if config.echo_trace {
-                    Trace::echoing()
-                } else {
-                    Trace::default()
-                },
+                trace,
                 rng: SeededRng::new(seed ^ 0x005E_ED0F_FA17),
                 nodes: BTreeMap::new(),
                 faults: StoreFaults::default(),

@@ -44,8 +44,8 @@ fn arguments_build_the_configuration() {
     );
     let argv = ["leasehold-sim", "--faults", "some"];
     assert!(Cli::try_parse_from(argv).is_err());
-    assert!(parse(&["--seed", "3", "--trace"]).config().echo_trace);
-    assert!(!parse(&["--seed", "3"]).config().echo_trace);
+    assert!(parse(&["--seed", "3", "--trace"]).trace);
+    assert!(!parse(&["--seed", "3"]).trace);
     // A trace follows one seed, and is text.
     assert!(Cli::try_parse_from(["leasehold-sim", "--seeds", "9", "--trace"]).is_err());
     assert!(Cli::try_parse_from(["leasehold-sim", "--seed", "3", "--trace", "--json"]).is_err());
