@@ -36,20 +36,17 @@
 //! println!("{}", summary.figures);
 //! ```
 
-mod cli;
 mod clock;
 mod config;
 mod driver;
 mod figures;
 pub mod invariants;
-pub mod output;
 mod report;
 mod run;
 mod store;
 mod trace;
 mod world;
 
-pub use cli::{parse_duration, run_cli, SimArgs};
 pub use clock::{Gate, SimClock};
 pub use config::{FaultConfig, FaultProfile, SimConfig, Timings};
 pub use figures::{FaultCounts, Percentiles, Samples, StoreTraffic};
