@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::invariants::{balance, liveness, Holder, Invariant};
 use crate::lifecycle;
-use crate::world::{Life, Slot, State, World};
+use crate::world::{Life, World};
 
 /// Something the director does at an instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,96 +183,6 @@ impl Director {
         }
     }
 
-    /// Picks a node uniformly among those that `eligible` accepts, keeping at least two
-    /// nodes serving when `keeps_serving` is false for the chosen one.
-    fn pick(
-        &mut self,
-        state: &State,
-        eligible: impl Fn(&Slot) -> bool,
-        keep_two: bool,
-    ) -> Option<usize> {
-        let active = state.nodes.values().filter(|s| s.is_active()).count();
-        let candidates: Vec<usize> = state
-            .nodes
-            .iter()
-            .filter(|(_, slot)| eligible(slot))
-            .filter(|(_, slot)| !keep_two || !slot.is_active() || active > 2)
-            .map(|(index, _)| *index)
-            .collect();
-        (!candidates.is_empty()).then(|| candidates[self.rng.below(candidates.len())])
-    }
-
-    fn crash(&mut self) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let Some(index) = self.pick(&state, |s| s.process().is_some() && !s.leaving, true) else {
-            return;
-        };
-        lifecycle::end_process(&world, &mut state, index, Life::Crashed);
-        let restart_in = world
-            .config
-            .faults
-            .restart_within
-            .mul_f64(self.rng.next_f64());
-        self.at(Instant::now() + restart_in, Action::Restart(index));
-    }
-
-    fn pause(&mut self) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let eligible = |s: &Slot| !s.leaving && s.process().is_some_and(|p| !p.gate.is_paused());
-        let Some(index) = self.pick(&state, eligible, true) else {
-            return;
-        };
-        let slot = &state.nodes[&index];
-        let holder = slot.holder(index);
-        if let Some(process) = slot.process() {
-            process.gate.set_paused(true);
-        }
-        let faults = &world.config.faults;
-        let multiple = 1.0 + (faults.pause_lease_multiple - 1.0).max(0.0) * self.rng.next_f64();
-        let length = world.timings.lease_validity.mul_f64(multiple);
-        world.event(
-            &mut state,
-            format!("{holder} paused for {:.3}s", length.as_secs_f64()),
-        );
-        state.recorder.disturbed();
-        state.counts.pauses += 1;
-        self.at(Instant::now() + length, Action::Resume(holder));
-    }
-
-    fn resume(&mut self, holder: Holder) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let Some(slot) = state.nodes.get(&holder.node) else {
-            return;
-        };
-        if slot.incarnation != holder.incarnation {
-            return;
-        }
-        if let Some(process) = slot.process().filter(|p| p.gate.is_paused()) {
-            process.gate.set_paused(false);
-            world.event(&mut state, format!("{holder} resumed"));
-        }
-    }
-
-    fn outage(&mut self) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let length = world.config.faults.outage_max.mul_f64(self.rng.next_f64());
-        let end = (Instant::now() + length).min(self.quiet_at);
-        state.faults.outage_until = Some(end);
-        world.event(
-            &mut state,
-            format!(
-                "store outage for {:.3}s",
-                (end - Instant::now()).as_secs_f64()
-            ),
-        );
-        state.recorder.disturbed();
-        state.counts.outages += 1;
-    }
-
     fn quiet(&mut self) {
         let world = Arc::clone(&self.world);
         let crashed: Vec<usize> = {
@@ -329,4 +239,5 @@ impl Director {
 }
 
 mod churn;
+mod disruption;
 mod operator;
