@@ -5,18 +5,18 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use leasehold::{GroupName, NodeId};
+use leasehold_sim::FaultProfile;
 
-use crate::duration::parse_duration;
+use crate::duration::{self, parse_duration};
 use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 
 /// Lease-based partitioning: divide N partitions among servers so that no partition is ever
 /// served by two at once.
 ///
-/// Durations are written with a unit: 500ms, 2s, 1.5s, 1m30s.
-///
-/// Exit codes: 0 success, 1 problems found (stale) or a demo check failed, 2 error.
+/// Exit codes: 0 success, 1 problems found (stale), a demo check failed or a simulated
+/// invariant was broken, 2 error.
 #[derive(Debug, Parser)]
-#[command(name = "leasehold", version)]
+#[command(name = "leasehold", version, after_help = duration::help())]
 pub struct Cli {
     /// The store holding the lease table: sqlite:PATH (relative to the current directory),
     /// sqlite:///ABSOLUTE/PATH, memory: (private to this process; for demo and tests),
@@ -68,6 +68,7 @@ pub enum Command {
     Status(StatusArgs),
     /// Sample the table twice and report problems: unrenewed leases, unowned, missing or
     /// corrupt partitions, too few live nodes. Exit 0 healthy, 1 problems, 2 could not check.
+    #[command(after_help = duration::help())]
     Stale(StaleArgs),
     /// Make the holder of a partition drop it; another node takes it after acquire_after.
     Kick {
@@ -109,14 +110,17 @@ pub enum Command {
         node: NodeId,
     },
     /// Run one participant until SIGTERM or SIGINT, then release its leases and exit.
+    #[command(after_help = duration::help())]
     Node(Box<NodeArgs>),
     /// Run a self-contained demonstration: several nodes in this process, a crash, a drain.
+    #[command(after_help = duration::help())]
     Demo(DemoArgs),
     /// Run the deterministic simulation: real participants in virtual time under injected
     /// faults (crashes, pauses, lost and delayed replies, outages, throttling, clock drift,
     /// churn), checking that no partition ever has two owners. A failing seed prints the
     /// command that replays it.
-    Sim(Box<leasehold_sim::SimArgs>),
+    #[command(after_help = duration::help())]
+    Sim(Box<SimArgs>),
 }
 
 /// Options of `status`.
@@ -222,6 +226,51 @@ pub struct DemoArgs {
     /// Wait before taking over an unrenewed lease.
     #[arg(long, default_value = "1500ms", value_parser = parse_duration, value_name = "DURATION")]
     pub acquire_after: Duration,
+}
+
+/// Options of `sim`. Exits 1 when any invariant is broken.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Run this many seeds, from --first-seed on.
+    #[arg(long, default_value_t = 100)]
+    pub seeds: u64,
+    /// The first seed of the batch.
+    #[arg(long, default_value_t = 0)]
+    pub first_seed: u64,
+    /// Replay this one seed and print its figures, or its violation with the events leading
+    /// to it.
+    #[arg(long, conflicts_with_all = ["seeds", "first_seed"])]
+    pub seed: Option<u64>,
+    /// Nodes at the start.
+    #[arg(long, default_value_t = 5)]
+    pub nodes: usize,
+    /// Partitions in the group.
+    #[arg(long, default_value_t = 64)]
+    pub partitions: u32,
+    /// Simulated time per seed, e.g. 900s, 15m, 1h.
+    #[arg(long, default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Duration,
+    /// Faults to inject: all, membership (crashes and churn only) or none.
+    #[arg(long, default_value = "all")]
+    pub faults: FaultProfile,
+    /// How long a settled node goes without reading the lease table (0s: every scan).
+    /// Default: the participant's, which depends on the number of partitions.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub relist_after: Option<Duration>,
+    /// Negative control: run with acquire_after shorter than the lease validity, which the
+    /// single-owner check must catch.
+    #[arg(long = "unsafe")]
+    pub unsafe_timings: bool,
+    /// OS threads to run seeds on (at most 2).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// With --seed: print every event of the run as it happens (acquisitions, losses,
+    /// releases, every injected fault), not only those leading to a violation.
+    #[arg(long, requires = "seed", conflicts_with_all = ["seeds", "first_seed", "json"])]
+    pub trace: bool,
 }
 
 impl Cli {

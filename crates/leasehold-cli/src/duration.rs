@@ -12,6 +12,14 @@ const UNITS: [(&str, f64); 5] = [
     ("h", 3600.0),
 ];
 
+/// How durations are written, as help and errors say it.
+const GRAMMAR: &str = "a number and a unit: 500ms, 2s, 1.5s, 1m30s, 2h";
+
+/// The line of `--help` that says how durations are written.
+pub fn help() -> String {
+    format!("Durations are {GRAMMAR} (units us, ms, s, m, h).")
+}
+
 /// A duration string that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidDuration {
@@ -23,7 +31,7 @@ impl fmt::Display for InvalidDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invalid duration {:?}: {} (write a number and a unit: 500ms, 2s, 1.5s, 1m30s, 2h)",
+            "invalid duration {:?}: {} (write {GRAMMAR})",
             self.input, self.reason
         )
     }

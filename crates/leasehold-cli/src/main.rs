@@ -1,4 +1,5 @@
-//! `leasehold`: operator commands on a lease table, a long-running node, and a demo.
+//! `leasehold`: operator commands on a lease table, a long-running node, a demo and the
+//! simulation.
 //!
 //! ```text
 //! leasehold init --partitions 64            # create the table in ./leasehold.db
@@ -6,11 +7,12 @@
 //! leasehold status --by-node                # who holds what
 //! leasehold stale --watch 15s --min-nodes 3 # probe for cron or alerting; exit 1 on problems
 //! leasehold demo                            # crash and drain a fleet in one process
+//! leasehold sim --seeds 1000                # simulate a fleet under faults; exit 1 on a violation
 //! ```
 //!
 //! Every error is one line on stderr, `leasehold: error: ...`, with its causes joined by
 //! `": "`, and exit code 2. `stale` exits 1 when it finds problems; `demo` exits 1 when a
-//! check fails.
+//! check fails; `sim` exits 1 when an invariant is broken.
 
 mod admin_commands;
 mod append_log;
@@ -18,6 +20,8 @@ mod cli;
 mod demo;
 mod duration;
 mod node;
+mod output;
+mod sim;
 mod stale;
 mod status;
 mod store_url;
@@ -37,15 +41,16 @@ use crate::cli::{Cli, Command};
 pub enum Outcome {
     /// Done; nothing to report.
     Success,
-    /// The command worked and found something wrong (stale leases, a failed demo check).
+    /// The command worked and found something wrong (stale leases, a failed demo check, a
+    /// broken invariant in the simulation).
     ProblemsFound,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The simulator drives its own single-threaded runtimes in virtual time.
-    if let Command::Sim(args) = cli.command {
-        return leasehold_sim::run_cli(*args);
+    if let Command::Sim(args) = &cli.command {
+        return exit_code(sim::run(args));
     }
     init_logging(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -76,7 +81,7 @@ fn say(line: &str) -> anyhow::Result<()> {
 /// Prints a command's result. A reader that stopped reading (`leasehold status | head`)
 /// is not an error; the command still ends with its own exit code.
 fn write_out(text: &str) -> anyhow::Result<()> {
-    leasehold_sim::output::print(text).context("cannot write to standard output")
+    output::print(text).context("cannot write to standard output")
 }
 
 /// The one place where results become exit codes.

@@ -260,8 +260,6 @@ pub struct SimConfig {
     /// Whether the store pushes change notices (as etcd, ZooKeeper and PostgreSQL can); when
     /// off, nodes learn of changes only by scanning every `scan_interval`.
     pub change_notices: bool,
-    /// Print every event to standard output as it is recorded, for following one seed.
-    pub echo_trace: bool,
 }
 
 impl SimConfig {
@@ -280,7 +278,6 @@ impl SimConfig {
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
-            echo_trace: false,
         }
     }
 

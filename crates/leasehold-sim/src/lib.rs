@@ -35,24 +35,34 @@
 //! assert!(summary.is_clean(), "{:?}", summary.violations);
 //! println!("{}", summary.figures);
 //! ```
+//!
+//! The crate prints nothing: a [`SimConfig`] goes in, a [`SeedReport`], [`Summary`] or
+//! [`Violation`] comes out, and [`run_seed_traced`] hands each event to the caller. The
+//! `leasehold sim` command parses its flags into a configuration and prints the result.
+//!
+//! Inside, modules depend one way, from the top down: `run` hands each seed to the `driver`,
+//! which schedules faults, churn and operator commands and starts and ends nodes through
+//! `lifecycle`; `lifecycle` gives each node its `store` connection and its callbacks into the
+//! `world`, which holds the shared state and runs the checks; the `world` serves every
+//! connection through `store::Network` and decides each request's fate with `faults`. Under
+//! them all are `clock`, `config`, `figures`, `invariants`, `report` and `trace`.
 
-mod cli;
 mod clock;
 mod config;
 mod driver;
+mod faults;
 mod figures;
 pub mod invariants;
-pub mod output;
+mod lifecycle;
 mod report;
 mod run;
 mod store;
 mod trace;
 mod world;
 
-pub use cli::{parse_duration, run_cli, SimArgs};
 pub use clock::{Gate, SimClock};
 pub use config::{FaultConfig, FaultProfile, SimConfig, Timings};
 pub use figures::{FaultCounts, Percentiles, Samples, StoreTraffic};
 pub use report::{Figures, SeedReport, Summary, Violation};
-pub use run::{run_many, run_many_on, run_seed};
+pub use run::{run_many, run_many_on, run_seed, run_seed_traced};
 pub use trace::Trace;

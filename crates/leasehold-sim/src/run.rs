@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::config::SimConfig;
 use crate::driver::simulate;
 use crate::report::{Figures, SeedReport, Summary, Violation};
+use crate::trace::Trace;
 use crate::world::World;
 
 /// Runs one seed: the real participants of `config.nodes` nodes against the in-memory store
@@ -28,6 +29,37 @@ use crate::world::World;
 /// assert_eq!(report.trace_hash, run_seed(&config, 7).unwrap().trace_hash);
 /// ```
 pub fn run_seed(config: &SimConfig, seed: u64) -> Result<SeedReport, Violation> {
+    run(config, seed, Trace::default())
+}
+
+/// Runs one seed as [`run_seed`] does, handing each event to `each_event` as it happens: the
+/// simulated time and what happened, one line per event, as in
+/// [`Violation::recent_events`]. Following a seed this way does not change its run.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_sim::{run_seed, run_seed_traced, FaultProfile, SimConfig};
+///
+/// let config = SimConfig::new(3, 8, Duration::from_secs(120), FaultProfile::All);
+/// let (sender, events) = std::sync::mpsc::channel();
+/// let report = run_seed_traced(&config, 7, move |line| {
+///     let _ = sender.send(line.to_owned());
+/// })
+/// .expect("no invariant is broken");
+/// let events: Vec<String> = events.try_iter().collect();
+/// assert_eq!(events.len() as u64, report.events);
+/// assert!(events[0].contains("n0#1 started"), "{}", events[0]);
+/// assert_eq!(report.trace_hash, run_seed(&config, 7).unwrap().trace_hash);
+/// ```
+pub fn run_seed_traced(
+    config: &SimConfig,
+    seed: u64,
+    each_event: impl FnMut(&str) + Send + 'static,
+) -> Result<SeedReport, Violation> {
+    run(config, seed, Trace::echoing(each_event))
+}
+
+fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violation> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -35,7 +67,7 @@ pub fn run_seed(config: &SimConfig, seed: u64) -> Result<SeedReport, Violation> 
         .expect("a current-thread runtime can always be built");
     let wall = std::time::Instant::now();
     let (world, simulated) = runtime.block_on(async {
-        let world = World::new(config, seed);
+        let world = World::new(config, seed, trace);
         simulate(Arc::clone(&world)).await;
         let simulated = Instant::now() - world.origin;
         (world, simulated)

@@ -1,6 +1,7 @@
 //! One node's view of the shared in-memory store, through a fault injector: latency, lost
 //! replies, held-back writes, outages and throttling, and a frozen process while paused.
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,54 +14,62 @@ use leasehold::{
 use tokio::sync::mpsc;
 
 use crate::clock::Gate;
+use crate::faults::Fate;
 use crate::invariants::Holder;
-use crate::world::World;
 
-/// What happens to one request.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Fate {
-    /// Applied, and the reply arrives.
-    Deliver,
-    /// Refused: the store is down.
-    Unavailable,
-    /// Refused: the store asks the caller to slow down.
-    Throttled,
-    /// Applied, but the reply never arrives; the caller's time limit ends the call.
-    LoseReply,
-    /// Held back and applied this long from now, after later requests; the caller's time
-    /// limit ends the call.
-    Delay(Duration),
+/// What a node's connection asks of the world it runs in: the fate of each request, the
+/// time it travels, and an account of the traffic, which the world also takes as a moment
+/// to look at the node's beliefs.
+pub(crate) trait Network: fmt::Debug + Send + Sync + 'static {
+    /// The store shared by every node.
+    fn store(&self) -> &MemoryStore;
+    /// Whether the store pushes change notices.
+    fn change_notices(&self) -> bool;
+    /// A request of `holder` for `rows` rows enters its connection.
+    fn sending(&self, holder: Holder, write: bool, rows: usize);
+    /// How long one round trip takes.
+    fn latency(&self) -> Duration;
+    /// What happens to a request of `holder` reaching the store now.
+    fn fate(&self, holder: Holder, write: bool) -> Fate;
+    /// Applies a held-back write `delay` from now.
+    fn apply_later(&self, delay: Duration, write: impl Future<Output = ()> + Send + 'static);
+    /// Wall-clock time spent inside the store.
+    fn store_wall(&self, spent: Duration);
+    /// Rows returned by a read.
+    fn rows_read(&self, rows: usize);
+    /// A listing of the whole lease table returned `rows` rows.
+    fn lease_listing(&self, rows: usize);
 }
 
 /// A node's connection to the simulated store.
 #[derive(Debug)]
-pub(crate) struct FaultyStore {
-    world: Arc<World>,
+pub(crate) struct FaultyStore<N> {
+    network: Arc<N>,
     holder: Holder,
     gate: Gate,
 }
 
-impl FaultyStore {
-    pub(crate) fn new(world: Arc<World>, holder: Holder, gate: Gate) -> FaultyStore {
+impl<N: Network> FaultyStore<N> {
+    pub(crate) fn new(network: Arc<N>, holder: Holder, gate: Gate) -> FaultyStore<N> {
         FaultyStore {
-            world,
+            network,
             holder,
             gate,
         }
     }
 
     fn inner(&self) -> &MemoryStore {
-        &self.world.store
+        self.network.store()
     }
 
     /// Everything before a request reaches the store: the node's beliefs are read (a reply
     /// processed since the last look may have moved a deadline), the process must be running
     /// to send, and the request travels. Returns what will happen to it.
     async fn send(&self, write: bool, rows: usize) -> Fate {
-        self.world.store_call(self.holder, write, rows);
+        self.network.sending(self.holder, write, rows);
         self.gate.wait_open().await;
         self.travel().await;
-        self.world.fate(self.holder, write)
+        self.network.fate(self.holder, write)
     }
 
     /// The reply travels back and is processed only once the process runs.
@@ -70,7 +79,7 @@ impl FaultyStore {
     }
 
     async fn travel(&self) {
-        let half = self.world.latency() / 2;
+        let half = self.network.latency() / 2;
         if !half.is_zero() {
             tokio::time::sleep(half).await;
         }
@@ -94,7 +103,7 @@ impl FaultyStore {
     async fn timed<T>(&self, call: impl Future<Output = T>) -> T {
         let started = std::time::Instant::now();
         let output = call.await;
-        self.world.store_wall(started.elapsed());
+        self.network.store_wall(started.elapsed());
         output
     }
 
@@ -117,7 +126,7 @@ impl FaultyStore {
                 return std::future::pending().await;
             }
             Fate::Delay(delay) => {
-                self.world.apply_later(delay, later());
+                self.network.apply_later(delay, later());
                 return std::future::pending().await;
             }
             refused => return self.refuse(refused).await,
@@ -142,10 +151,10 @@ impl FaultyStore {
 }
 
 #[async_trait]
-impl LeaseStore for FaultyStore {
+impl<N: Network> LeaseStore for FaultyStore<N> {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let listing = self.read(self.inner().list_leases(group)).await?;
-        self.world.lease_listing(listing.records.len());
+        self.network.lease_listing(listing.records.len());
         Ok(listing)
     }
 
@@ -214,7 +223,7 @@ impl LeaseStore for FaultyStore {
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
         let listing = self.read(self.inner().list_members(group)).await?;
-        self.world.rows_read(listing.records.len());
+        self.network.rows_read(listing.records.len());
         Ok(listing)
     }
 
@@ -272,7 +281,7 @@ impl LeaseStore for FaultyStore {
 
     /// Change notices pass through the node's gate: a paused process reads none.
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
-        if !self.world.config.change_notices {
+        if !self.network.change_notices() {
             return Err(StoreError::NotSupported("change notifications"));
         }
         let mut feed = self.inner().watch(group).await?;

@@ -1,6 +1,7 @@
 //! The event trace of a run: hashed in full, the latest events kept for violation reports.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::time::Duration;
 
 /// Events kept for display; the hash covers all of them.
@@ -9,13 +10,15 @@ const KEEP: usize = 400;
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
+/// Where an echoing trace sends each line.
+type Echo = Box<dyn FnMut(&str) + Send>;
+
 /// Every event of a run in order. Two runs of one seed must produce the same hash.
-#[derive(Debug, Clone)]
 pub struct Trace {
     hash: u64,
     count: u64,
     recent: VecDeque<String>,
-    echo: bool,
+    echo: Option<Echo>,
 }
 
 impl Default for Trace {
@@ -24,16 +27,27 @@ impl Default for Trace {
             hash: FNV_OFFSET,
             count: 0,
             recent: VecDeque::with_capacity(KEEP),
-            echo: false,
+            echo: None,
         }
     }
 }
 
+impl fmt::Debug for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trace")
+            .field("hash", &self.hash)
+            .field("count", &self.count)
+            .field("echo", &self.echo.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Trace {
-    /// A trace that also prints every event to standard output as it is recorded.
-    pub fn echoing() -> Trace {
+    /// A trace that also hands each line to `echo` as it is recorded, for following a run
+    /// as it happens.
+    pub fn echoing(echo: impl FnMut(&str) + Send + 'static) -> Trace {
         Trace {
-            echo: true,
+            echo: Some(Box::new(echo)),
             ..Trace::default()
         }
     }
@@ -51,12 +65,8 @@ impl Trace {
             self.recent.pop_front();
         }
         let line = format!("{:>12.6}s  {event}", at.as_secs_f64());
-        if self.echo {
-            if let Err(error) = crate::output::print(&format!("{line}\n")) {
-                // The run goes on: its result matters more than the echo.
-                eprintln!("trace echo stopped: {error}");
-                self.echo = false;
-            }
+        if let Some(echo) = &mut self.echo {
+            echo(&line);
         }
         self.recent.push_back(line);
     }

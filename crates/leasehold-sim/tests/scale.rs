@@ -6,13 +6,19 @@
 //! A steady fleet with no faults and no fenced-work tasks, so the time measured is the
 //! participants' own work: scans, renewals and planning.
 
+// The command line's own parser, so that these variables read as its duration flags do.
+#[allow(dead_code)]
+#[path = "../../leasehold-cli/src/duration.rs"]
+mod duration;
+
 use std::time::{Duration, Instant};
 
+use duration::parse_duration;
 use leasehold::planner::{plan, Observed, PlanInput};
 use leasehold::{
     LeaseRecord, LeaseState, NodeId, ParticipantConfig, PartitionId, SeededRng, Stored, Version,
 };
-use leasehold_sim::{parse_duration, run_seed, FaultProfile, Figures, SimConfig};
+use leasehold_sim::{run_seed, FaultProfile, Figures, SimConfig};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

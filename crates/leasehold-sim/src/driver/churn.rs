@@ -6,7 +6,8 @@ use leasehold::admin;
 use tokio::time::Instant;
 
 use super::Director;
-use crate::world::{Life, Slot, World};
+use crate::lifecycle;
+use crate::world::{Life, Slot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
@@ -32,12 +33,12 @@ impl Director {
             Change::Join => {
                 let index = self.next_node;
                 self.next_node += 1;
-                world.start_node(index);
+                lifecycle::start(&world, index);
                 let mut state = world.lock();
                 state.recorder.joined(index, Instant::now());
                 state.counts.joins += 1;
             }
-            Change::Leave(index) => leave(&world, index),
+            Change::Leave(index) => lifecycle::leave(&world, index),
             Change::Drain(index) | Change::Undrain(index) => {
                 let draining = matches!(change, Change::Drain(_));
                 let name = world.lock().nodes[&index].name.clone();
@@ -104,31 +105,4 @@ impl Director {
     fn choose(&mut self, indices: &[usize]) -> Option<usize> {
         (!indices.is_empty()).then(|| indices[self.rng.below(indices.len())])
     }
-}
-
-/// Shuts node `index` down gracefully in the background: it releases its leases (its
-/// callbacks report each), removes its member record, and its process ends.
-fn leave(world: &Arc<World>, index: usize) {
-    let mut state = world.lock();
-    let Some(slot) = state.nodes.get_mut(&index) else {
-        return;
-    };
-    slot.leaving = true;
-    let Some(process) = slot.process() else {
-        return;
-    };
-    let (participant, holder) = (process.participant.clone(), slot.holder(index));
-    world.event(&mut state, format!("{holder} leaving"));
-    state.counts.leaves += 1;
-    let world = Arc::clone(world);
-    let task = {
-        let world = Arc::clone(&world);
-        async move {
-            participant.shutdown().await;
-            let mut state = world.lock();
-            world.end_process(&mut state, index, Life::Left);
-            world.event(&mut state, format!("{holder} left"));
-        }
-    };
-    world.spawn(&mut state, task);
 }

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{admin, LeaseGuard, SeededRng};
+use leasehold::{admin, SeededRng};
 use tokio::time::Instant;
 
-use crate::clock::Gate;
 use crate::invariants::{balance, liveness, Holder, Invariant};
-use crate::world::{Life, State, World};
+use crate::lifecycle;
+use crate::world::{Life, World};
 
 /// Something the director does at an instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,35 +26,6 @@ enum Action {
     StopDelays,
     Quiet,
     End,
-}
-
-/// A worker of node `holder`: every `work_every` it checks its leases, and a moment later
-/// (a pause may fall in between) submits work under them to the fenced resources.
-pub(crate) async fn work(world: Arc<World>, holder: Holder, gate: Gate, seed: u64) {
-    let mut rng = SeededRng::new(seed);
-    let every = world.config.work_every;
-    loop {
-        tokio::time::sleep(rng.spread(every, 0.5)).await;
-        gate.wait_open().await;
-        let Some(participant) = world.participant(holder) else {
-            return;
-        };
-        let guards: Vec<LeaseGuard> = participant
-            .owned()
-            .into_iter()
-            .filter_map(|partition| participant.lease(partition))
-            .collect();
-        drop(participant);
-        if guards.is_empty() {
-            continue;
-        }
-        tokio::time::sleep(Duration::from_millis(rng.below(200) as u64)).await;
-        gate.wait_open().await;
-        if world.participant(holder).is_none() {
-            return;
-        }
-        world.submit(holder, &guards);
-    }
 }
 
 struct Director {
@@ -94,7 +65,7 @@ pub(crate) async fn simulate(world: Arc<World>) {
         state.faults.calls |= state.faults.delays;
     }
     for index in 0..config.nodes {
-        world.start_node(index);
+        lifecycle::start(&world, index);
     }
     director.plan_start();
     director.run().await;
@@ -181,7 +152,7 @@ impl Director {
                 self.operate().await;
                 self.next_arrival(faults.operator_every, Action::Operate);
             }
-            Action::Restart(index) => self.restart(index),
+            Action::Restart(index) => lifecycle::restart(&self.world, index),
             Action::Resume(holder) => self.resume(holder),
             Action::StopDelays => self.world.lock().faults.delays = false,
             Action::Quiet => {
@@ -212,107 +183,6 @@ impl Director {
         }
     }
 
-    /// Picks a node uniformly among those that `eligible` accepts, keeping at least two
-    /// nodes serving when `keeps_serving` is false for the chosen one.
-    fn pick(
-        &mut self,
-        state: &State,
-        eligible: impl Fn(&crate::world::Slot) -> bool,
-        keep_two: bool,
-    ) -> Option<usize> {
-        let active = state.nodes.values().filter(|s| s.is_active()).count();
-        let candidates: Vec<usize> = state
-            .nodes
-            .iter()
-            .filter(|(_, slot)| eligible(slot))
-            .filter(|(_, slot)| !keep_two || !slot.is_active() || active > 2)
-            .map(|(index, _)| *index)
-            .collect();
-        (!candidates.is_empty()).then(|| candidates[self.rng.below(candidates.len())])
-    }
-
-    fn crash(&mut self) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let Some(index) = self.pick(&state, |s| s.process().is_some() && !s.leaving, true) else {
-            return;
-        };
-        world.end_process(&mut state, index, Life::Crashed);
-        let restart_in = world
-            .config
-            .faults
-            .restart_within
-            .mul_f64(self.rng.next_f64());
-        self.at(Instant::now() + restart_in, Action::Restart(index));
-    }
-
-    fn restart(&mut self, index: usize) {
-        let crashed = matches!(
-            self.world.lock().nodes.get(&index).map(|s| &s.life),
-            Some(Life::Crashed)
-        );
-        if crashed {
-            self.world.start_node(index);
-        }
-    }
-
-    fn pause(&mut self) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let eligible =
-            |s: &crate::world::Slot| !s.leaving && s.process().is_some_and(|p| !p.gate.is_paused());
-        let Some(index) = self.pick(&state, eligible, true) else {
-            return;
-        };
-        let slot = &state.nodes[&index];
-        let holder = slot.holder(index);
-        if let Some(process) = slot.process() {
-            process.gate.set_paused(true);
-        }
-        let faults = &world.config.faults;
-        let multiple = 1.0 + (faults.pause_lease_multiple - 1.0).max(0.0) * self.rng.next_f64();
-        let length = world.timings.lease_validity.mul_f64(multiple);
-        world.event(
-            &mut state,
-            format!("{holder} paused for {:.3}s", length.as_secs_f64()),
-        );
-        state.recorder.disturbed();
-        state.counts.pauses += 1;
-        self.at(Instant::now() + length, Action::Resume(holder));
-    }
-
-    fn resume(&mut self, holder: Holder) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let Some(slot) = state.nodes.get(&holder.node) else {
-            return;
-        };
-        if slot.incarnation != holder.incarnation {
-            return;
-        }
-        if let Some(process) = slot.process().filter(|p| p.gate.is_paused()) {
-            process.gate.set_paused(false);
-            world.event(&mut state, format!("{holder} resumed"));
-        }
-    }
-
-    fn outage(&mut self) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let length = world.config.faults.outage_max.mul_f64(self.rng.next_f64());
-        let end = (Instant::now() + length).min(self.quiet_at);
-        state.faults.outage_until = Some(end);
-        world.event(
-            &mut state,
-            format!(
-                "store outage for {:.3}s",
-                (end - Instant::now()).as_secs_f64()
-            ),
-        );
-        state.recorder.disturbed();
-        state.counts.outages += 1;
-    }
-
     fn quiet(&mut self) {
         let world = Arc::clone(&self.world);
         let crashed: Vec<usize> = {
@@ -334,7 +204,7 @@ impl Director {
                 .collect()
         };
         for index in crashed {
-            world.start_node(index);
+            lifecycle::start(&world, index);
         }
     }
 
@@ -362,11 +232,12 @@ impl Director {
         state.recorder.settle(now);
         let running: Vec<usize> = state.nodes.keys().copied().collect();
         for index in running {
-            world.end_process(&mut state, index, Life::Left);
+            lifecycle::end_process(&world, &mut state, index, Life::Left);
         }
         state.tasks.abort_all();
     }
 }
 
 mod churn;
+mod disruption;
 mod operator;

@@ -1,0 +1,102 @@
+//! Disruptions of running nodes and of the store: crashes, process pauses and outages.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::{Action, Director};
+use crate::invariants::Holder;
+use crate::lifecycle;
+use crate::world::{Life, Slot, State};
+
+impl Director {
+    /// Picks a node uniformly among those that `eligible` accepts; with `keep_two`, a
+    /// serving node only while more than two serve.
+    fn pick(
+        &mut self,
+        state: &State,
+        eligible: impl Fn(&Slot) -> bool,
+        keep_two: bool,
+    ) -> Option<usize> {
+        let active = state.nodes.values().filter(|s| s.is_active()).count();
+        let candidates: Vec<usize> = state
+            .nodes
+            .iter()
+            .filter(|(_, slot)| eligible(slot))
+            .filter(|(_, slot)| !keep_two || !slot.is_active() || active > 2)
+            .map(|(index, _)| *index)
+            .collect();
+        (!candidates.is_empty()).then(|| candidates[self.rng.below(candidates.len())])
+    }
+
+    pub(super) fn crash(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let Some(index) = self.pick(&state, |s| s.process().is_some() && !s.leaving, true) else {
+            return;
+        };
+        lifecycle::end_process(&world, &mut state, index, Life::Crashed);
+        let restart_in = world
+            .config
+            .faults
+            .restart_within
+            .mul_f64(self.rng.next_f64());
+        self.at(Instant::now() + restart_in, Action::Restart(index));
+    }
+
+    pub(super) fn pause(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let eligible = |s: &Slot| !s.leaving && s.process().is_some_and(|p| !p.gate.is_paused());
+        let Some(index) = self.pick(&state, eligible, true) else {
+            return;
+        };
+        let slot = &state.nodes[&index];
+        let holder = slot.holder(index);
+        if let Some(process) = slot.process() {
+            process.gate.set_paused(true);
+        }
+        let faults = &world.config.faults;
+        let multiple = 1.0 + (faults.pause_lease_multiple - 1.0).max(0.0) * self.rng.next_f64();
+        let length = world.timings.lease_validity.mul_f64(multiple);
+        world.event(
+            &mut state,
+            format!("{holder} paused for {:.3}s", length.as_secs_f64()),
+        );
+        state.recorder.disturbed();
+        state.counts.pauses += 1;
+        self.at(Instant::now() + length, Action::Resume(holder));
+    }
+
+    pub(super) fn resume(&mut self, holder: Holder) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let Some(slot) = state.nodes.get(&holder.node) else {
+            return;
+        };
+        if slot.incarnation != holder.incarnation {
+            return;
+        }
+        if let Some(process) = slot.process().filter(|p| p.gate.is_paused()) {
+            process.gate.set_paused(false);
+            world.event(&mut state, format!("{holder} resumed"));
+        }
+    }
+
+    pub(super) fn outage(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let length = world.config.faults.outage_max.mul_f64(self.rng.next_f64());
+        let end = (Instant::now() + length).min(self.quiet_at);
+        state.faults.outage_until = Some(end);
+        world.event(
+            &mut state,
+            format!(
+                "store outage for {:.3}s",
+                (end - Instant::now()).as_secs_f64()
+            ),
+        );
+        state.recorder.disturbed();
+        state.counts.outages += 1;
+    }
+}

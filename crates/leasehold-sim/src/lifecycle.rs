@@ -1,0 +1,186 @@
+//! A node's life: its process starts (the first time, after a crash, or as a joiner) with its
+//! own clock, its store connection through the faults and its callbacks to the checks, works
+//! under its leases, and ends by a crash or by leaving gracefully.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::{
+    Callbacks, Environment, LeaseGuard, LeaseStore, Loss, NodeId, Participant, SeededRng,
+    TimeoutStore,
+};
+use tokio::time::Instant;
+
+use crate::clock::{Gate, SimClock};
+use crate::invariants::Holder;
+use crate::store::FaultyStore;
+use crate::world::{Life, Process, Slot, State, World};
+
+/// Starts a new process for node `index` (its first, or a restart).
+pub(crate) fn start(world: &Arc<World>, index: usize) {
+    let mut state = world.lock();
+    let rho = world.timings.max_clock_drift;
+    let rate = if world.config.faults.clock_drift {
+        1.0 + rho * (2.0 * state.rng.next_f64() - 1.0)
+    } else {
+        1.0
+    };
+    let slot = state.nodes.entry(index).or_insert_with(|| Slot {
+        name: NodeId::new(format!("n{index}")).expect("valid"),
+        rate,
+        incarnation: 0,
+        life: Life::Crashed,
+        draining: false,
+        leaving: false,
+    });
+    slot.incarnation += 1;
+    let holder = slot.holder(index);
+    let gate = Gate::default();
+    let clock = SimClock::new(world.origin, slot.rate, gate.clone());
+    let config = world
+        .timings
+        .participant_config(slot.name.clone(), world.config.partitions)
+        .with_group(world.group.clone());
+    let store: Arc<dyn LeaseStore> =
+        Arc::new(FaultyStore::new(Arc::clone(world), holder, gate.clone()));
+    let callbacks = NodeCallbacks {
+        world: Arc::clone(world),
+        holder,
+    };
+    let environment = Environment {
+        clock: Arc::new(clock.clone()),
+        seed: SeededRng::new(world.seed ^ ((index as u64) << 32) ^ holder.incarnation).next_u64(),
+    };
+    let participant = if world.config.unsafe_timings {
+        // Unchecked start skips the time limit the checked one adds; add it here.
+        let store = Arc::new(TimeoutStore::new(store, config.store_timeout));
+        Participant::start_unchecked(store, config, Arc::new(callbacks), environment)
+    } else {
+        Participant::start_with(store, config, callbacks, environment)
+            .expect("the simulated timings are valid")
+    };
+    slot.life = Life::Running(Process {
+        participant,
+        clock,
+        gate: gate.clone(),
+        started: Instant::now(),
+        sampled: None,
+    });
+    let rate = slot.rate;
+    world.event(&mut state, format!("{holder} started rate={rate:.6}"));
+    if !world.config.work_every.is_zero() {
+        let worker = work(Arc::clone(world), holder, gate, state.rng.next_u64());
+        world.spawn(&mut state, worker);
+    }
+}
+
+/// Starts node `index` again if it is still down from a crash.
+pub(crate) fn restart(world: &Arc<World>, index: usize) {
+    let crashed = matches!(
+        world.lock().nodes.get(&index).map(|s| &s.life),
+        Some(Life::Crashed)
+    );
+    if crashed {
+        start(world, index);
+    }
+}
+
+/// Ends node `index`'s process, which is then in `life`. A crash aborts it without writing
+/// anything; a node that leaves has been shut down gracefully by the caller.
+pub(crate) fn end_process(
+    world: &World,
+    state: &mut State,
+    index: usize,
+    life: Life,
+) -> Option<Process> {
+    let now = Instant::now();
+    let slot = state.nodes.get_mut(&index)?;
+    let holder = slot.holder(index);
+    let Life::Running(process) = std::mem::replace(&mut slot.life, life) else {
+        return None;
+    };
+    process.participant.abort();
+    let lived = now - process.started;
+    state.traffic.node_heartbeats += lived.as_secs_f64() / world.timings.heartbeat.as_secs_f64();
+    let held = state.beliefs.held_at(holder, now);
+    state.beliefs.end_all(holder, now);
+    // A joiner that stops before reaching its share never does; its restart is no join.
+    state.recorder.stopped(index);
+    if matches!(state.nodes[&index].life, Life::Crashed) {
+        state.recorder.crashed(&held, now);
+        state.counts.crashes += 1;
+        world.event(state, format!("{holder} crashed holding {}", held.len()));
+    }
+    Some(process)
+}
+
+/// Shuts node `index` down gracefully in the background: it releases its leases (its
+/// callbacks report each), removes its member record, and its process ends.
+pub(crate) fn leave(world: &Arc<World>, index: usize) {
+    let mut state = world.lock();
+    let Some(slot) = state.nodes.get_mut(&index) else {
+        return;
+    };
+    slot.leaving = true;
+    let Some(process) = slot.process() else {
+        return;
+    };
+    let (participant, holder) = (process.participant.clone(), slot.holder(index));
+    world.event(&mut state, format!("{holder} leaving"));
+    state.counts.leaves += 1;
+    let task = {
+        let world = Arc::clone(world);
+        async move {
+            participant.shutdown().await;
+            let mut state = world.lock();
+            end_process(&world, &mut state, index, Life::Left);
+            world.event(&mut state, format!("{holder} left"));
+        }
+    };
+    world.spawn(&mut state, task);
+}
+
+/// A worker of node `holder`: every `work_every` it checks its leases, and a moment later
+/// (a pause may fall in between) submits work under them to the fenced resources.
+async fn work(world: Arc<World>, holder: Holder, gate: Gate, seed: u64) {
+    let mut rng = SeededRng::new(seed);
+    let every = world.config.work_every;
+    loop {
+        tokio::time::sleep(rng.spread(every, 0.5)).await;
+        gate.wait_open().await;
+        let Some(participant) = world.participant(holder) else {
+            return;
+        };
+        let guards: Vec<LeaseGuard> = participant
+            .owned()
+            .into_iter()
+            .filter_map(|partition| participant.lease(partition))
+            .collect();
+        drop(participant);
+        if guards.is_empty() {
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.below(200) as u64)).await;
+        gate.wait_open().await;
+        if world.participant(holder).is_none() {
+            return;
+        }
+        world.submit(holder, &guards);
+    }
+}
+
+/// A node's callbacks: every notice goes to the checks.
+struct NodeCallbacks {
+    world: Arc<World>,
+    holder: Holder,
+}
+
+impl Callbacks for NodeCallbacks {
+    fn on_acquired(&self, lease: &LeaseGuard) {
+        self.world.acquired(self.holder, lease);
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        self.world.lost(self.holder, loss);
+    }
+}

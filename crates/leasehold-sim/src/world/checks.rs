@@ -1,0 +1,149 @@
+//! What the world checks as nodes act: their beliefs whenever it looks, each acquisition
+//! and loss their callbacks report, and the work they submit under their leases.
+
+use leasehold::{LeaseGuard, Loss, LossReason};
+use tokio::time::Instant;
+
+use super::{Life, Slot, State, World};
+use crate::invariants::{Holder, Invariant};
+
+impl World {
+    /// Reads `holder`'s current leases and updates its beliefs. Only when they changed since
+    /// the last look: a belief ends at its deadline by itself, so an unchanged set of leases
+    /// has nothing new to say.
+    pub fn sample(&self, state: &mut State, holder: Holder) {
+        let now = Instant::now();
+        let Some(slot) = state
+            .nodes
+            .get_mut(&holder.node)
+            .filter(|slot| slot.incarnation == holder.incarnation)
+        else {
+            return;
+        };
+        let Life::Running(process) = &mut slot.life else {
+            return;
+        };
+        let changes = process.participant.lease_changes();
+        if process.sampled.replace(changes) == Some(changes) {
+            return;
+        }
+        let (leases, clock) = (process.participant.leases(), process.clock.clone());
+        let mut gone = state.beliefs.open_partitions(holder);
+        gone.retain(|p| {
+            leases
+                .binary_search_by_key(p, LeaseGuard::partition)
+                .is_err()
+        });
+        for guard in leases {
+            let end = clock.to_true(guard.valid_until());
+            let (partition, epoch) = (guard.partition(), guard.epoch());
+            if let Err(details) = state.beliefs.believe(holder, partition, epoch, now, end) {
+                self.violate(state, Invariant::SingleOwner, details);
+            }
+        }
+        for partition in gone {
+            state.beliefs.disbelieve(holder, partition, now);
+        }
+    }
+
+    pub fn sample_all(&self) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let fair_share = self.fair_share(&state);
+        let holders: Vec<(Holder, usize)> = state
+            .nodes
+            .iter()
+            .filter_map(|(index, slot)| {
+                let held = slot.process()?.participant.owned().len();
+                Some((slot.holder(*index), held))
+            })
+            .collect();
+        for (holder, held) in holders {
+            self.sample(&mut state, holder);
+            // A joiner may reach its share without acquiring anything, when other nodes
+            // join and the share falls to what it holds.
+            state.recorder.holds(holder, now, held, fair_share);
+        }
+        state.beliefs.prune(now);
+    }
+
+    /// ⌊P / N⌋ over the nodes currently serving.
+    fn fair_share(&self, state: &State) -> usize {
+        self.config.partitions as usize / World::active_count(state).max(1)
+    }
+
+    fn active_count(state: &State) -> usize {
+        state.nodes.values().filter(|s| s.is_active()).count()
+    }
+
+    pub(crate) fn acquired(&self, holder: Holder, guard: &LeaseGuard) {
+        let now = Instant::now();
+        let (partition, epoch) = (guard.partition(), guard.epoch());
+        let mut state = self.lock();
+        self.event(
+            &mut state,
+            format!("{holder} acquired p{partition} epoch={epoch}"),
+        );
+        if let Err(details) = state.epochs.acquired(partition, epoch, holder) {
+            self.violate(&mut state, Invariant::EpochOrder, details);
+        }
+        let Some(process) = state
+            .nodes
+            .get(&holder.node)
+            .and_then(Slot::process)
+            .cloned()
+        else {
+            return;
+        };
+        let end = process.clock.to_true(guard.valid_until());
+        if let Err(details) = state.beliefs.believe(holder, partition, epoch, now, end) {
+            self.violate(&mut state, Invariant::SingleOwner, details);
+        }
+        self.sample(&mut state, holder);
+        let held = process.participant.owned().len();
+        let fair_share = self.fair_share(&state);
+        state.recorder.acquired(holder, partition, now);
+        state.recorder.holds(holder, now, held, fair_share);
+    }
+
+    pub(crate) fn lost(&self, holder: Holder, loss: &Loss) {
+        let mut state = self.lock();
+        self.event(
+            &mut state,
+            format!(
+                "{holder} lost p{} epoch={} {}",
+                loss.partition,
+                loss.epoch,
+                loss.reason.as_str()
+            ),
+        );
+        self.sample(&mut state, holder);
+        if loss.reason == LossReason::Released {
+            state.recorder.released(loss.partition, Instant::now());
+        }
+    }
+
+    /// Work from `holder` under the leases it checked a moment ago.
+    pub fn submit(&self, holder: Holder, guards: &[LeaseGuard]) {
+        let mut state = self.lock();
+        for guard in guards {
+            let state = &mut *state;
+            let outcome =
+                state
+                    .fenced
+                    .submit(guard.partition(), guard.epoch(), holder, &state.epochs);
+            match outcome {
+                Ok(true) => {}
+                Ok(false) => self.event(
+                    state,
+                    format!(
+                        "{holder} work on p{} epoch={} rejected as stale",
+                        guard.partition(),
+                        guard.epoch()
+                    ),
+                ),
+                Err(details) => self.violate(state, Invariant::Fencing, details),
+            }
+        }
+    }
+}
