@@ -68,6 +68,7 @@ pub mod planner;
 mod record;
 mod router;
 mod store;
+pub mod store_url;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
