@@ -51,6 +51,7 @@ mod batch;
 mod connection;
 mod paths;
 mod records;
+mod shared;
 mod store;
 mod watch;
 

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::connection::{Connection, ZookeeperOptions};
 use crate::paths::{check_prefix, parse_partition, Layout};
 use crate::records::{self, version_of};
+use crate::shared::Shared;
 use crate::{batch, watch};
 
 /// A [`LeaseStore`] in ZooKeeper.
@@ -28,13 +29,6 @@ use crate::{batch, watch};
 #[derive(Clone)]
 pub struct ZookeeperStore {
     pub(crate) shared: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) connection: Connection,
-    pub(crate) layout: Layout,
-    connect_string: String,
-    prefix: String,
 }
 
 impl fmt::Debug for ZookeeperStore {
