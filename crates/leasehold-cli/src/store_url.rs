@@ -365,7 +365,11 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
         }
         #[cfg(feature = "zookeeper")]
         StoreUrl::Zookeeper { hosts, prefix } => Ok(Arc::new(
-            leasehold_zookeeper::ZookeeperStore::connect(hosts, prefix, Default::default()).await?,
+            leasehold_zookeeper::ZookeeperStore::connect(
+                leasehold_zookeeper::ZookeeperOptions::new(hosts.split(','))
+                    .prefix(prefix.as_str()),
+            )
+            .await?,
         )),
         #[cfg(feature = "azure")]
         StoreUrl::Azure {

@@ -10,6 +10,4 @@ use crate::paths::Layout;
 pub(crate) struct Shared {
     pub(crate) connection: Connection,
     pub(crate) layout: Layout,
-    pub(crate) connect_string: String,
-    pub(crate) prefix: String,
 }
