@@ -308,21 +308,13 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
     Ok(store)
 }
 
-/// The environment variable naming the CA (PEM) that verifies etcd servers over TLS.
-#[cfg(feature = "etcd")]
-pub const ETCD_CA_VARIABLE: &str = "LEASEHOLD_ETCD_CA";
-/// The environment variables naming a client certificate and its key (PEM), for etcd
-/// servers started with `--client-cert-auth`. Both or neither.
-#[cfg(feature = "etcd")]
-pub const ETCD_CLIENT_CERT_VARIABLES: [&str; 2] = ["LEASEHOLD_ETCD_CERT", "LEASEHOLD_ETCD_KEY"];
-
 /// The environment variable naming the CA (PEM) that verifies an `azure+https://` endpoint
 /// signed by a private authority; unset, the built-in roots verify it.
 #[cfg(feature = "azure")]
 pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
 
 /// A file path (a CA, a certificate, a key) from an environment variable, if set.
-#[cfg(any(feature = "postgres", feature = "etcd", feature = "azure"))]
+#[cfg(any(feature = "postgres", feature = "azure"))]
 fn path_from_env(variable: &str) -> Option<std::path::PathBuf> {
     std::env::var_os(variable)
         .filter(|value| !value.is_empty())
@@ -344,25 +336,9 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
             ))
         }
         #[cfg(feature = "etcd")]
-        StoreUrl::Etcd { endpoints, prefix } => {
-            let [cert_variable, key_variable] = ETCD_CLIENT_CERT_VARIABLES;
-            let client_certificate =
-                match (path_from_env(cert_variable), path_from_env(key_variable)) {
-                    (Some(certificate), Some(key)) => Some((certificate, key)),
-                    (None, None) => None,
-                    _ => anyhow::bail!(
-                        "set both {cert_variable} and {key_variable} for a client certificate, or neither"
-                    ),
-                };
-            let options = leasehold_etcd::EtcdOptions {
-                ca_file: path_from_env(ETCD_CA_VARIABLE),
-                client_certificate,
-                ..Default::default()
-            };
-            Ok(Arc::new(
-                leasehold_etcd::EtcdStore::connect(endpoints, prefix, options).await?,
-            ))
-        }
+        etcd @ StoreUrl::Etcd { .. } => Ok(Arc::new(
+            leasehold_etcd::EtcdStore::from_url(&etcd.to_string()).await?,
+        )),
         #[cfg(feature = "zookeeper")]
         StoreUrl::Zookeeper { hosts, prefix } => Ok(Arc::new(
             leasehold_zookeeper::ZookeeperStore::connect(
