@@ -314,7 +314,7 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
 pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
 
 /// A file path (a CA, a certificate, a key) from an environment variable, if set.
-#[cfg(any(feature = "postgres", feature = "azure"))]
+#[cfg(feature = "azure")]
 fn path_from_env(variable: &str) -> Option<std::path::PathBuf> {
     std::env::var_os(variable)
         .filter(|value| !value.is_empty())
@@ -325,16 +325,9 @@ fn path_from_env(variable: &str) -> Option<std::path::PathBuf> {
 async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
     match url {
         #[cfg(feature = "postgres")]
-        StoreUrl::Postgres { url } => {
-            // libpq's variable for the CA that verifies the server under sslmode=require.
-            let options = leasehold_postgres::PostgresOptions {
-                ca_file: path_from_env("PGSSLROOTCERT"),
-                ..Default::default()
-            };
-            Ok(Arc::new(
-                leasehold_postgres::PostgresStore::connect_with(url, options).await?,
-            ))
-        }
+        StoreUrl::Postgres { url } => Ok(Arc::new(
+            leasehold_postgres::PostgresStore::from_url(url).await?,
+        )),
         #[cfg(feature = "etcd")]
         etcd @ StoreUrl::Etcd { .. } => Ok(Arc::new(
             leasehold_etcd::EtcdStore::from_url(&etcd.to_string()).await?,
