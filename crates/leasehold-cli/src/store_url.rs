@@ -40,10 +40,6 @@ const SUPPORTED: &str = "sqlite:PATH, sqlite://PATH, sqlite:///ABSOLUTE/PATH, me
 /// Where records go in etcd and ZooKeeper when the URL names no prefix.
 const DEFAULT_PREFIX: &str = "/leasehold";
 
-/// The environment variable holding an Azure account key: never on the command line.
-#[cfg(feature = "azure")]
-pub const AZURE_KEY_VARIABLE: &str = "LEASEHOLD_AZURE_KEY";
-
 /// Where the lease table lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
@@ -308,19 +304,6 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
     Ok(store)
 }
 
-/// The environment variable naming the CA (PEM) that verifies an `azure+https://` endpoint
-/// signed by a private authority; unset, the built-in roots verify it.
-#[cfg(feature = "azure")]
-pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
-
-/// A file path (a CA, a certificate, a key) from an environment variable, if set.
-#[cfg(feature = "azure")]
-fn path_from_env(variable: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os(variable)
-        .filter(|value| !value.is_empty())
-        .map(std::path::PathBuf::from)
-}
-
 /// Opens a store on another server; each kind only if this build includes its crate.
 async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
     match url {
@@ -341,18 +324,9 @@ async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
             .await?,
         )),
         #[cfg(feature = "azure")]
-        StoreUrl::Azure {
-            account,
-            endpoint,
-            table,
-        } => {
-            let key = leasehold_azure::AccountKey::from_env(AZURE_KEY_VARIABLE)?;
-            let mut config = leasehold_azure::AzureConfig::new(account, key, endpoint, table);
-            config.ca_file = path_from_env(AZURE_CA_VARIABLE);
-            Ok(Arc::new(
-                leasehold_azure::AzureTableStore::new(config).await?,
-            ))
-        }
+        azure @ StoreUrl::Azure { .. } => Ok(Arc::new(
+            leasehold_azure::AzureTableStore::from_url(&azure.to_string()).await?,
+        )),
         other => anyhow::bail!(
             "this leasehold was built without support for {}; rebuild with `--features {}`",
             other.kind(),
