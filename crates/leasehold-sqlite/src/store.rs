@@ -290,6 +290,8 @@ impl LeaseStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use leasehold::testing::assert_urls_refused;
+
     use super::*;
 
     #[test]
@@ -308,15 +310,12 @@ mod tests {
 
     #[test]
     fn bad_sqlite_urls_name_the_part() {
-        for (url, part, needle) in [
+        let cases = [
             ("sqlite:", UrlPart::Path, "path is empty"),
             ("sqlite://", UrlPart::Path, "path is empty"),
             ("leases.db", UrlPart::Scheme, "no scheme"),
             ("sqlite3:leases.db", UrlPart::Scheme, "\"sqlite3\""),
-        ] {
-            let error = SqliteStore::path_from_url(url).unwrap_err();
-            assert_eq!(error.part(), part, "{url}: {error}");
-            assert!(error.to_string().contains(needle), "{url}: {error}");
-        }
+        ];
+        assert_urls_refused(SqliteStore::path_from_url, &cases);
     }
 }

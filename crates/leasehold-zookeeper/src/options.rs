@@ -155,6 +155,8 @@ impl fmt::Display for ZookeeperOptions {
 
 #[cfg(test)]
 mod tests {
+    use leasehold::testing::assert_urls_refused;
+
     use super::*;
 
     #[test]
@@ -176,7 +178,7 @@ mod tests {
 
     #[test]
     fn bad_urls_name_the_part() {
-        for (url, part, needle) in [
+        let cases = [
             ("etcd://h:1", UrlPart::Scheme, "\"etcd\" is not zk"),
             ("zk:h:1", UrlPart::Host, "//HOST:PORT"),
             ("zk://", UrlPart::Host, "host is missing"),
@@ -184,11 +186,8 @@ mod tests {
             ("zk://h:notaport/x", UrlPart::Port, "\"notaport\""),
             ("zk://h:1//a", UrlPart::Prefix, "empty segments"),
             ("zk://h:1/zookeeper", UrlPart::Prefix, "reserves"),
-        ] {
-            let error = ZookeeperOptions::from_url(url).unwrap_err();
-            assert_eq!(error.part(), part, "{url}: {error}");
-            assert!(error.to_string().contains(needle), "{url}: {error}");
-        }
+        ];
+        assert_urls_refused(ZookeeperOptions::from_url, &cases);
     }
 
     #[test]

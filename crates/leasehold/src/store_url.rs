@@ -277,6 +277,12 @@ pub fn hosts_and_prefix(
             "hosts are missing: expected //HOST:PORT[,HOST:PORT…][/PREFIX] after the scheme",
         ));
     };
+    if rest.contains("://") {
+        return Err(UrlError::new(
+            UrlPart::Host,
+            format!("hosts {rest:?} start with a scheme of their own: the URL's scheme says how to connect"),
+        ));
+    }
     let (hosts, prefix) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let hosts = parse_hosts(hosts, PortRule::Required)?;
     let prefix = match prefix.trim_end_matches('/') {
@@ -372,6 +378,12 @@ mod tests {
         assert_eq!(part, UrlPart::Host);
         assert!(message.contains("//HOST:PORT"), "{message}");
         assert_eq!(part_of(hosts_and_prefix("///a", "/d")).0, UrlPart::Host);
+        let (part, message) = part_of(hosts_and_prefix("//https://h:1", "/d"));
+        assert_eq!(part, UrlPart::Host);
+        assert!(
+            message.contains("\"https://h:1\" start with a scheme"),
+            "{message}"
+        );
     }
 
     #[test]
