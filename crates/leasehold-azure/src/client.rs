@@ -6,7 +6,7 @@ use leasehold::{RecordKey, StoreError};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 
-use crate::config::{AccountKey, AzureConfig};
+use crate::options::{AccountKey, AzureOptions};
 use crate::signing::{authorization, Signed};
 
 /// The Table service REST version these requests are written for.
@@ -122,7 +122,8 @@ pub(crate) struct TableClient {
 }
 
 impl TableClient {
-    pub(crate) fn new(config: &AzureConfig) -> Result<TableClient, StoreError> {
+    /// A client for the table `config` names; `config` was validated, so it holds a key.
+    pub(crate) fn new(config: &AzureOptions) -> Result<TableClient, StoreError> {
         let mut builder = reqwest::Client::builder()
             .timeout(config.call_timeout)
             .connect_timeout(config.connect_timeout);
@@ -132,14 +133,14 @@ impl TableClient {
         let http = builder
             .build()
             .map_err(|error| StoreError::unavailable("cannot build the HTTP client", error))?;
-        let base = config.endpoint.trim_end_matches('/').to_owned();
+        let base = config.endpoint_url();
         Url::parse(&base).map_err(|error| {
             StoreError::Invalid(format!("endpoint {base:?} is not a URL: {error}"))
         })?;
         Ok(TableClient {
             http,
             account: config.account.clone(),
-            key: config.key.clone(),
+            key: config.key.clone().expect("validated options hold a key"),
             base,
             table: config.table.clone(),
             call_timeout: config.call_timeout,

@@ -11,30 +11,32 @@
 //!
 //! The service derives an entity's ETag from the time of its last write, so a key never
 //! shows the same ETag twice, even after the entity is deleted and inserted again. Each HTTP
-//! request is bounded by [`AzureConfig::call_timeout`]; a listing of many pages makes one
+//! request is bounded by [`AzureOptions::call_timeout`]; a listing of many pages makes one
 //! request per page of 1,000 entities.
 //!
 //! The account key is read from the environment, never from a command line, and never
 //! appears in `Debug` output or logs. HTTPS endpoints are verified against the built-in
-//! roots, or only against the authorities in [`AzureConfig::ca_file`] when it is set (an
+//! roots, or only against the authorities in [`AzureOptions::ca_file`] when it is set (an
 //! Azurite started with its own certificate); the conformance suite runs over both HTTP and
 //! HTTPS against Azurite.
 //!
-//! # Example
+//! # Connecting
+//!
+//! [`AzureOptions::from_url`] reads `azure://ACCOUNT/TABLE` for Azure itself, or
+//! `azure+http://HOST:PORT/ACCOUNT/TABLE` (`azure+https://…`) for an endpoint with path-style
+//! URLs such as Azurite. [`AzureOptions::with_env`] takes the account key from
+//! `LEASEHOLD_AZURE_KEY` and, over HTTPS, a private CA from `LEASEHOLD_AZURE_CA`.
+//! [`AzureTableStore::connect`] takes the options, and [`AzureTableStore::from_url`] does all
+//! three.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), leasehold::StoreError> {
 //! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode};
-//! use leasehold_azure::{AccountKey, AzureConfig, AzureTableStore};
+//! use leasehold_azure::{AccountKey, AzureOptions, AzureTableStore};
 //!
 //! let key = AccountKey::from_env("AZURE_STORAGE_KEY")?;
-//! let config = AzureConfig::new(
-//!     "mycompanyleases",
-//!     key,
-//!     "https://mycompanyleases.table.core.windows.net",
-//!     "leases",
-//! );
-//! let store = AzureTableStore::new(config).await?;
+//! let options = AzureOptions::new("mycompanyleases", "leases").key(key);
+//! let store = AzureTableStore::connect(options).await?;
 //! let group = GroupName::new("orders").expect("valid group name");
 //! store
 //!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
@@ -45,11 +47,11 @@
 
 mod batch;
 mod client;
-mod config;
 mod entity;
+mod options;
 mod signing;
 mod store;
 mod table;
 
-pub use config::{AccountKey, AzureConfig};
+pub use options::{AccountKey, AzureOptions};
 pub use store::AzureTableStore;

@@ -16,7 +16,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use reqwest::Url;
 use sha2::Sha256;
 
-use crate::config::AccountKey;
+use crate::options::AccountKey;
 
 /// The parts of a request that Shared Key signs.
 pub(crate) struct Signed<'a> {

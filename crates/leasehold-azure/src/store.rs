@@ -13,8 +13,8 @@ use reqwest::{Method, StatusCode};
 
 use crate::batch::{self, Operation, MAX_OPERATIONS};
 use crate::client::{status_error, ServiceError, TableClient};
-use crate::config::AzureConfig;
 use crate::entity::{self, LEASE_PREFIX, MEMBER_PREFIX};
+use crate::options::AzureOptions;
 
 /// A [`LeaseStore`] in one Azure Storage table.
 ///
@@ -25,31 +25,48 @@ use crate::entity::{self, LEASE_PREFIX, MEMBER_PREFIX};
 #[derive(Clone)]
 pub struct AzureTableStore {
     client: Arc<TableClient>,
-    account: String,
-    endpoint: String,
+    options: Arc<AzureOptions>,
 }
 
 impl fmt::Debug for AzureTableStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AzureTableStore")
-            .field("account", &self.account)
-            .field("endpoint", &self.endpoint)
-            .field("table", &self.client.table())
+        f.debug_tuple("AzureTableStore")
+            .field(&self.options)
             .finish()
     }
 }
 
+/// The store's URL, `azure://ACCOUNT/TABLE` or `azure+http(s)://HOST/ACCOUNT/TABLE`.
+impl fmt::Display for AzureTableStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.options.fmt(f)
+    }
+}
+
 impl AzureTableStore {
-    /// Checks `config` and creates the table if it does not exist yet.
-    pub async fn new(config: AzureConfig) -> Result<AzureTableStore, StoreError> {
-        config.validate()?;
-        let client = TableClient::new(&config)?;
+    /// Checks `options` and creates the table if it does not exist yet.
+    pub async fn connect(options: AzureOptions) -> Result<AzureTableStore, StoreError> {
+        options.validate()?;
+        let client = TableClient::new(&options)?;
         client.ensure_table().await?;
         Ok(AzureTableStore {
             client: Arc::new(client),
-            account: config.account,
-            endpoint: config.endpoint,
+            options: Arc::new(options),
         })
+    }
+
+    /// Opens the table an `azure://` URL names, the key (and any CA) from the environment;
+    /// see [`AzureOptions::from_url`] and [`AzureOptions::with_env`].
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), leasehold::StoreError> {
+    /// // The account key comes from LEASEHOLD_AZURE_KEY.
+    /// let store = leasehold_azure::AzureTableStore::from_url("azure://acme/leases").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_url(url: &str) -> Result<AzureTableStore, StoreError> {
+        AzureTableStore::connect(AzureOptions::from_url(url)?.with_env()?).await
     }
 
     /// Sets one text column of an existing lease entity whatever its ETag. For repair tools
@@ -394,7 +411,7 @@ mod tests {
     use leasehold::testing::unique_group;
 
     use super::*;
-    use crate::config::AccountKey;
+    use crate::options::AccountKey;
 
     async fn azurite() -> Option<AzureTableStore> {
         let Ok(endpoint) = std::env::var("LEASEHOLD_TEST_AZURITE_ENDPOINT") else {
@@ -407,8 +424,10 @@ mod tests {
         };
         let account = std::env::var("LEASEHOLD_TEST_AZURITE_ACCOUNT").unwrap();
         let key = AccountKey::from_env("LEASEHOLD_TEST_AZURITE_KEY").unwrap();
-        let config = AzureConfig::new(&account, key, &endpoint, "leaseholdtest");
-        Some(AzureTableStore::new(config).await.unwrap())
+        assert!(endpoint.ends_with(&format!("/{account}")), "{endpoint}");
+        let url = format!("azure+{endpoint}/leaseholdtest");
+        let options = AzureOptions::from_url(&url).unwrap().key(key);
+        Some(AzureTableStore::connect(options).await.unwrap())
     }
 
     fn renewal(partition: u32, version: Version) -> LeaseWrite {

@@ -30,13 +30,13 @@ impl Harness for AzureHarness {
     }
 }
 
-async fn conform(config: Option<leasehold_azure::AzureConfig>) {
-    let Some(config) = config else {
+async fn conform(options: Option<leasehold_azure::AzureOptions>) {
+    let Some(options) = options else {
         return;
     };
-    let endpoint = config.endpoint.clone();
+    let endpoint = options.endpoint_url();
     let harness = AzureHarness {
-        store: AzureTableStore::new(config)
+        store: AzureTableStore::connect(options)
             .await
             .unwrap_or_else(|error| panic!("connect to Azurite at {endpoint}: {error}")),
     };
@@ -45,30 +45,28 @@ async fn conform(config: Option<leasehold_azure::AzureConfig>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn azure_store_passes_the_conformance_suite() {
-    conform(common::azurite_config("leaseholdtest")).await;
+    conform(common::azurite_options("leaseholdtest")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn azure_store_passes_the_conformance_suite_over_https() {
-    conform(common::azurite_tls_config("leaseholdtls")).await;
+    conform(common::azurite_tls_options("leaseholdtls")).await;
 }
 
 #[tokio::test]
 async fn a_server_the_authority_did_not_sign_is_refused() {
-    let Some(trusting) = common::azurite_tls_config("leaseholdrefused") else {
+    let Some((untrusting, ca)) = common::azurite_tls("leaseholdrefused") else {
         return;
     };
-    let other_ca =
-        std::path::Path::new(trusting.ca_file.as_ref().unwrap()).with_file_name("other-ca.pem");
-    for (ca_file, trusted) in [
-        (Some(other_ca), "an unrelated authority"),
-        (None, "the built-in roots"),
+    let other_ca = ca.with_file_name("other-ca.pem");
+    for (options, trusted) in [
+        (
+            untrusting.clone().ca_file(other_ca),
+            "an unrelated authority",
+        ),
+        (untrusting, "the built-in roots"),
     ] {
-        let config = leasehold_azure::AzureConfig {
-            ca_file,
-            ..trusting.clone()
-        };
-        let error = match AzureTableStore::new(config).await {
+        let error = match AzureTableStore::connect(options).await {
             Ok(_) => panic!("connected over HTTPS trusting {trusted}"),
             Err(error) => error,
         };
@@ -83,11 +81,11 @@ async fn a_server_the_authority_did_not_sign_is_refused() {
 
 #[tokio::test]
 async fn an_unreadable_ca_file_is_a_clear_error() {
-    let Some(mut config) = common::azurite_tls_config("leaseholdnoca") else {
+    let Some((options, _)) = common::azurite_tls("leaseholdnoca") else {
         return;
     };
-    config.ca_file = Some("/nonexistent/ca.pem".into());
-    let error = match AzureTableStore::new(config).await {
+    let options = options.ca_file("/nonexistent/ca.pem");
+    let error = match AzureTableStore::connect(options).await {
         Ok(_) => panic!("started without its CA file"),
         Err(error) => error,
     };

@@ -10,9 +10,9 @@ use leasehold::testing::unique_group;
 use leasehold_azure::AzureTableStore;
 
 async fn store() -> Option<Arc<AzureTableStore>> {
-    let config = common::azurite_config("leaseholdfleet")?;
+    let options = common::azurite_options("leaseholdfleet")?;
     Some(Arc::new(
-        AzureTableStore::new(config)
+        AzureTableStore::connect(options)
             .await
             .expect("connect to Azurite"),
     ))

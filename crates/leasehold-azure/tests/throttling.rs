@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use leasehold::{
     GroupName, LeaseRecord, LeaseStore, LeaseWrite, PartitionId, PutMode, StoreError, Version,
 };
-use leasehold_azure::{AccountKey, AzureConfig, AzureTableStore};
+use leasehold_azure::{AccountKey, AzureOptions, AzureTableStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -87,9 +87,11 @@ async fn store_against(answers: Vec<Answer>) -> AzureTableStore {
     let endpoint = stub(answers).await;
     // Any key will do: the stub does not check signatures.
     let key = AccountKey::from_base64("c3R1Yi1rZXk=").unwrap();
-    let mut config = AzureConfig::new("devstoreaccount1", key, &endpoint, "leases");
-    config.call_timeout = Duration::from_millis(800);
-    AzureTableStore::new(config)
+    let options = AzureOptions::from_url(&format!("azure+{endpoint}/leases"))
+        .unwrap()
+        .key(key)
+        .call_timeout(Duration::from_millis(800));
+    AzureTableStore::connect(options)
         .await
         .expect("the stub creates the table")
 }
@@ -172,13 +174,9 @@ async fn an_unreachable_endpoint_is_unavailable() {
         .unwrap()
         .port();
     let key = AccountKey::from_base64("c3R1Yi1rZXk=").unwrap();
-    let config = AzureConfig::new(
-        "acct",
-        key,
-        &format!("http://127.0.0.1:{port}/acct"),
-        "leases",
-    );
-    let result = AzureTableStore::new(config).await;
+    let url = format!("azure+http://127.0.0.1:{port}/acct/leases");
+    let options = AzureOptions::from_url(&url).unwrap().key(key);
+    let result = AzureTableStore::connect(options).await;
     assert!(
         matches!(result, Err(StoreError::Unavailable { .. })),
         "{result:?}"

@@ -1,174 +1,111 @@
-//! Store URLs: the one place that maps a URL scheme to a store implementation.
-//!
-//! Supported forms:
-//!
-//! | URL | store |
-//! | --- | --- |
-//! | `sqlite:PATH` | the SQLite file at `PATH`, relative to the current directory unless absolute |
-//! | `sqlite://PATH` | the same; `sqlite://data/leases.db` is relative, `sqlite:///var/lib/leases.db` absolute |
-//! | `memory:` | an empty in-memory store private to this process: for `demo` and tests only, since no other process can see it |
-//! | `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgresql://`) | PostgreSQL; the password may also come from `PGPASSWORD` and is never printed |
-//! | `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` | an etcd cluster, records under `PREFIX` (default `/leasehold`); needs the `etcd` feature |
-//! | `etcd+https://HOST:PORT[,…][/PREFIX]` | the same over TLS, verified against the CA in `LEASEHOLD_ETCD_CA` (or the Mozilla roots); a client certificate from `LEASEHOLD_ETCD_CERT` and `LEASEHOLD_ETCD_KEY` if the server demands one |
-//! | `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` | a ZooKeeper ensemble, records under `PREFIX` (default `/leasehold`) |
-//! | `azure://ACCOUNT/TABLE` | Azure Table Storage at `https://ACCOUNT.table.core.windows.net`; the account key from `LEASEHOLD_AZURE_KEY` |
-//! | `azure+http://HOST:PORT/ACCOUNT/TABLE` (or `azure+https://`) | an Azure Table endpoint with path-style URLs, such as the Azurite emulator; over HTTPS verified against the CA in `LEASEHOLD_AZURE_CA` if set |
-//!
-//! The rule for SQLite: drop `sqlite:`, then one leading `//` if present; what is left is the
-//! file path, taken literally (no percent-decoding, no query string). The default store is
-//! `sqlite:leasehold.db`, the file `leasehold.db` in the current directory.
-//!
-//! To add a store: add a variant to [`StoreUrl`], a scheme arm in [`StoreUrl::parse`], a line
-//! in [`SUPPORTED`], and an arm in [`open`] that builds it.
+//! Store URLs: the scheme names the crate that reads the rest, URL forms and environment
+//! variables (the table in README.md); this module only hands the URL over, or names the
+//! feature this build left out. `memory:` is the tool's own, private to this process.
 
 use std::fmt;
-use std::path::PathBuf;
-use std::str::FromStr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+use leasehold::store_url::{redact, split_scheme, UrlError, UrlPart};
 use leasehold::{LeaseStore, MemoryStore};
+use leasehold_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The default `--store`: `leasehold.db` in the current directory.
 pub const DEFAULT_STORE: &str = "sqlite:leasehold.db";
 
-/// The URL forms this build understands, for error messages and help.
+/// The URL forms, for the message about a URL whose scheme is unknown.
 const SUPPORTED: &str = "sqlite:PATH, sqlite://PATH, sqlite:///ABSOLUTE/PATH, memory:, \
      postgres://USER@HOST:PORT/DATABASE, etcd://HOST:PORT[,…]/PREFIX, etcd+https://HOST:PORT[,…]/PREFIX, \
      zk://HOST:PORT[,…]/PREFIX, azure://ACCOUNT/TABLE, azure+http(s)://HOST:PORT/ACCOUNT/TABLE";
 
-/// Where records go in etcd and ZooKeeper when the URL names no prefix.
-const DEFAULT_PREFIX: &str = "/leasehold";
-
-/// The environment variable holding an Azure account key: never on the command line.
-#[cfg(feature = "azure")]
-pub const AZURE_KEY_VARIABLE: &str = "LEASEHOLD_AZURE_KEY";
-
-/// Where the lease table lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the lease table lives, as the owning crate read it from the URL.
+#[derive(Debug, Clone)]
 pub enum StoreUrl {
-    /// An SQLite database file.
-    Sqlite {
-        /// The file, as given (relative paths are resolved against the current directory).
-        path: PathBuf,
-    },
+    /// An SQLite database file, relative to the current directory unless absolute.
+    Sqlite(PathBuf),
     /// A fresh in-memory store visible only inside this process.
     Memory,
-    /// A PostgreSQL database.
-    Postgres {
-        /// The connection URL as given (it may hold a password: never print it).
-        url: String,
-    },
+    /// A PostgreSQL database (boxed: the client's settings are large).
+    #[cfg(feature = "postgres")]
+    Postgres(Box<leasehold_postgres::PostgresOptions>),
     /// An etcd cluster.
-    Etcd {
-        /// `host:port` of each member.
-        endpoints: Vec<String>,
-        /// The key prefix.
-        prefix: String,
-    },
+    #[cfg(feature = "etcd")]
+    Etcd(leasehold_etcd::EtcdOptions),
     /// A ZooKeeper ensemble.
-    Zookeeper {
-        /// `host:port,host:port`.
-        hosts: String,
-        /// The znode path prefix.
-        prefix: String,
-    },
+    #[cfg(feature = "zookeeper")]
+    Zookeeper(leasehold_zookeeper::ZookeeperOptions),
     /// An Azure Table Storage table.
-    Azure {
-        /// The storage account.
-        account: String,
-        /// The Table service endpoint.
-        endpoint: String,
-        /// The table.
-        table: String,
-    },
+    #[cfg(feature = "azure")]
+    Azure(leasehold_azure::AzureOptions),
 }
 
-/// A store URL that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidStoreUrl {
-    url: String,
-    reason: String,
+/// A store URL this build cannot use; it names the URL, its password hidden.
+#[derive(Debug)]
+pub enum InvalidStoreUrl {
+    /// The URL does not have a form its crate reads; the source says which part is wrong.
+    Malformed(String, UrlError),
+    /// The scheme's crate, named by its feature, is not in this build.
+    NotBuilt(String, &'static str),
 }
 
 impl fmt::Display for InvalidStoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid store URL {:?}: {}; supported: {SUPPORTED}",
-            self.url, self.reason
-        )
+        match self {
+            InvalidStoreUrl::Malformed(url, _) => write!(f, "invalid store URL {url:?}"),
+            InvalidStoreUrl::NotBuilt(url, feature) => write!(
+                f,
+                "cannot open store {url}: this leasehold was built without support for \
+                 {feature}; rebuild with `--features {feature}`"
+            ),
+        }
     }
 }
 
-impl std::error::Error for InvalidStoreUrl {}
-
-impl StoreUrl {
-    /// Parses a store URL; see the module documentation for the forms.
-    pub fn parse(url: &str) -> Result<StoreUrl, InvalidStoreUrl> {
-        let fail = |reason: String| InvalidStoreUrl {
-            url: url.to_owned(),
-            reason,
-        };
-        let Some((scheme, rest)) = url.split_once(':') else {
-            return Err(fail("it has no scheme".into()));
-        };
-        match scheme {
-            "sqlite" => {
-                let path = rest.strip_prefix("//").unwrap_or(rest);
-                if path.is_empty() {
-                    return Err(fail("the SQLite file path is empty".into()));
-                }
-                Ok(StoreUrl::Sqlite {
-                    path: PathBuf::from(path),
-                })
-            }
-            "memory" if rest.is_empty() => Ok(StoreUrl::Memory),
-            "memory" => Err(fail("memory: takes nothing after the colon".into())),
-            "postgres" | "postgresql" => match rest.strip_prefix("//") {
-                Some(after) if !after.is_empty() => Ok(StoreUrl::Postgres {
-                    url: url.to_owned(),
-                }),
-                _ => Err(fail("expected postgres://USER@HOST:PORT/DATABASE".into())),
-            },
-            "etcd" | "etcd+https" | "zk" => {
-                let (hosts, prefix) =
-                    hosts_and_prefix(rest).map_err(|reason| fail(reason.into()))?;
-                // TLS endpoints carry their scheme: the etcd store turns TLS on for them.
-                let transport = if scheme == "etcd+https" {
-                    "https://"
-                } else {
-                    ""
-                };
-                Ok(if scheme == "zk" {
-                    StoreUrl::Zookeeper { hosts, prefix }
-                } else {
-                    StoreUrl::Etcd {
-                        endpoints: hosts
-                            .split(',')
-                            .map(|h| format!("{transport}{h}"))
-                            .collect(),
-                        prefix,
-                    }
-                })
-            }
-            "azure" | "azure+http" | "azure+https" => {
-                azure_parts(scheme, rest).map_err(|reason| fail(reason.into()))
-            }
-            other => Err(fail(format!("unknown scheme {other:?}"))),
+impl std::error::Error for InvalidStoreUrl {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InvalidStoreUrl::Malformed(_, error) => Some(error),
+            InvalidStoreUrl::NotBuilt(..) => None,
         }
     }
+}
 
-    /// The store's kind, which is also the name of the cargo feature that includes it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StoreUrl::Sqlite { .. } => "sqlite",
-            StoreUrl::Memory => "memory",
-            StoreUrl::Postgres { .. } => "postgres",
-            StoreUrl::Etcd { .. } => "etcd",
-            StoreUrl::Zookeeper { .. } => "zookeeper",
-            StoreUrl::Azure { .. } => "azure",
-        }
+impl StoreUrl {
+    /// Hands `url` to the crate its scheme names, which reads it without connecting.
+    pub fn parse(url: &str) -> Result<StoreUrl, InvalidStoreUrl> {
+        let malformed = |error| InvalidStoreUrl::Malformed(redact(url), error);
+        let unknown = |detail: String| {
+            let message = format!("{detail}; supported: {SUPPORTED}");
+            malformed(UrlError::new(UrlPart::Scheme, message))
+        };
+        let (scheme, rest) = split_scheme(url).map_err(|e| unknown(e.to_string()))?;
+        let parsed = match scheme {
+            "sqlite" => SqliteStore::path_from_url(url).map(StoreUrl::Sqlite),
+            "memory" if rest.is_empty() => Ok(StoreUrl::Memory),
+            "memory" => Err(UrlError::new(
+                UrlPart::Path,
+                "memory: takes nothing after the colon",
+            )),
+            #[cfg(feature = "postgres")]
+            "postgres" | "postgresql" => leasehold_postgres::PostgresOptions::from_url(url)
+                .map(|o| StoreUrl::Postgres(o.into())),
+            #[cfg(feature = "etcd")]
+            "etcd" | "etcd+https" => leasehold_etcd::EtcdOptions::from_url(url).map(StoreUrl::Etcd),
+            #[cfg(feature = "zookeeper")]
+            "zk" => leasehold_zookeeper::ZookeeperOptions::from_url(url).map(StoreUrl::Zookeeper),
+            #[cfg(feature = "azure")]
+            "azure" | "azure+http" | "azure+https" => {
+                leasehold_azure::AzureOptions::from_url(url).map(StoreUrl::Azure)
+            }
+            other => {
+                return Err(match feature_of(other) {
+                    Some(feature) => InvalidStoreUrl::NotBuilt(redact(url), feature),
+                    None => unknown(format!("unknown scheme {other:?}")),
+                })
+            }
+        };
+        parsed.map_err(malformed)
     }
 
     /// Whether other processes can see this store (false for `memory:`).
@@ -177,226 +114,70 @@ impl StoreUrl {
     }
 }
 
-/// `//host:port[,host:port…][/prefix]` → (`host:port,…`, `/prefix`).
-fn hosts_and_prefix(rest: &str) -> Result<(String, String), &'static str> {
-    let rest = rest
-        .strip_prefix("//")
-        .ok_or("expected //HOST:PORT[,HOST:PORT…][/PREFIX]")?;
-    let (hosts, prefix) = match rest.find('/') {
-        Some(slash) => (&rest[..slash], &rest[slash..]),
-        None => (rest, DEFAULT_PREFIX),
-    };
-    let valid_host = |host: &str| {
-        host.rsplit_once(':')
-            .is_some_and(|(name, port)| !name.is_empty() && port.parse::<u16>().is_ok())
-    };
-    if hosts.is_empty() || !hosts.split(',').all(valid_host) {
-        return Err("every host needs the form HOST:PORT");
-    }
-    let prefix = prefix.trim_end_matches('/');
-    let prefix = if prefix.is_empty() {
-        DEFAULT_PREFIX
-    } else {
-        prefix
-    };
-    Ok((hosts.to_owned(), prefix.to_owned()))
-}
-
-/// The account, endpoint and table of an `azure…:` URL.
-fn azure_parts(scheme: &str, rest: &str) -> Result<StoreUrl, &'static str> {
-    let rest = rest
-        .strip_prefix("//")
-        .ok_or("expected azure://ACCOUNT/TABLE")?;
-    let parts: Vec<&str> = rest.split('/').collect();
-    let (account, endpoint, table) = match (scheme, parts.as_slice()) {
-        ("azure", [account, table]) => (
-            account.to_string(),
-            format!("https://{account}.table.core.windows.net"),
-            table.to_string(),
-        ),
-        ("azure+http" | "azure+https", [host, account, table]) => {
-            let transport = scheme.trim_start_matches("azure+");
-            (
-                account.to_string(),
-                format!("{transport}://{host}/{account}"),
-                table.to_string(),
-            )
-        }
-        ("azure", _) => return Err("expected azure://ACCOUNT/TABLE"),
-        _ => return Err("expected azure+http://HOST:PORT/ACCOUNT/TABLE"),
-    };
-    if account.is_empty() || table.is_empty() {
-        return Err("the account and the table must not be empty");
-    }
-    Ok(StoreUrl::Azure {
-        account,
-        endpoint,
-        table,
-    })
-}
-
-/// `url` with any password replaced, for messages.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) => {
-            let user = credentials.split(':').next().unwrap_or_default();
-            let hidden = if credentials.contains(':') {
-                ":***"
-            } else {
-                ""
-            };
-            format!("{scheme}://{user}{hidden}@{host}{path}")
-        }
-        None => url.to_owned(),
+/// The cargo feature that brings in the store of `scheme`, for schemes of optional stores.
+fn feature_of(scheme: &str) -> Option<&'static str> {
+    match scheme {
+        "postgres" | "postgresql" => Some("postgres"),
+        "etcd" | "etcd+https" => Some("etcd"),
+        "zk" => Some("zookeeper"),
+        "azure" | "azure+http" | "azure+https" => Some("azure"),
+        _ => None,
     }
 }
 
-impl FromStr for StoreUrl {
-    type Err = InvalidStoreUrl;
-
-    fn from_str(url: &str) -> Result<Self, Self::Err> {
-        StoreUrl::parse(url)
-    }
-}
-
+/// The URL as the owning crate shows it: never a password or a key.
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreUrl::Sqlite { path } => write!(f, "sqlite:{}", path.display()),
+            StoreUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
             StoreUrl::Memory => f.write_str("memory:"),
-            StoreUrl::Postgres { url } => f.write_str(&redact(url)),
-            StoreUrl::Etcd { endpoints, prefix } => {
-                let tls = endpoints.iter().any(|e| e.starts_with("https://"));
-                let hosts: Vec<&str> = endpoints
-                    .iter()
-                    .map(|e| e.trim_start_matches("https://"))
-                    .collect();
-                let scheme = if tls { "etcd+https" } else { "etcd" };
-                write!(f, "{scheme}://{}{prefix}", hosts.join(","))
-            }
-            StoreUrl::Zookeeper { hosts, prefix } => write!(f, "zk://{hosts}{prefix}"),
-            StoreUrl::Azure {
-                account,
-                endpoint,
-                table,
-            } => match endpoint.strip_suffix(&format!("/{account}")) {
-                Some(base) => {
-                    let (transport, host) = base.split_once("://").unwrap_or(("https", base));
-                    write!(f, "azure+{transport}://{host}/{account}/{table}")
-                }
-                None => write!(f, "azure://{account}/{table}"),
-            },
+            #[cfg(feature = "postgres")]
+            StoreUrl::Postgres(options) => options.fmt(f),
+            #[cfg(feature = "etcd")]
+            StoreUrl::Etcd(options) => options.fmt(f),
+            #[cfg(feature = "zookeeper")]
+            StoreUrl::Zookeeper(options) => options.fmt(f),
+            #[cfg(feature = "azure")]
+            StoreUrl::Azure(options) => options.fmt(f),
         }
     }
 }
 
-/// Opens the store `url` names. The error names the URL and carries the store's cause.
+/// Opens the store `url` names, with what its crate reads from the environment. The error
+/// names the URL and carries the store's cause.
 pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    let store: Arc<dyn LeaseStore> = match url {
-        StoreUrl::Sqlite { path } => open_sqlite(path)
-            .await
-            .with_context(|| format!("cannot open store {url}"))?,
-        StoreUrl::Memory => Arc::new(MemoryStore::new()),
-        other => open_remote(other)
-            .await
-            .with_context(|| format!("cannot open store {url}"))?,
+    let opening = async {
+        let store: Arc<dyn LeaseStore> = match url {
+            StoreUrl::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
+            StoreUrl::Memory => Arc::new(MemoryStore::new()),
+            #[cfg(feature = "postgres")]
+            StoreUrl::Postgres(options) => Arc::new(
+                leasehold_postgres::PostgresStore::connect(options.clone().with_env()?).await?,
+            ),
+            #[cfg(feature = "etcd")]
+            StoreUrl::Etcd(options) => {
+                Arc::new(leasehold_etcd::EtcdStore::connect(options.clone().with_env()?).await?)
+            }
+            #[cfg(feature = "zookeeper")]
+            StoreUrl::Zookeeper(options) => {
+                Arc::new(leasehold_zookeeper::ZookeeperStore::connect(options.clone()).await?)
+            }
+            #[cfg(feature = "azure")]
+            StoreUrl::Azure(options) => Arc::new(
+                leasehold_azure::AzureTableStore::connect(options.clone().with_env()?).await?,
+            ),
+        };
+        anyhow::Ok(store)
     };
-    Ok(store)
-}
-
-/// The environment variable naming the CA (PEM) that verifies etcd servers over TLS.
-#[cfg(feature = "etcd")]
-pub const ETCD_CA_VARIABLE: &str = "LEASEHOLD_ETCD_CA";
-/// The environment variables naming a client certificate and its key (PEM), for etcd
-/// servers started with `--client-cert-auth`. Both or neither.
-#[cfg(feature = "etcd")]
-pub const ETCD_CLIENT_CERT_VARIABLES: [&str; 2] = ["LEASEHOLD_ETCD_CERT", "LEASEHOLD_ETCD_KEY"];
-
-/// The environment variable naming the CA (PEM) that verifies an `azure+https://` endpoint
-/// signed by a private authority; unset, the built-in roots verify it.
-#[cfg(feature = "azure")]
-pub const AZURE_CA_VARIABLE: &str = "LEASEHOLD_AZURE_CA";
-
-/// A file path (a CA, a certificate, a key) from an environment variable, if set.
-#[cfg(any(feature = "postgres", feature = "etcd", feature = "azure"))]
-fn path_from_env(variable: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os(variable)
-        .filter(|value| !value.is_empty())
-        .map(std::path::PathBuf::from)
-}
-
-/// Opens a store on another server; each kind only if this build includes its crate.
-async fn open_remote(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    match url {
-        #[cfg(feature = "postgres")]
-        StoreUrl::Postgres { url } => {
-            // libpq's variable for the CA that verifies the server under sslmode=require.
-            let options = leasehold_postgres::PostgresOptions {
-                ca_file: path_from_env("PGSSLROOTCERT"),
-                ..Default::default()
-            };
-            Ok(Arc::new(
-                leasehold_postgres::PostgresStore::connect_with(url, options).await?,
-            ))
-        }
-        #[cfg(feature = "etcd")]
-        StoreUrl::Etcd { endpoints, prefix } => {
-            let [cert_variable, key_variable] = ETCD_CLIENT_CERT_VARIABLES;
-            let client_certificate =
-                match (path_from_env(cert_variable), path_from_env(key_variable)) {
-                    (Some(certificate), Some(key)) => Some((certificate, key)),
-                    (None, None) => None,
-                    _ => anyhow::bail!(
-                        "set both {cert_variable} and {key_variable} for a client certificate, or neither"
-                    ),
-                };
-            let options = leasehold_etcd::EtcdOptions {
-                ca_file: path_from_env(ETCD_CA_VARIABLE),
-                client_certificate,
-                ..Default::default()
-            };
-            Ok(Arc::new(
-                leasehold_etcd::EtcdStore::connect(endpoints, prefix, options).await?,
-            ))
-        }
-        #[cfg(feature = "zookeeper")]
-        StoreUrl::Zookeeper { hosts, prefix } => Ok(Arc::new(
-            leasehold_zookeeper::ZookeeperStore::connect(hosts, prefix, Default::default()).await?,
-        )),
-        #[cfg(feature = "azure")]
-        StoreUrl::Azure {
-            account,
-            endpoint,
-            table,
-        } => {
-            let key = leasehold_azure::AccountKey::from_env(AZURE_KEY_VARIABLE)?;
-            let mut config = leasehold_azure::AzureConfig::new(account, key, endpoint, table);
-            config.ca_file = path_from_env(AZURE_CA_VARIABLE);
-            Ok(Arc::new(
-                leasehold_azure::AzureTableStore::new(config).await?,
-            ))
-        }
-        other => anyhow::bail!(
-            "this leasehold was built without support for {}; rebuild with `--features {}`",
-            other.kind(),
-            other.kind()
-        ),
-    }
-}
-
-async fn open_sqlite(path: &std::path::Path) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    Ok(Arc::new(leasehold_sqlite::SqliteStore::open(path).await?))
+    opening
+        .await
+        .with_context(|| format!("cannot open store {url}"))
 }
 
 /// Opens a throwaway SQLite file (the demo's, in a temporary directory). Commits are not
 /// flushed to disk one by one: nothing needs to survive a machine crash, and per-commit
 /// flushes on a busy disk would slow the demo's fast timings into spurious expiries.
-pub async fn open_scratch_sqlite(path: &std::path::Path) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    use leasehold_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub async fn open_scratch_sqlite(path: &Path) -> anyhow::Result<Arc<dyn LeaseStore>> {
     let options = SqliteOptions::default().synchronous(Synchronous::Normal);
     let store = SqliteStore::open_with(path, options)
         .await
@@ -405,111 +186,4 @@ pub async fn open_scratch_sqlite(path: &std::path::Path) -> anyhow::Result<Arc<d
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sqlite(path: &str) -> StoreUrl {
-        StoreUrl::Sqlite { path: path.into() }
-    }
-
-    #[test]
-    fn sqlite_forms_name_the_path() {
-        assert_eq!(StoreUrl::parse("sqlite:leases.db"), Ok(sqlite("leases.db")));
-        assert_eq!(StoreUrl::parse("sqlite:/a/b.db"), Ok(sqlite("/a/b.db")));
-        assert_eq!(StoreUrl::parse("sqlite://b.db"), Ok(sqlite("b.db")));
-        assert_eq!(StoreUrl::parse("sqlite://./b.db"), Ok(sqlite("./b.db")));
-        assert_eq!(StoreUrl::parse("sqlite:///a/b.db"), Ok(sqlite("/a/b.db")));
-        assert_eq!(StoreUrl::parse(DEFAULT_STORE), Ok(sqlite("leasehold.db")));
-    }
-
-    #[test]
-    fn memory_takes_no_path() {
-        assert_eq!(StoreUrl::parse("memory:"), Ok(StoreUrl::Memory));
-        assert!(StoreUrl::parse("memory:x").is_err());
-        assert!(!StoreUrl::Memory.is_shared());
-    }
-
-    #[test]
-    fn bad_urls_name_the_problem_and_the_supported_forms() {
-        let cases = [
-            ("postgress://h/db", "unknown scheme \"postgress\""),
-            ("etcd://nohost", "HOST:PORT"),
-            ("leases.db", "no scheme"),
-            ("sqlite:", "path is empty"),
-            ("sqlite://", "path is empty"),
-        ];
-        for (url, needle) in cases {
-            let message = StoreUrl::parse(url).unwrap_err().to_string();
-            assert!(message.contains(needle), "{message}");
-            assert!(message.contains("memory:"), "{message}");
-        }
-    }
-
-    #[test]
-    fn remote_stores_parse_into_their_parts() {
-        assert_eq!(
-            StoreUrl::parse("etcd://10.0.0.1:2379,10.0.0.2:2379/apps/orders"),
-            Ok(StoreUrl::Etcd {
-                endpoints: vec!["10.0.0.1:2379".into(), "10.0.0.2:2379".into()],
-                prefix: "/apps/orders".into()
-            })
-        );
-        assert_eq!(
-            StoreUrl::parse("zk://zk1:2181"),
-            Ok(StoreUrl::Zookeeper {
-                hosts: "zk1:2181".into(),
-                prefix: "/leasehold".into()
-            })
-        );
-        assert_eq!(
-            StoreUrl::parse("azure://acme/leases"),
-            Ok(StoreUrl::Azure {
-                account: "acme".into(),
-                endpoint: "https://acme.table.core.windows.net".into(),
-                table: "leases".into()
-            })
-        );
-        assert_eq!(
-            StoreUrl::parse("azure+http://127.0.0.1:10002/devstoreaccount1/leases"),
-            Ok(StoreUrl::Azure {
-                account: "devstoreaccount1".into(),
-                endpoint: "http://127.0.0.1:10002/devstoreaccount1".into(),
-                table: "leases".into()
-            })
-        );
-        for bad in [
-            "etcd://",
-            "etcd://host",
-            "zk://h:notaport/x",
-            "azure://acme",
-            "postgres:",
-        ] {
-            assert!(StoreUrl::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn passwords_are_never_displayed() {
-        let url = StoreUrl::parse("postgres://app:s3cret@db:5432/leases").unwrap();
-        assert_eq!(url.to_string(), "postgres://app:***@db:5432/leases");
-        assert!(!format!("{url}").contains("s3cret"));
-        let no_password = StoreUrl::parse("postgres://app@db/leases").unwrap();
-        assert_eq!(no_password.to_string(), "postgres://app@db/leases");
-    }
-
-    #[test]
-    fn display_round_trips() {
-        for url in [
-            "sqlite:/a/b.db",
-            "sqlite:b.db",
-            "memory:",
-            "etcd://h1:1,h2:2/p",
-            "zk://h:1/leasehold",
-            "etcd+https://h1:1,h2:2/p",
-            "azure://acme/leases",
-            "azure+http://127.0.0.1:10002/devstoreaccount1/leases",
-        ] {
-            assert_eq!(StoreUrl::parse(url).unwrap().to_string(), url);
-        }
-    }
-}
+mod tests;

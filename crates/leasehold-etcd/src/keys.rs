@@ -19,10 +19,6 @@ impl Keys {
         }
     }
 
-    pub(crate) fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
     pub(crate) fn group(&self, group: &GroupName) -> String {
         format!("{}/{group}/", self.prefix)
     }

@@ -13,18 +13,25 @@
 //! Partition numbers are zero-padded to ten digits so etcd's key order is numeric order.
 //! [`LeaseStore::watch`](leasehold::LeaseStore::watch) is an etcd watch on the group's prefix.
 //!
-//! TLS: `https://` endpoints, or [`EtcdOptions::ca_file`] (with bare `host:port` endpoints),
-//! connect over TLS and verify the server's certificate against that CA file or the Mozilla
-//! roots; [`EtcdOptions::client_certificate`] adds a client certificate. User and password
-//! authentication is supported through [`EtcdOptions::credentials`].
+//! # Connecting
+//!
+//! [`EtcdOptions::from_url`] reads `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (the prefix
+//! defaults to `/leasehold`), or `etcd+https://…` to connect over TLS; the scheme alone
+//! decides. Over TLS, [`EtcdOptions::with_env`] takes the CA that verifies the servers from
+//! `LEASEHOLD_ETCD_CA` (the Mozilla roots when unset) and a client certificate from
+//! `LEASEHOLD_ETCD_CERT` and `LEASEHOLD_ETCD_KEY`, for servers started with
+//! `--client-cert-auth`. [`EtcdStore::connect`] takes the options, and [`EtcdStore::from_url`]
+//! does all three. User and password authentication is set with
+//! [`EtcdOptions::credentials`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), leasehold::StoreError> {
 //! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode};
 //! use leasehold_etcd::{EtcdOptions, EtcdStore};
 //!
-//! let endpoints = vec!["127.0.0.1:2379".to_owned(), "127.0.0.1:22379".to_owned()];
-//! let store = EtcdStore::connect(&endpoints, "/leasehold", EtcdOptions::default()).await?;
+//! let options = EtcdOptions::from_url("etcd+https://etcd1:2379,etcd2:2379/leasehold")?
+//!     .with_env()?;
+//! let store = EtcdStore::connect(options).await?;
 //! let group = GroupName::new("orders").unwrap();
 //! let version = store
 //!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
@@ -40,5 +47,5 @@ mod options;
 mod store;
 mod watch;
 
-pub use options::{EtcdCredentials, EtcdOptions};
+pub use options::EtcdOptions;
 pub use store::{EtcdStore, MAX_TXN_OPS};

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use etcd_client::{
@@ -39,52 +38,57 @@ const LIST_PAGE: i64 = 1000;
 pub struct EtcdStore {
     client: Client,
     keys: Keys,
-    endpoints: Arc<[String]>,
     options: EtcdOptions,
 }
 
 impl fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EtcdStore")
-            .field("endpoints", &self.endpoints)
-            .field("prefix", &self.keys.prefix())
-            .field("options", &self.options)
-            .finish()
+        f.debug_tuple("EtcdStore").field(&self.options).finish()
+    }
+}
+
+/// The store's URL, `etcd://HOST:PORT[,…]/PREFIX` or `etcd+https://…`.
+impl fmt::Display for EtcdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.options.fmt(f)
     }
 }
 
 impl EtcdStore {
-    /// A store using the cluster at `endpoints` (`host:port`, `http://host:port` or
-    /// `https://host:port`), keeping its records under `prefix` (for example `/leasehold`).
-    ///
-    /// TLS is used for `https://` endpoints, and for all endpoints once
-    /// [`EtcdOptions::ca_file`] or a client certificate is set; the server's certificate is
-    /// always verified, and a server that fails verification is not used.
-    ///
-    /// Requests go to any endpoint that answers, so naming every member of the cluster lets
-    /// the store ride out the loss of some of them. Connections are opened as needed: an
-    /// unreachable cluster is reported by the first call, as [`StoreError::Unavailable`] or
-    /// [`StoreError::Timeout`].
-    pub async fn connect(
-        endpoints: &[String],
-        prefix: &str,
-        options: EtcdOptions,
-    ) -> Result<EtcdStore, StoreError> {
-        if endpoints.is_empty() {
-            return Err(StoreError::Invalid("no etcd endpoints given".to_owned()));
-        }
-        let limit = options.connect_timeout + options.request_timeout;
-        let connecting = Client::connect(endpoints, Some(options.connect_options(endpoints)?));
+    /// A store using the cluster `options` name, keeping its records under their prefix.
+    /// Connections are opened as needed: an unreachable cluster is reported by the first
+    /// call, as [`StoreError::Unavailable`] or [`StoreError::Timeout`].
+    pub async fn connect(options: EtcdOptions) -> Result<EtcdStore, StoreError> {
+        options.validate()?;
+        let limit = options.connect_timeout_limit() + options.request_timeout_limit();
+        let connecting = Client::connect(options.endpoints(), Some(options.connect_options()?));
         let client = tokio::time::timeout(limit, connecting)
             .await
             .map_err(|_| StoreError::Timeout(limit))?
             .map_err(|e| map_error("connect to etcd", limit, e))?;
         Ok(EtcdStore {
             client,
-            keys: Keys::new(prefix),
-            endpoints: endpoints.into(),
+            keys: Keys::new(options.key_prefix()),
             options,
         })
+    }
+
+    /// A store using the cluster an `etcd://` or `etcd+https://` URL names, with TLS files
+    /// from the environment; see [`EtcdOptions::from_url`] and [`EtcdOptions::with_env`].
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), leasehold::StoreError> {
+    /// let store = leasehold_etcd::EtcdStore::from_url("etcd://etcd1:2379,etcd2:2379/apps").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_url(url: &str) -> Result<EtcdStore, StoreError> {
+        EtcdStore::connect(EtcdOptions::from_url(url)?.with_env()?).await
+    }
+
+    /// The cluster, prefix and settings this store was made with.
+    pub fn options(&self) -> &EtcdOptions {
+        &self.options
     }
 
     /// Runs one request, bounded by the request timeout even while no endpoint is reachable
@@ -103,7 +107,7 @@ impl EtcdStore {
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let limit = self.options.request_timeout;
+        let limit = self.options.request_timeout_limit();
         let deadline = tokio::time::Instant::now() + limit;
         let mut attempt = 1;
         loop {
@@ -484,7 +488,7 @@ impl LeaseStore for EtcdStore {
         crate::watch::start(
             self.client.clone(),
             self.keys.group(group),
-            self.options.request_timeout,
+            self.options.request_timeout_limit(),
         )
         .await
     }

@@ -12,7 +12,7 @@ use leasehold_etcd::EtcdStore;
 
 /// Renews partition 0 until it works, checking that no call takes longer than its bound.
 async fn renew_until_it_works(store: &EtcdStore, deadline: Duration) -> u32 {
-    let group_limit = common::test_options().request_timeout + Duration::from_secs(1);
+    let group_limit = common::REQUEST_TIMEOUT + Duration::from_secs(1);
     let started = Instant::now();
     let mut failures = 0;
     let group = STORE_GROUP.with(|g| g.clone());

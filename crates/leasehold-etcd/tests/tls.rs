@@ -21,13 +21,9 @@ async fn etcd_store_accepts_an_https_endpoint_with_its_ca() {
     let Some((endpoint, ca, _)) = common::tls() else {
         return;
     };
-    let options = EtcdOptions {
-        ca_file: Some(ca),
-        ..common::test_options()
-    };
-    let store = EtcdStore::connect(&[format!("https://{endpoint}")], "/leasehold-tls", options)
-        .await
-        .expect("connect");
+    let url = format!("etcd+https://{endpoint}/leasehold-tls");
+    let options = EtcdOptions::from_url(&url).expect("URL").ca_file(ca);
+    let store = EtcdStore::connect(options).await.expect("connect");
     let group = unique_group("https");
     let listing = store.list_leases(&group).await.expect("list over https");
     assert!(listing.records.is_empty());
@@ -38,19 +34,19 @@ async fn etcd_store_refuses_a_server_its_ca_did_not_sign() {
     let Some((endpoint, _, other_ca)) = common::tls() else {
         return;
     };
-    // The unrelated authority, and the Mozilla roots (an https endpoint with no CA file).
-    let cases = [
-        (endpoint.clone(), Some(other_ca)),
-        (format!("https://{endpoint}"), None),
-    ];
-    for (endpoint, ca_file) in cases {
-        let options = EtcdOptions {
-            ca_file: ca_file.clone(),
-            ..common::test_options()
+    // The unrelated authority, and the Mozilla roots (no CA file).
+    for ca_file in [Some(other_ca), None] {
+        let endpoints = [endpoint.clone()];
+        let options = common::test_options(&endpoints)
+            .prefix("/leasehold-tls")
+            .tls(true);
+        let options = match &ca_file {
+            Some(ca) => options.ca_file(ca),
+            None => options,
         };
         let group = unique_group("refused");
         // Connecting may be deferred to the first call; either must fail.
-        let error = match EtcdStore::connect(&[endpoint], "/leasehold-tls", options).await {
+        let error = match EtcdStore::connect(options).await {
             Err(error) => error,
             Ok(store) => store
                 .list_leases(&group)
@@ -72,18 +68,16 @@ async fn a_client_certificate_opens_a_server_that_demands_one() {
         return;
     };
     let group = unique_group("mtls");
-    let with = |client_certificate| EtcdOptions {
-        ca_file: Some(ca.clone()),
-        client_certificate,
-        ..common::test_options()
-    };
-    let store = EtcdStore::connect(
-        std::slice::from_ref(&endpoint),
-        "/leasehold-mtls",
-        with(Some(identity)),
-    )
-    .await
-    .expect("connect with a client certificate");
+    let endpoints = [endpoint];
+    let without = common::test_options(&endpoints)
+        .prefix("/leasehold-mtls")
+        .tls(true)
+        .ca_file(&ca);
+    let (certificate, key) = identity;
+    let with = without.clone().client_certificate(certificate, key);
+    let store = EtcdStore::connect(with)
+        .await
+        .expect("connect with a client certificate");
     leasehold::admin::init(&store, &group, 1)
         .await
         .expect("write with a client certificate");
@@ -91,7 +85,7 @@ async fn a_client_certificate_opens_a_server_that_demands_one() {
     assert_eq!(listing.records.len(), 1);
 
     // Without one, the server ends the handshake: connecting or the first call fails.
-    let error = match EtcdStore::connect(&[endpoint], "/leasehold-mtls", with(None)).await {
+    let error = match EtcdStore::connect(without).await {
         Err(error) => error,
         Ok(store) => store
             .list_leases(&group)

@@ -12,7 +12,7 @@ use std::time::Duration;
 use leasehold::StoreError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::config::SslMode;
 use tokio_postgres::{Client, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -31,14 +31,29 @@ pub(crate) struct Target {
 
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&describe(&self.config))
+        f.debug_struct("Target")
+            .field("encrypted", &self.encrypted())
+            .finish_non_exhaustive()
     }
 }
 
 impl Target {
-    /// The settings from `url` (see [`config_from`]) with the TLS the URL asks for.
-    pub(crate) fn new(url: &str, options: &PostgresOptions) -> Result<Target, StoreError> {
-        let config = config_from(url, options)?;
+    /// The settings `options` name, completed with the store's own, and the TLS they ask for.
+    pub(crate) fn new(options: &PostgresOptions) -> Result<Target, StoreError> {
+        let mut config = options.config.clone();
+        if config.get_hosts().is_empty() {
+            config.host("localhost");
+        }
+        let statement_ms = options.statement_timeout.as_millis();
+        config
+            .connect_timeout(options.connect_timeout)
+            // Unacknowledged data for this long means the peer is gone: the kernel then closes
+            // the connection and the next call opens a new one instead of timing out forever.
+            .tcp_user_timeout(options.request_timeout)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .options(format!("-c statement_timeout={statement_ms}"))
+            .application_name("leasehold");
         // A plain connection never reads the CA file, so a CA file given for later use does
         // not stop a plain connection from opening.
         let ca_file = match config.get_ssl_mode() {
@@ -53,84 +68,6 @@ impl Target {
     pub(crate) fn encrypted(&self) -> bool {
         self.config.get_ssl_mode() == SslMode::Require
     }
-}
-
-/// `url` with the libpq modes that tokio-postgres does not parse, `verify-ca` and
-/// `verify-full`, written as `require`: every TLS connection here is verified in full anyway.
-fn with_known_ssl_mode(url: &str) -> String {
-    url.replace("sslmode=verify-full", "sslmode=require")
-        .replace("sslmode=verify-ca", "sslmode=require")
-}
-
-/// The connection settings from a `postgres://` URL (or `key=value` string), completed from
-/// the standard `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and `PGDATABASE` variables for
-/// whatever the URL leaves out, as libpq does.
-pub(crate) fn config_from(url: &str, options: &PostgresOptions) -> Result<Config, StoreError> {
-    let mut config: Config = with_known_ssl_mode(url)
-        .parse()
-        .map_err(|e| StoreError::Invalid(format!("connection string: {e}")))?;
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if config.get_hosts().is_empty() {
-        config.host(env("PGHOST").as_deref().unwrap_or("localhost"));
-    }
-    if config.get_ports().is_empty() {
-        if let Some(port) = env("PGPORT") {
-            let port = port
-                .parse()
-                .map_err(|_| StoreError::Invalid(format!("PGPORT {port:?} is not a port")))?;
-            config.port(port);
-        }
-    }
-    if config.get_user().is_none() {
-        if let Some(user) = env("PGUSER").or_else(|| env("USER")) {
-            config.user(user);
-        }
-    }
-    if config.get_password().is_none() {
-        if let Some(password) = env("PGPASSWORD") {
-            config.password(password);
-        }
-    }
-    if config.get_dbname().is_none() {
-        if let Some(dbname) = env("PGDATABASE") {
-            config.dbname(dbname);
-        }
-    }
-    // `prefer` would let anyone on the path decide between TLS and plain, so it means plain
-    // here, as `disable` does; ask for `require` to get TLS.
-    if config.get_ssl_mode() == SslMode::Prefer {
-        config.ssl_mode(SslMode::Disable);
-    }
-    let statement_ms = options.statement_timeout.as_millis();
-    config
-        .connect_timeout(options.connect_timeout)
-        // Unacknowledged data for this long means the peer is gone: the kernel then closes the
-        // connection and the next call opens a new one instead of timing out forever.
-        .tcp_user_timeout(options.request_timeout)
-        .keepalives(true)
-        .keepalives_idle(Duration::from_secs(10))
-        .options(format!("-c statement_timeout={statement_ms}"))
-        .application_name("leasehold");
-    Ok(config)
-}
-
-/// Where the store connects, for `Debug` output: never the password.
-pub(crate) fn describe(config: &Config) -> String {
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|host| match host {
-            Host::Tcp(name) => name.clone(),
-            Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    format!(
-        "{}@{}:{:?}/{}",
-        config.get_user().unwrap_or(""),
-        hosts.join(","),
-        config.get_ports(),
-        config.get_dbname().unwrap_or("")
-    )
 }
 
 /// One open connection with its prepared statements.

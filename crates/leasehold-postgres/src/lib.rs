@@ -18,20 +18,32 @@
 //! `leasehold_changes` for every change, which [`LeaseStore::watch`](leasehold::LeaseStore::watch)
 //! turns into change hints.
 //!
+//! # Connecting
+//!
+//! [`PostgresOptions::from_url`] reads `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`
+//! (or `postgresql://`, with libpq's settings after `?`), and [`PostgresOptions::with_env`]
+//! fills in what the URL leaves out from libpq's variables, the password from `PGPASSWORD`
+//! among them. [`PostgresStore::connect`] takes the options, and [`PostgresStore::from_url`]
+//! does all three. Neither the options nor the store ever show the password.
+//!
 //! TLS: `sslmode=require` (or `verify-ca`, `verify-full`) in the URL connects over TLS and
 //! verifies the server's certificate and host name against
-//! [`PostgresOptions::ca_file`](crate::PostgresOptions::ca_file), or the Mozilla roots when
-//! none is given; a server that fails verification is refused, never used unencrypted.
-//! `sslmode=prefer` (the default) and `disable` connect without TLS: `prefer` would let
-//! whoever sits on the network path choose plain anyway.
+//! [`PostgresOptions::ca_file`](crate::PostgresOptions::ca_file) (from `PGSSLROOTCERT`), or the
+//! Mozilla roots when none is given; a server that fails verification is refused, never used
+//! unencrypted. `sslmode=prefer` (the default) and `disable` connect without TLS: `prefer`
+//! would let whoever sits on the network path choose plain anyway.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), leasehold::StoreError> {
+//! use std::time::Duration;
 //! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode};
-//! use leasehold_postgres::PostgresStore;
+//! use leasehold_postgres::{PostgresOptions, PostgresStore};
 //!
 //! // The password may also come from PGPASSWORD.
-//! let store = PostgresStore::connect("postgres://leases@db.internal:5432/app").await?;
+//! let options = PostgresOptions::from_url("postgres://leases@db.internal:5432/app")?
+//!     .with_env()?
+//!     .request_timeout(Duration::from_secs(2));
+//! let store = PostgresStore::connect(options).await?;
 //! let group = GroupName::new("orders").unwrap();
 //! let version = store
 //!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
@@ -49,6 +61,7 @@ mod schema;
 mod statements;
 mod store;
 mod tls;
+mod url;
 mod watch;
 
 pub use options::PostgresOptions;

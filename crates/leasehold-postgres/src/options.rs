@@ -1,41 +1,58 @@
-//! Settings of a [`PostgresStore`](crate::PostgresStore).
+//! Where a [`PostgresStore`](crate::PostgresStore) connects, and its settings.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use leasehold::store_url::{EnvError, UrlError};
 use leasehold::StoreError;
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::Config;
 
-/// Settings for [`PostgresStore::connect_with`](crate::PostgresStore::connect_with).
+/// The server, the database and the settings of a [`PostgresStore`](crate::PostgresStore).
 ///
-/// The defaults suit a lease protocol whose heartbeat is a second or more.
-#[derive(Debug, Clone)]
+/// Made from a URL, `postgres://USER[:PASSWORD]@HOST[:PORT][,HOST[:PORT]…]/DATABASE[?…]`
+/// (or `postgresql://`), completed from the standard `PG…` variables by
+/// [`PostgresOptions::with_env`], or from [`PostgresOptions::default`] and the environment
+/// alone, as libpq does. The defaults suit a lease protocol whose heartbeat is a second or
+/// more.
+///
+/// `sslmode=require` (or `verify-ca`, `verify-full`) connects over TLS and verifies the
+/// server's certificate and host name against [`PostgresOptions::ca_file`], or the Mozilla
+/// roots when none is given; a server that fails verification is refused, never used
+/// unencrypted. `sslmode=prefer` (the default) and `disable` connect without TLS: `prefer`
+/// would let whoever sits on the network path choose plain anyway.
+///
+/// `Display` shows the URL without the password; so does `Debug`.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold_postgres::PostgresOptions;
+///
+/// let options = PostgresOptions::from_url("postgres://app:s3cret@db:5432/leases?sslmode=require")?
+///     .ca_file("/etc/leasehold/db-ca.pem")
+///     .request_timeout(Duration::from_secs(2));
+/// assert_eq!(options.to_string(), "postgres://app:***@db:5432/leases?sslmode=require");
+/// # Ok::<(), leasehold::store_url::UrlError>(())
+/// ```
+#[derive(Clone)]
 pub struct PostgresOptions {
-    /// Limit on opening one connection, including the schema check that follows it.
-    pub connect_timeout: Duration,
-    /// Server-side limit on each statement (`statement_timeout`), so a statement stuck behind
-    /// a lock is cancelled by the server rather than left running.
-    pub statement_timeout: Duration,
-    /// Client-side limit on each store call, from asking for a connection to the full reply.
-    pub request_timeout: Duration,
-    /// The first wait after a failed connection attempt; each further failure doubles it up
-    /// to `max_reconnect_delay`. Calls made while waiting fail at once as
-    /// [`StoreError::Unavailable`] instead of piling up on a server that is down.
-    pub min_reconnect_delay: Duration,
-    /// The longest wait between connection attempts.
-    pub max_reconnect_delay: Duration,
-    /// Prefix of every object the store creates: tables `<prefix>_leases`,
-    /// `<prefix>_members` and `<prefix>_schema`, sequence `<prefix>_version`, notification
-    /// channel `<prefix>_changes`. Lowercase letters, digits and `_`, at most 40 bytes.
-    pub table_prefix: String,
-    /// PEM file of the certificate authorities that TLS connections (`sslmode=require`,
-    /// `verify-ca` or `verify-full`) trust; `None` trusts the Mozilla roots. Plain
-    /// connections ignore it.
-    pub ca_file: Option<PathBuf>,
+    /// The connection settings the URL named; the rest is filled in when connecting.
+    pub(crate) config: Config,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) statement_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) min_reconnect_delay: Duration,
+    pub(crate) max_reconnect_delay: Duration,
+    pub(crate) table_prefix: String,
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 impl Default for PostgresOptions {
+    /// No server named yet: [`PostgresOptions::with_env`] or, failing that, `localhost`.
     fn default() -> Self {
         PostgresOptions {
+            config: Config::new(),
             connect_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_secs(4),
             request_timeout: Duration::from_secs(5),
@@ -48,6 +65,140 @@ impl Default for PostgresOptions {
 }
 
 impl PostgresOptions {
+    /// libpq's variable naming the CA (PEM) that verifies the server over TLS.
+    pub const CA_VARIABLE: &'static str = "PGSSLROOTCERT";
+
+    /// Reads `postgres://USER[:PASSWORD]@HOST[:PORT][,…]/DATABASE[?SETTING=VALUE&…]`, or
+    /// `postgresql://…`, without connecting. Parts left out are filled in by
+    /// [`PostgresOptions::with_env`], and the host otherwise defaults to `localhost`.
+    ///
+    /// ```
+    /// use leasehold::store_url::UrlPart;
+    /// use leasehold_postgres::PostgresOptions;
+    ///
+    /// let error = PostgresOptions::from_url("postgres://u:secret@db:notaport/app").unwrap_err();
+    /// assert_eq!(error.part(), UrlPart::Port);
+    /// assert!(!error.to_string().contains("secret"));
+    /// ```
+    pub fn from_url(url: &str) -> Result<PostgresOptions, UrlError> {
+        let config = crate::url::parse(url)?;
+        Ok(PostgresOptions {
+            config,
+            ..PostgresOptions::default()
+        })
+    }
+
+    /// Fills in what these options leave out from libpq's variables: the hosts from
+    /// `PGHOST`, the port from `PGPORT`, the user from `PGUSER` (or `USER`), the password from
+    /// `PGPASSWORD`, the database from `PGDATABASE` and the CA file from `PGSSLROOTCERT`.
+    pub fn with_env(self) -> Result<PostgresOptions, EnvError> {
+        self.with_variables(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// [`PostgresOptions::with_env`] reading the variables through `variable`.
+    pub(crate) fn with_variables(
+        mut self,
+        variable: impl Fn(&str) -> Option<String>,
+    ) -> Result<PostgresOptions, EnvError> {
+        let config = &mut self.config;
+        if config.get_hosts().is_empty() {
+            if let Some(hosts) = variable("PGHOST") {
+                for host in hosts.split(',') {
+                    config.host(host);
+                }
+            }
+        }
+        if config.get_ports().is_empty() {
+            if let Some(port) = variable("PGPORT") {
+                let port = port.parse().map_err(|_| {
+                    EnvError::new("PGPORT", format!("PGPORT holds {port:?}, not a port"))
+                })?;
+                config.port(port);
+            }
+        }
+        if config.get_user().is_none() {
+            if let Some(user) = variable("PGUSER").or_else(|| variable("USER")) {
+                config.user(user);
+            }
+        }
+        if config.get_password().is_none() {
+            if let Some(password) = variable("PGPASSWORD") {
+                config.password(password);
+            }
+        }
+        if config.get_dbname().is_none() {
+            if let Some(dbname) = variable("PGDATABASE") {
+                config.dbname(dbname);
+            }
+        }
+        if self.ca_file.is_none() {
+            self.ca_file = variable(Self::CA_VARIABLE).map(PathBuf::from);
+        }
+        Ok(self)
+    }
+
+    /// Limit on opening one connection, including the schema check that follows it.
+    /// Default 3 s.
+    #[must_use]
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// Server-side limit on each statement (`statement_timeout`), so a statement stuck behind
+    /// a lock is cancelled by the server rather than left running. Default 4 s.
+    #[must_use]
+    pub fn statement_timeout(mut self, statement_timeout: Duration) -> Self {
+        self.statement_timeout = statement_timeout;
+        self
+    }
+
+    /// Client-side limit on each store call, from asking for a connection to the full reply.
+    /// Default 5 s.
+    #[must_use]
+    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
+        self.request_timeout = request_timeout;
+        self
+    }
+
+    /// The first wait after a failed connection attempt; each further failure doubles it up
+    /// to `max`. Calls made while waiting fail at once as [`StoreError::Unavailable`] instead
+    /// of piling up on a server that is down. Default 100 ms up to 5 s.
+    #[must_use]
+    pub fn reconnect_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.min_reconnect_delay = min;
+        self.max_reconnect_delay = max;
+        self
+    }
+
+    /// Prefix of every object the store creates: tables `<prefix>_leases`,
+    /// `<prefix>_members` and `<prefix>_schema`, sequence `<prefix>_version`, notification
+    /// channel `<prefix>_changes`. Lowercase letters, digits and `_`, at most 40 bytes.
+    /// Default `leasehold`.
+    #[must_use]
+    pub fn table_prefix(mut self, table_prefix: impl Into<String>) -> Self {
+        self.table_prefix = table_prefix.into();
+        self
+    }
+
+    /// PEM file of the certificate authorities that TLS connections trust, instead of the
+    /// Mozilla roots. Plain connections ignore it.
+    #[must_use]
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// The request timeout in force.
+    pub fn request_timeout_limit(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// Whether connections use TLS (`sslmode=require`, `verify-ca` or `verify-full`).
+    pub fn uses_tls(&self) -> bool {
+        self.config.get_ssl_mode() == SslMode::Require
+    }
+
     /// Checks the settings, naming the offending value.
     pub fn validate(&self) -> Result<(), StoreError> {
         let prefix = &self.table_prefix;
@@ -84,25 +235,59 @@ impl PostgresOptions {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_prefixes_are_checked() {
-        assert!(PostgresOptions::default().validate().is_ok());
-        for bad in ["", "1abc", "Leases", "a-b", "a;drop", &"x".repeat(41)] {
-            let options = PostgresOptions {
-                table_prefix: bad.to_owned(),
-                ..PostgresOptions::default()
-            };
-            assert!(options.validate().is_err(), "{bad:?} accepted");
+/// The URL the options stand for, the password shown as `***`.
+impl fmt::Display for PostgresOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let config = &self.config;
+        f.write_str("postgres://")?;
+        match (config.get_user(), config.get_password()) {
+            (Some(user), Some(_)) => write!(f, "{user}:***@")?,
+            (Some(user), None) => write!(f, "{user}@")?,
+            (None, Some(_)) => f.write_str(":***@")?,
+            (None, None) => {}
         }
-        let options = PostgresOptions {
-            max_reconnect_delay: Duration::from_millis(1),
-            ..PostgresOptions::default()
-        };
-        let error = options.validate().unwrap_err().to_string();
-        assert!(error.contains("max_reconnect_delay"), "{error}");
+        let ports = config.get_ports();
+        let mut query = Vec::new();
+        let mut separator = "";
+        for (index, host) in config.get_hosts().iter().enumerate() {
+            match host {
+                Host::Tcp(name) if name.contains(':') => write!(f, "{separator}[{name}]")?,
+                Host::Tcp(name) => write!(f, "{separator}{name}")?,
+                Host::Unix(path) => {
+                    query.push(format!("host={}", path.display()));
+                    continue;
+                }
+            }
+            if let Some(port) = ports.get(index).or(ports.first()) {
+                write!(f, ":{port}")?;
+            }
+            separator = ",";
+        }
+        write!(f, "/{}", config.get_dbname().unwrap_or_default())?;
+        if self.uses_tls() {
+            query.push("sslmode=require".to_owned());
+        }
+        if !query.is_empty() {
+            write!(f, "?{}", query.join("&"))?;
+        }
+        Ok(())
     }
 }
+
+impl fmt::Debug for PostgresOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresOptions")
+            .field("server", &format_args!("{self}"))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("min_reconnect_delay", &self.min_reconnect_delay)
+            .field("max_reconnect_delay", &self.max_reconnect_delay)
+            .field("table_prefix", &self.table_prefix)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -46,35 +46,25 @@ struct Inner {
 
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresStore")
-            .field("server", &self.inner.target)
-            .field("table_prefix", &self.inner.names.prefix)
+        f.debug_tuple("PostgresStore")
+            .field(&self.inner.options)
             .finish()
     }
 }
 
-impl PostgresStore {
-    /// Connects with default [`PostgresOptions`]; see [`PostgresStore::connect_with`].
-    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        PostgresStore::connect_with(url, PostgresOptions::default()).await
+/// The store's URL, without the password.
+impl fmt::Display for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.options.fmt(f)
     }
+}
 
-    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
-    /// the `key=value` form), creating the store's tables if they are missing.
-    ///
-    /// What the URL leaves out is taken from `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
-    /// `PGDATABASE`. Fails if the server cannot be reached within the connect timeout.
-    ///
-    /// `sslmode=require`, `verify-ca` and `verify-full` connect over TLS and verify the
-    /// server's certificate and name against [`PostgresOptions::ca_file`] (or the Mozilla
-    /// roots); a server that fails verification is refused, never used unencrypted.
-    /// `sslmode=disable` and `prefer` (the default) connect without TLS.
-    pub async fn connect_with(
-        url: &str,
-        options: PostgresOptions,
-    ) -> Result<PostgresStore, StoreError> {
+impl PostgresStore {
+    /// Connects to the database `options` name, creating the store's tables if they are
+    /// missing. Fails if the server cannot be reached within the connect timeout.
+    pub async fn connect(options: PostgresOptions) -> Result<PostgresStore, StoreError> {
         options.validate()?;
-        let target = Target::new(url, &options)?;
+        let target = Target::new(&options)?;
         let names = Names::new(&options.table_prefix);
         let first = Session::open(&target, &names, &options).await?;
         let shared = Mutex::new(Slot::new(Some(first), &options));
@@ -88,6 +78,19 @@ impl PostgresStore {
                 batch,
             }),
         })
+    }
+
+    /// Connects to the database a `postgres://` URL names, completed from the `PG…`
+    /// variables; see [`PostgresOptions::from_url`] and [`PostgresOptions::with_env`].
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), leasehold::StoreError> {
+    /// let store = leasehold_postgres::PostgresStore::from_url("postgres://leases@db:5432/app").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_url(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect(PostgresOptions::from_url(url)?.with_env()?).await
     }
 
     /// Runs `call`, failing with [`StoreError::Timeout`] if it takes longer than the request

@@ -53,7 +53,7 @@ async fn postgres_store_survives_a_server_restart() {
     let mut feed = store.watch(&group).await.expect("watch");
 
     let stopped = Stopped::stop_server();
-    let limit = common::test_options().request_timeout + Duration::from_millis(500);
+    let limit = common::REQUEST_TIMEOUT + Duration::from_millis(500);
     let mut quick = 0;
     for _ in 0..10 {
         let started = Instant::now();

@@ -6,7 +6,7 @@ use std::error::Error;
 
 use leasehold::testing::run_conformance;
 use leasehold::StoreError;
-use leasehold_postgres::{PostgresOptions, PostgresStore};
+use leasehold_postgres::PostgresStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_store_passes_the_conformance_suite_over_tls() {
@@ -14,11 +14,8 @@ async fn postgres_store_passes_the_conformance_suite_over_tls() {
         return;
     };
     let plain_url = common::url().expect("checked by tls()");
-    let options = PostgresOptions {
-        ca_file: Some(ca),
-        ..common::test_options()
-    };
-    let harness = common::PostgresHarness::with(&tls_url, options, &plain_url).await;
+    let options = common::test_options(&tls_url).ca_file(ca);
+    let harness = common::PostgresHarness::with(options, &plain_url).await;
     // The server itself says whether the store's connection is encrypted.
     let encrypted: i64 = harness
         .client
@@ -43,11 +40,11 @@ async fn postgres_store_refuses_a_server_its_ca_did_not_sign() {
         return;
     };
     for ca_file in [Some(other_ca), None] {
-        let options = PostgresOptions {
-            ca_file: ca_file.clone(),
-            ..common::test_options()
+        let options = match &ca_file {
+            Some(ca) => common::test_options(&tls_url).ca_file(ca),
+            None => common::test_options(&tls_url),
         };
-        let error = PostgresStore::connect_with(&tls_url, options)
+        let error = PostgresStore::connect(options)
             .await
             .expect_err("a server outside the trusted roots is refused");
         let chain = chain(&error);
@@ -65,17 +62,13 @@ async fn postgres_store_verifies_the_server_by_address_and_by_name() {
     let Some((tls_url, ca, _)) = common::tls() else {
         return;
     };
-    let options = PostgresOptions {
-        ca_file: Some(ca),
-        ..common::test_options()
-    };
     // The certificate names 127.0.0.1 and localhost, so both verify.
     let verify_full = tls_url.replace("sslmode=require", "sslmode=verify-full");
-    PostgresStore::connect_with(&verify_full, options.clone())
+    PostgresStore::connect(common::test_options(&verify_full).ca_file(&ca))
         .await
         .expect("verify-full against the right authority");
     let by_name = verify_full.replace("127.0.0.1", "localhost");
-    PostgresStore::connect_with(&by_name, options)
+    PostgresStore::connect(common::test_options(&by_name).ca_file(&ca))
         .await
         .expect("the certificate also names localhost");
 }

@@ -89,11 +89,8 @@ async fn postgres_store_refuses_a_newer_schema() {
         return;
     };
     let prefix = format!("schema_test_{}", std::process::id());
-    let options = PostgresOptions {
-        table_prefix: prefix.clone(),
-        ..common::test_options()
-    };
-    PostgresStore::connect_with(&url, options.clone())
+    let options = common::test_options(&url).table_prefix(&prefix);
+    PostgresStore::connect(options.clone())
         .await
         .expect("creates the layout");
     let client = common::raw_client(&url).await;
@@ -104,7 +101,7 @@ async fn postgres_store_refuses_a_newer_schema() {
         )
         .await
         .unwrap();
-    let refused = PostgresStore::connect_with(&url, options).await;
+    let refused = PostgresStore::connect(options).await;
     client
         .batch_execute(&format!(
             "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
@@ -128,11 +125,8 @@ async fn postgres_store_upgrades_a_version_1_layout() {
         return;
     };
     let prefix = format!("upgrade_test_{}", std::process::id());
-    let options = PostgresOptions {
-        table_prefix: prefix.clone(),
-        ..common::test_options()
-    };
-    PostgresStore::connect_with(&url, options.clone())
+    let options = common::test_options(&url).table_prefix(&prefix);
+    PostgresStore::connect(options.clone())
         .await
         .expect("creates the layout");
     let client = common::raw_client(&url).await;
@@ -140,7 +134,7 @@ async fn postgres_store_upgrades_a_version_1_layout() {
         .execute(&format!("UPDATE {prefix}_schema SET version = 1"), &[])
         .await
         .unwrap();
-    let store = PostgresStore::connect_with(&url, options).await;
+    let store = PostgresStore::connect(options).await;
     let version: i32 = client
         .query_one(&format!("SELECT version FROM {prefix}_schema"), &[])
         .await
@@ -166,7 +160,7 @@ async fn postgres_store_never_shows_the_password() {
     // The test server trusts every local connection, so any password is accepted.
     let with_password = url.replacen("postgres@", "postgres:hunter2@", 1);
     assert_ne!(with_password, url, "the test URL names user postgres");
-    let store = PostgresStore::connect_with(&with_password, common::test_options())
+    let store = PostgresStore::connect(common::test_options(&with_password))
         .await
         .expect("connect");
     let shown = format!("{store:?}");
@@ -176,12 +170,11 @@ async fn postgres_store_never_shows_the_password() {
 
 #[tokio::test]
 async fn postgres_store_refuses_an_unreadable_ca_file_before_connecting() {
-    let options = PostgresOptions {
-        ca_file: Some("/nonexistent/leasehold-ca.pem".into()),
-        ..PostgresOptions::default()
-    };
     let url = "postgres://leases@127.0.0.1:1/app?sslmode=verify-full";
-    match PostgresStore::connect_with(url, options).await {
+    let options = PostgresOptions::from_url(url)
+        .unwrap()
+        .ca_file("/nonexistent/leasehold-ca.pem");
+    match PostgresStore::connect(options).await {
         Err(StoreError::Invalid(message)) => {
             assert!(message.contains("leasehold-ca.pem"), "{message}")
         }

@@ -30,6 +30,13 @@
 //! # });
 //! ```
 //!
+//! # URLs
+//!
+//! [`SqliteStore::from_url`] opens the file a `sqlite:` URL names: `sqlite:PATH` (relative to
+//! the current directory unless absolute), `sqlite://PATH` the same, and
+//! `sqlite:///ABSOLUTE/PATH`. [`SqliteStore::path_from_url`] reads the path without opening
+//! it. The store reads no environment variables.
+//!
 //! # Schema
 //!
 //! The store creates the schema in a new file and records its version in

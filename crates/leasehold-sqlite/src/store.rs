@@ -1,9 +1,11 @@
 //! [`SqliteStore`]: the [`LeaseStore`] of one database file.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use leasehold::store_url::{split_scheme, UrlError, UrlPart};
 use leasehold::{
     GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
     PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
@@ -37,9 +39,65 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// The store's URL, `sqlite:` and the absolute path of the file.
+impl fmt::Display for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sqlite:{}", self.path().display())
+    }
+}
+
 impl SqliteStore {
     /// The schema version this build writes (`PRAGMA user_version` of the file).
     pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
+
+    /// The file a `sqlite:` URL names, without opening it: drop `sqlite:`, then one leading
+    /// `//` if present; what is left is the path, taken literally (no percent-decoding, no
+    /// query string) and relative to the current directory unless absolute.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use leasehold::store_url::UrlPart;
+    /// use leasehold_sqlite::SqliteStore;
+    ///
+    /// assert_eq!(SqliteStore::path_from_url("sqlite:leasehold.db")?, Path::new("leasehold.db"));
+    /// assert_eq!(SqliteStore::path_from_url("sqlite://data/leases.db")?, Path::new("data/leases.db"));
+    /// assert_eq!(SqliteStore::path_from_url("sqlite:///var/lib/leases.db")?, Path::new("/var/lib/leases.db"));
+    /// assert_eq!(SqliteStore::path_from_url("sqlite:").unwrap_err().part(), UrlPart::Path);
+    /// # Ok::<(), leasehold::store_url::UrlError>(())
+    /// ```
+    pub fn path_from_url(url: &str) -> Result<PathBuf, UrlError> {
+        let (scheme, rest) = split_scheme(url)?;
+        if scheme != "sqlite" {
+            return Err(UrlError::new(
+                UrlPart::Scheme,
+                format!("scheme {scheme:?} is not sqlite"),
+            ));
+        }
+        match rest.strip_prefix("//").unwrap_or(rest) {
+            "" => Err(UrlError::new(
+                UrlPart::Path,
+                "the SQLite file path is empty: expected sqlite:PATH",
+            )),
+            path => Ok(PathBuf::from(path)),
+        }
+    }
+
+    /// Opens the file a `sqlite:` URL names with [`SqliteOptions::default`]; see
+    /// [`SqliteStore::path_from_url`] and [`SqliteStore::open`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use leasehold_sqlite::SqliteStore;
+    ///
+    /// let directory = tempfile::tempdir().unwrap();
+    /// let url = format!("sqlite://{}", directory.path().join("leases.db").display());
+    /// let store = SqliteStore::from_url(&url).await.unwrap();
+    /// assert_eq!(store.to_string(), format!("sqlite:{}", store.path().display()));
+    /// # });
+    /// ```
+    pub async fn from_url(url: &str) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open(SqliteStore::path_from_url(url)?).await
+    }
 
     /// Opens the database at `path` with [`SqliteOptions::default`], creating the file and its
     /// schema if absent.
@@ -227,5 +285,37 @@ impl LeaseStore for SqliteStore {
                 })
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold::testing::assert_urls_refused;
+
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_name_the_file() {
+        for (url, path) in [
+            ("sqlite:leases.db", "leases.db"),
+            ("sqlite:/a/b.db", "/a/b.db"),
+            ("sqlite://b.db", "b.db"),
+            ("sqlite://./b.db", "./b.db"),
+            ("sqlite:///a/b.db", "/a/b.db"),
+            ("sqlite:a b?c.db", "a b?c.db"),
+        ] {
+            assert_eq!(SqliteStore::path_from_url(url), Ok(PathBuf::from(path)));
+        }
+    }
+
+    #[test]
+    fn bad_sqlite_urls_name_the_part() {
+        let cases = [
+            ("sqlite:", UrlPart::Path, "path is empty"),
+            ("sqlite://", UrlPart::Path, "path is empty"),
+            ("leases.db", UrlPart::Scheme, "no scheme"),
+            ("sqlite3:leases.db", UrlPart::Scheme, "\"sqlite3\""),
+        ];
+        assert_urls_refused(SqliteStore::path_from_url, &cases);
     }
 }

@@ -165,10 +165,8 @@ mod tests {
             println!("skipped: no ZooKeeper server (set LEASEHOLD_TEST_ZOOKEEPER or run scripts/test.sh)");
             return;
         };
-        let store =
-            ZookeeperStore::connect(&address, "/leasehold-test", ZookeeperOptions::default())
-                .await
-                .unwrap();
+        let options = ZookeeperOptions::new([&address]).prefix("/leasehold-test");
+        let store = ZookeeperStore::connect(options).await.unwrap();
         let group = unique_group("multi-fallback");
         let mut writes = Vec::new();
         for partition in 0..3 {

@@ -2,46 +2,24 @@
 //! errors into [`StoreError`].
 
 use std::future::Future;
-use std::time::Duration;
 
 use leasehold::StoreError;
 use tokio::sync::Mutex;
 use tokio::time::{timeout_at, Instant};
 use zookeeper_client::{Client, Error as ZkError};
 
-/// Time limits for a [`ZookeeperStore`](crate::ZookeeperStore).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ZookeeperOptions {
-    /// The session timeout asked of the server (it may clamp it to its own bounds). It decides
-    /// only how long the server keeps watches for a disconnected client: no lease depends on
-    /// a session.
-    pub session_timeout: Duration,
-    /// The most one store call may take, including establishing a new session when the last
-    /// one expired.
-    pub call_timeout: Duration,
-}
-
-impl Default for ZookeeperOptions {
-    fn default() -> Self {
-        ZookeeperOptions {
-            session_timeout: Duration::from_secs(10),
-            call_timeout: Duration::from_secs(5),
-        }
-    }
-}
+use crate::options::ZookeeperOptions;
 
 /// The current session, or none after it expired; the next call establishes a new one.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    connect_string: String,
     options: ZookeeperOptions,
     current: Mutex<Option<Client>>,
 }
 
 impl Connection {
-    pub(crate) fn new(connect_string: String, options: ZookeeperOptions) -> Connection {
+    pub(crate) fn new(options: ZookeeperOptions) -> Connection {
         Connection {
-            connect_string,
             options,
             current: Mutex::new(None),
         }
@@ -61,11 +39,12 @@ impl Connection {
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        let deadline = Instant::now() + self.options.call_timeout;
+        let limit = self.options.call_timeout_limit();
+        let deadline = Instant::now() + limit;
         let client = self.client(deadline).await?;
         match timeout_at(deadline, call(client)).await {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Timeout(self.options.call_timeout)),
+            Err(_) => Err(StoreError::Timeout(limit)),
         }
     }
 
@@ -83,20 +62,21 @@ impl Connection {
             *current = None;
         }
         let connector = Client::connector()
-            .with_session_timeout(self.options.session_timeout)
-            .with_connection_timeout(self.options.call_timeout)
+            .with_session_timeout(self.options.session_timeout_limit())
+            .with_connection_timeout(self.options.call_timeout_limit())
             // Report an unreachable ensemble now rather than retrying until the deadline.
             .with_fail_eagerly();
-        let client = match timeout_at(deadline, connector.connect(&self.connect_string)).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(error)) => {
-                return Err(StoreError::unavailable(
-                    "cannot establish a ZooKeeper session",
-                    error,
-                ))
-            }
-            Err(_) => return Err(no_session("establishing a session took too long")),
-        };
+        let client =
+            match timeout_at(deadline, connector.connect(self.options.connect_string())).await {
+                Ok(Ok(client)) => client,
+                Ok(Err(error)) => {
+                    return Err(StoreError::unavailable(
+                        "cannot establish a ZooKeeper session",
+                        error,
+                    ))
+                }
+                Err(_) => return Err(no_session("establishing a session took too long")),
+            };
         *current = Some(client.clone());
         Ok(client)
     }
@@ -124,6 +104,8 @@ pub(crate) fn map_error(error: ZkError) -> StoreError {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -156,11 +138,9 @@ mod tests {
     async fn an_unreachable_server_is_unavailable_within_the_call_timeout() {
         // Port 1 on loopback refuses connections.
         let connection = Connection::new(
-            "127.0.0.1:1".to_owned(),
-            ZookeeperOptions {
-                session_timeout: Duration::from_secs(4),
-                call_timeout: Duration::from_millis(500),
-            },
+            ZookeeperOptions::new(["127.0.0.1:1"])
+                .session_timeout(Duration::from_secs(4))
+                .call_timeout(Duration::from_millis(500)),
         );
         let started = std::time::Instant::now();
         let result = connection.run(|_client| async { Ok(()) }).await;

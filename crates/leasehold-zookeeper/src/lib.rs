@@ -24,19 +24,21 @@
 //! establishes a new one; calls made while no session can be established fail with
 //! [`StoreError::Unavailable`](leasehold::StoreError::Unavailable) within the call timeout.
 //!
-//! # Example
+//! # Connecting
+//!
+//! [`ZookeeperOptions::from_url`] reads `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` (the prefix
+//! defaults to `/leasehold`); [`ZookeeperStore::connect`] takes the options, and
+//! [`ZookeeperStore::from_url`] does both. The store reads no environment variables.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), leasehold::StoreError> {
+//! use std::time::Duration;
 //! use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode};
 //! use leasehold_zookeeper::{ZookeeperOptions, ZookeeperStore};
 //!
-//! let store = ZookeeperStore::connect(
-//!     "zk1:2181,zk2:2181,zk3:2181",
-//!     "/leasehold",
-//!     ZookeeperOptions::default(),
-//! )
-//! .await?;
+//! let options = ZookeeperOptions::from_url("zk://zk1:2181,zk2:2181,zk3:2181/leasehold")?
+//!     .call_timeout(Duration::from_secs(3));
+//! let store = ZookeeperStore::connect(options).await?;
 //! let group = GroupName::new("orders").expect("valid group name");
 //! store
 //!     .put_lease(&group, PartitionId(0), &LeaseRecord::released(), PutMode::Create)
@@ -49,10 +51,12 @@
 
 mod batch;
 mod connection;
+mod options;
 mod paths;
 mod records;
+mod shared;
 mod store;
 mod watch;
 
-pub use connection::ZookeeperOptions;
+pub use options::ZookeeperOptions;
 pub use store::ZookeeperStore;

@@ -11,9 +11,11 @@ use leasehold::{
 };
 use tokio::time::Instant;
 
-use crate::connection::{Connection, ZookeeperOptions};
-use crate::paths::{check_prefix, parse_partition, Layout};
+use crate::connection::Connection;
+use crate::options::ZookeeperOptions;
+use crate::paths::{parse_partition, Layout};
 use crate::records::{self, version_of};
+use crate::shared::Shared;
 use crate::{batch, watch};
 
 /// A [`LeaseStore`] in ZooKeeper.
@@ -30,50 +32,34 @@ pub struct ZookeeperStore {
     pub(crate) shared: Arc<Shared>,
 }
 
-pub(crate) struct Shared {
-    pub(crate) connection: Connection,
-    pub(crate) layout: Layout,
-    connect_string: String,
-    prefix: String,
-}
-
 impl fmt::Debug for ZookeeperStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZookeeperStore")
-            .field("connect_string", &self.shared.connect_string)
-            .field("prefix", &self.shared.prefix)
+            .field("options", self.options())
             .finish()
     }
 }
 
+/// The store's URL, `zk://HOST:PORT[,…]/PREFIX`.
+impl fmt::Display for ZookeeperStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.options().fmt(f)
+    }
+}
+
 impl ZookeeperStore {
-    /// Connects to the ensemble at `connect_string` (`host:port,host:port`), keeping every
-    /// group under `prefix` (`/leasehold`, or `""` for the root; parents are created as
-    /// needed).
+    /// Connects to the ensemble `options` name, keeping every group under its prefix
+    /// (parents are created as needed).
     ///
     /// Establishes the first session before returning, so that a wrong address fails here.
-    pub async fn connect(
-        connect_string: &str,
-        prefix: &str,
-        options: ZookeeperOptions,
-    ) -> Result<ZookeeperStore, StoreError> {
-        if let Err(reason) = check_prefix(prefix) {
-            return Err(StoreError::Invalid(format!(
-                "ZooKeeper prefix {prefix:?} {reason}"
-            )));
-        }
-        if options.call_timeout.is_zero() || options.session_timeout.is_zero() {
-            return Err(StoreError::Invalid(
-                "ZooKeeper call and session timeouts must be greater than zero".to_owned(),
-            ));
-        }
-        let call_timeout = options.call_timeout;
+    pub async fn connect(options: ZookeeperOptions) -> Result<ZookeeperStore, StoreError> {
+        options.validate()?;
+        let call_timeout = options.call_timeout_limit();
+        let layout = Layout::new(options.znode_prefix().to_owned());
         let store = ZookeeperStore {
             shared: Arc::new(Shared {
-                connection: Connection::new(connect_string.to_owned(), options),
-                layout: Layout::new(prefix.to_owned()),
-                connect_string: connect_string.to_owned(),
-                prefix: prefix.to_owned(),
+                connection: Connection::new(options),
+                layout,
             }),
         };
         store
@@ -84,7 +70,20 @@ impl ZookeeperStore {
         Ok(store)
     }
 
-    /// The time limits this store was made with.
+    /// Connects to the ensemble a `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` URL names, with the
+    /// default time limits; see [`ZookeeperOptions::from_url`].
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), leasehold::StoreError> {
+    /// let store = leasehold_zookeeper::ZookeeperStore::from_url("zk://zk1:2181,zk2:2181/apps").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_url(url: &str) -> Result<ZookeeperStore, StoreError> {
+        ZookeeperStore::connect(ZookeeperOptions::from_url(url)?).await
+    }
+
+    /// The ensemble, prefix and time limits this store was made with.
     pub fn options(&self) -> &ZookeeperOptions {
         self.shared.connection.options()
     }

@@ -9,7 +9,7 @@ use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent}
 
 use crate::connection::map_error;
 use crate::paths::parse_partition;
-use crate::store::Shared;
+use crate::shared::Shared;
 
 /// Attempts to watch again after the session expired, about a minute in all, before the feed
 /// ends and its reader falls back to polling.

@@ -54,8 +54,8 @@
 //!
 //! The pieces: [`ParticipantConfig`] (timings, validated), [`Participant`] (the background
 //! lease loop), [`planner`] (the pure decision function it runs), [`Router`] (key → owner for
-//! clients), [`admin`] (operator actions) and, with feature `testing`, the store conformance
-//! suite.
+//! clients), [`admin`] (operator actions), [`store_url`] (what the store crates share to read
+//! their URLs) and, with feature `testing`, the store conformance suite.
 
 pub mod admin;
 mod clock;
@@ -68,6 +68,7 @@ pub mod planner;
 mod record;
 mod router;
 mod store;
+pub mod store_url;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
-use leasehold_azure::{AccountKey, AzureConfig};
+use std::path::PathBuf;
 
-/// The Azurite account from `LEASEHOLD_TEST_AZURITE_ENDPOINT`, `..._ACCOUNT` and `..._KEY`, or
+use leasehold_azure::{AccountKey, AzureOptions};
+
+/// Options for `table` of the Azurite account from `LEASEHOLD_TEST_AZURITE_ENDPOINT`, `..._ACCOUNT` and `..._KEY`, or
 /// `None` after printing why the test is skipped. With `LEASEHOLD_REQUIRE_SERVICES=1` a
 /// missing server fails the test instead.
-pub fn azurite_config(table: &str) -> Option<AzureConfig> {
+pub fn azurite_options(table: &str) -> Option<AzureOptions> {
     let endpoint = std::env::var("LEASEHOLD_TEST_AZURITE_ENDPOINT").ok();
     let Some(endpoint) = endpoint.filter(|value| !value.is_empty()) else {
         assert!(
@@ -23,22 +25,33 @@ pub fn azurite_config(table: &str) -> Option<AzureConfig> {
     };
     let account = std::env::var("LEASEHOLD_TEST_AZURITE_ACCOUNT")
         .expect("LEASEHOLD_TEST_AZURITE_ACCOUNT is set with the endpoint");
-    let key = AccountKey::from_env("LEASEHOLD_TEST_AZURITE_KEY").expect("account key");
-    let mut config = AzureConfig::new(&account, key, &endpoint, table);
-    config.call_timeout = Duration::from_secs(5);
-    Some(config)
+    Some(options(&endpoint, &account, table))
 }
 
-/// The HTTPS Azurite (`LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT`), trusting only the test authority
-/// (`LEASEHOLD_TEST_AZURITE_CA`); `None` when the plain server is not configured either.
-pub fn azurite_tls_config(table: &str) -> Option<AzureConfig> {
-    let mut config = azurite_config(table)?;
-    config.endpoint = std::env::var("LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT")
+/// Options for `table` of `account` at the path-style `endpoint`, `http(s)://HOST:PORT/ACCOUNT`.
+fn options(endpoint: &str, account: &str, table: &str) -> AzureOptions {
+    assert!(endpoint.ends_with(&format!("/{account}")), "{endpoint}");
+    let key = AccountKey::from_env("LEASEHOLD_TEST_AZURITE_KEY").expect("account key");
+    AzureOptions::from_url(&format!("azure+{endpoint}/{table}"))
+        .expect("the test endpoint")
+        .key(key)
+        .call_timeout(Duration::from_secs(5))
+}
+
+/// The HTTPS Azurite (`LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT`) with no CA of its own yet, and
+/// the test authority that signed it (`LEASEHOLD_TEST_AZURITE_CA`); `None` when the plain
+/// server is not configured either.
+pub fn azurite_tls(table: &str) -> Option<(AzureOptions, PathBuf)> {
+    azurite_options(table)?;
+    let endpoint = std::env::var("LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT")
         .expect("LEASEHOLD_TEST_AZURITE_TLS_ENDPOINT is set with the plain endpoint");
-    config.ca_file = Some(
-        std::env::var("LEASEHOLD_TEST_AZURITE_CA")
-            .expect("LEASEHOLD_TEST_AZURITE_CA is set with the HTTPS endpoint")
-            .into(),
-    );
-    Some(config)
+    let account = std::env::var("LEASEHOLD_TEST_AZURITE_ACCOUNT").expect("account");
+    let ca = std::env::var("LEASEHOLD_TEST_AZURITE_CA")
+        .expect("LEASEHOLD_TEST_AZURITE_CA is set with the HTTPS endpoint");
+    Some((options(&endpoint, &account, table), ca.into()))
+}
+
+/// The HTTPS Azurite trusting only the test authority; see [`azurite_tls`].
+pub fn azurite_tls_options(table: &str) -> Option<AzureOptions> {
+    azurite_tls(table).map(|(options, ca)| options.ca_file(ca))
 }

@@ -86,19 +86,20 @@ pub fn endpoints() -> Option<Vec<String>> {
     }
 }
 
-/// Options with timeouts short enough for tests that take members down.
-pub fn test_options() -> EtcdOptions {
-    EtcdOptions {
-        request_timeout: Duration::from_secs(3),
-        connect_timeout: Duration::from_secs(1),
-        ..EtcdOptions::default()
-    }
+/// The request timeout of [`test_options`].
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Options for `endpoints` with timeouts short enough for tests that take members down.
+pub fn test_options(endpoints: &[String]) -> EtcdOptions {
+    EtcdOptions::new(endpoints)
+        .request_timeout(REQUEST_TIMEOUT)
+        .connect_timeout(Duration::from_secs(1))
 }
 
 /// A store under a prefix of its own, so test runs never see each other's keys.
 pub async fn store(endpoints: &[String]) -> EtcdStore {
     let prefix = format!("/leasehold-test/{}", unique_group("run"));
-    EtcdStore::connect(endpoints, &prefix, test_options())
+    EtcdStore::connect(test_options(endpoints).prefix(prefix))
         .await
         .expect("connect to the test cluster")
 }
@@ -114,12 +115,12 @@ impl EtcdHarness {
     /// A harness on the TLS member at `endpoint`, trusting the authority in `ca`.
     pub async fn over_tls(endpoint: &str, ca: &PathBuf) -> EtcdHarness {
         let prefix = format!("/leasehold-test/{}", unique_group("tls-suite"));
-        let options = EtcdOptions {
-            ca_file: Some(ca.clone()),
-            ..test_options()
-        };
         let endpoints = [endpoint.to_owned()];
-        let store = EtcdStore::connect(&endpoints, &prefix, options)
+        let options = test_options(&endpoints)
+            .prefix(&prefix)
+            .tls(true)
+            .ca_file(ca);
+        let store = EtcdStore::connect(options)
             .await
             .expect("connect to the TLS member");
         let pem = std::fs::read(ca).expect("read the CA file");
@@ -136,7 +137,7 @@ impl EtcdHarness {
 
     pub async fn new(endpoints: &[String]) -> EtcdHarness {
         let prefix = format!("/leasehold-test/{}", unique_group("suite"));
-        let store = EtcdStore::connect(endpoints, &prefix, test_options())
+        let store = EtcdStore::connect(test_options(endpoints).prefix(&prefix))
             .await
             .expect("connect to the test cluster");
         let client = Client::connect(endpoints, None).await.expect("raw client");

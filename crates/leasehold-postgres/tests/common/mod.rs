@@ -54,20 +54,23 @@ pub fn tls() -> Option<(String, PathBuf, PathBuf)> {
     Some((tls_url, PathBuf::from(ca), PathBuf::from(other)))
 }
 
-/// Options with timeouts short enough for tests that stop the server.
-pub fn test_options() -> PostgresOptions {
-    PostgresOptions {
-        connect_timeout: Duration::from_secs(2),
-        statement_timeout: Duration::from_secs(2),
-        request_timeout: Duration::from_secs(3),
-        min_reconnect_delay: Duration::from_millis(50),
-        max_reconnect_delay: Duration::from_millis(500),
-        ..PostgresOptions::default()
-    }
+/// The request timeout of [`test_options`].
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Options for the server at `url` with timeouts short enough for tests that stop it.
+pub fn test_options(url: &str) -> PostgresOptions {
+    PostgresOptions::from_url(url)
+        .expect("the test URL")
+        .with_env()
+        .expect("the PG variables")
+        .connect_timeout(Duration::from_secs(2))
+        .statement_timeout(Duration::from_secs(2))
+        .request_timeout(REQUEST_TIMEOUT)
+        .reconnect_delay(Duration::from_millis(50), Duration::from_millis(500))
 }
 
 pub async fn store(url: &str) -> PostgresStore {
-    PostgresStore::connect_with(url, test_options())
+    PostgresStore::connect(test_options(url))
         .await
         .expect("connect to the test server")
 }
@@ -95,11 +98,10 @@ impl PostgresHarness {
         }
     }
 
-    /// A harness whose store connects to `store_url` with `options`, and whose own client to
-    /// `plain_url`.
-    pub async fn with(store_url: &str, options: PostgresOptions, plain_url: &str) -> Self {
+    /// A harness whose store connects with `options`, and whose own client to `plain_url`.
+    pub async fn with(options: PostgresOptions, plain_url: &str) -> Self {
         PostgresHarness {
-            store: PostgresStore::connect_with(store_url, options)
+            store: PostgresStore::connect(options)
                 .await
                 .expect("connect to the test server"),
             client: raw_client(plain_url).await,
@@ -118,7 +120,8 @@ impl Harness for PostgresHarness {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<(), StoreError> {
-        let table = format!("{}_leases", test_options().table_prefix);
+        // The store's default table prefix.
+        let table = "leasehold_leases";
         let updated = self
             .client
             .execute(

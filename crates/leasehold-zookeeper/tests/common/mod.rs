@@ -32,17 +32,18 @@ fn required_env(name: &str) -> Option<String> {
     }
 }
 
-/// Options with short timeouts so failures show quickly.
-pub fn test_options() -> ZookeeperOptions {
-    ZookeeperOptions {
-        session_timeout: Duration::from_secs(6),
-        call_timeout: Duration::from_secs(3),
-    }
+/// Options for the server at `address`, under the tests' own prefix, with short timeouts so
+/// failures show quickly.
+pub fn test_options(address: &str) -> ZookeeperOptions {
+    ZookeeperOptions::new(address.split(','))
+        .prefix("/leasehold-test")
+        .session_timeout(Duration::from_secs(6))
+        .call_timeout(Duration::from_secs(3))
 }
 
 /// A store under the tests' own prefix.
 pub async fn connect(address: &str) -> ZookeeperStore {
-    ZookeeperStore::connect(address, "/leasehold-test", test_options())
+    ZookeeperStore::connect(test_options(address))
         .await
         .expect("connect to the test ZooKeeper server")
 }

@@ -15,6 +15,7 @@
 mod checks;
 mod faulty;
 pub mod scenarios;
+mod urls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::types::{GroupName, PartitionId};
 
 pub use checks::*;
 pub use faulty::FaultyStore;
+pub use urls::assert_urls_refused;
 
 /// What the suite needs from a backend under test.
 #[async_trait]
