@@ -196,16 +196,25 @@ pub struct NodeArgs {
     /// scan [default: 0s up to 4096 partitions, 5m above].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub relist_after: Option<Duration>,
+    /// How long giving a lease up (rebalancing, a drain, SIGTERM) waits for the work in
+    /// flight under it before letting the lease expire instead [default: 30s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub drain_timeout: Option<Duration>,
     /// Append `<unix_ns> <node> acquired|lost|released <partition> <epoch>` lines here.
     #[arg(long, value_name = "FILE")]
     pub fence_log: Option<PathBuf>,
     /// Append `<unix_ns> <node> work <partition> <epoch>` for each partition held, every
-    /// --work-interval.
+    /// --work-interval. With --work-duration, each line starts a unit of work that holds a
+    /// work permit for that long and ends with a `done` line, or `abandoned` if the lease
+    /// ran out under it.
     #[arg(long, value_name = "FILE", requires = "work_interval")]
     pub work_log: Option<PathBuf>,
-    /// How often to write work lines.
+    /// How often to write work lines, or to start a unit on each partition with none running.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "work_log")]
     pub work_interval: Option<Duration>,
+    /// How long each unit of work holds its permit; a hand-off of the partition waits for it.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "work_log")]
+    pub work_duration: Option<Duration>,
 }
 
 /// Options of `demo`.
@@ -261,6 +270,10 @@ pub struct SimArgs {
     /// single-owner check must catch.
     #[arg(long = "unsafe")]
     pub unsafe_timings: bool,
+    /// Negative control: release leases without waiting for the work in flight under them,
+    /// which the work-overlap check must catch.
+    #[arg(long = "unsafe-release")]
+    pub unsafe_release: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

@@ -26,6 +26,7 @@ mod stale;
 mod status;
 mod store_url;
 mod table;
+mod work;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -1,7 +1,7 @@
 //! `node`: one participant as a long-lived process, stopped gracefully by SIGTERM or SIGINT.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::Context;
 use leasehold::{
@@ -14,6 +14,7 @@ use crate::admin_commands::GroupTable;
 use crate::append_log::{unix_ns, wall_time_of, AppendLog};
 use crate::cli::{Cli, NodeArgs};
 use crate::store_url;
+use crate::work::Worker;
 use crate::Outcome;
 
 /// Runs `node` until a termination signal, then releases its leases and returns.
@@ -23,6 +24,12 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     configure(cli, args, args.partitions.unwrap_or(1))
         .validate()
         .with_context(|| format!("invalid configuration for node {node}"))?;
+    if args
+        .work_interval
+        .is_some_and(|interval| interval.is_zero())
+    {
+        anyhow::bail!("--work-interval must be greater than zero");
+    }
     let store = store_url::open(&cli.store_url()?).await?;
     let table = GroupTable {
         store: Arc::new(TimeoutStore::new(Arc::clone(&store), cli.timeout)),
@@ -46,7 +53,12 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     let participant = Participant::start(store, config, recorder)
         .with_context(|| format!("invalid configuration for node {node}"))?;
     let worker = match (work_log, args.work_interval) {
-        (Some(log), Some(interval)) => Some(tokio::spawn(work(participant.clone(), log, interval))),
+        (Some(log), Some(interval)) => Some(Worker::start(
+            participant.clone(),
+            log,
+            interval,
+            args.work_duration,
+        )),
         _ => None,
     };
     let signal_name = tokio::select! {
@@ -54,11 +66,13 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         _ = interrupt.recv() => "SIGINT",
     };
     tracing::info!(%node, signal = signal_name, held = participant.owned().len(), "releasing leases and stopping");
-    if let Some(worker) = worker {
-        worker.abort();
-        let _ = worker.await;
+    match worker {
+        // Units in flight finish under their permits while the leases are handed off.
+        Some(worker) => {
+            tokio::join!(worker.stop(), participant.shutdown());
+        }
+        None => participant.shutdown().await,
     }
-    participant.shutdown().await;
     tracing::info!(%node, "stopped");
     Ok(Outcome::Success)
 }
@@ -83,6 +97,7 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
         .forget_members_after
         .unwrap_or(config.forget_members_after);
     config.relist_after = args.relist_after.unwrap_or(config.relist_after);
+    config.drain_timeout = args.drain_timeout.unwrap_or(config.drain_timeout);
     config
 }
 
@@ -142,31 +157,6 @@ impl Callbacks for Recorder {
             };
             let (partition, epoch) = (loss.partition, loss.epoch);
             log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));
-        }
-    }
-}
-
-/// Every `interval`, records one unit of work per partition held, under its epoch.
-async fn work(participant: Participant, log: AppendLog, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        for partition in participant.owned() {
-            let Some(guard) = participant.lease(partition) else {
-                continue;
-            };
-            let line = format!(
-                "{} {} work {partition} {}\n",
-                unix_ns(SystemTime::now()),
-                participant.node(),
-                guard.epoch()
-            );
-            // Checked again after formatting, right before the write: a process paused past
-            // its deadline must not write under an epoch that has moved on.
-            if guard.is_valid() {
-                log.append_or_warn(&line);
-            }
         }
     }
 }

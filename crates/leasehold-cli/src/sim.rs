@@ -17,6 +17,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     let mut config = SimConfig::new(args.nodes, args.partitions, args.duration, args.faults);
     config.timings.relist_after = args.relist_after;
     config.unsafe_timings = args.unsafe_timings;
+    config.unsafe_release = args.unsafe_release;
     config
 }
 
@@ -126,7 +127,12 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
             config.partitions,
             config.duration.as_secs_f64(),
             config.profile,
-            if config.unsafe_timings { " (unsafe timings)" } else { "" },
+            match (config.unsafe_timings, config.unsafe_release) {
+                (true, true) => " (unsafe timings and releases)",
+                (true, false) => " (unsafe timings)",
+                (false, true) => " (unsafe releases)",
+                (false, false) => "",
+            },
             summary.passed,
             summary.violations.len(),
             summary.simulated.as_secs_f64(),

@@ -251,11 +251,16 @@ pub struct SimConfig {
     /// Start nodes with [`Timings::unsafe_takeover`], bypassing validation: the negative
     /// control, which the single-owner check must catch.
     pub unsafe_timings: bool,
+    /// Start nodes that write a lease released without waiting for the permits of the work
+    /// in flight, bypassing validation: the negative control, which the work-overlap check
+    /// must catch.
+    pub unsafe_release: bool,
     /// How often every node's leases are sampled for the checks, besides at every callback
     /// and store call.
     pub sample_every: Duration,
-    /// How often each node submits work to the fenced resource for each partition it holds;
-    /// zero turns the workers off (for large runs).
+    /// How often each node submits work to the fenced resource for each partition it holds,
+    /// and, twice as often, starts a unit of work under a permit on one of them; zero turns
+    /// the workers off (for large runs).
     pub work_every: Duration,
     /// Whether the store pushes change notices (as etcd, ZooKeeper and PostgreSQL can); when
     /// off, nodes learn of changes only by scanning every `scan_interval`.
@@ -275,6 +280,7 @@ impl SimConfig {
             faults: FaultConfig::for_profile(profile, &timings),
             timings,
             unsafe_timings: false,
+            unsafe_release: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
@@ -322,6 +328,9 @@ impl SimConfig {
         }
         if self.unsafe_timings {
             command.push_str(" --unsafe");
+        }
+        if self.unsafe_release {
+            command.push_str(" --unsafe-release");
         }
         command
     }

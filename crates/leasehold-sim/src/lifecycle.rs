@@ -2,12 +2,13 @@
 //! own clock, its store connection through the faults and its callbacks to the checks, works
 //! under its leases, and ends by a crash or by leaving gracefully.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{
-    Callbacks, Environment, LeaseGuard, LeaseStore, Loss, NodeId, Participant, SeededRng,
-    TimeoutStore,
+    Callbacks, Environment, LeaseGuard, LeaseStore, Loss, NodeId, Participant, PartitionId,
+    SeededRng, TimeoutStore,
 };
 use tokio::time::Instant;
 
@@ -37,10 +38,11 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
     let holder = slot.holder(index);
     let gate = Gate::default();
     let clock = SimClock::new(world.origin, slot.rate, gate.clone());
-    let config = world
+    let mut config = world
         .timings
         .participant_config(slot.name.clone(), world.config.partitions)
         .with_group(world.group.clone());
+    config.unsafe_release_ignores_permits = world.config.unsafe_release;
     let store: Arc<dyn LeaseStore> =
         Arc::new(FaultyStore::new(Arc::clone(world), holder, gate.clone()));
     let callbacks = NodeCallbacks {
@@ -51,7 +53,7 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
         clock: Arc::new(clock.clone()),
         seed: SeededRng::new(world.seed ^ ((index as u64) << 32) ^ holder.incarnation).next_u64(),
     };
-    let participant = if world.config.unsafe_timings {
+    let participant = if world.config.unsafe_timings || world.config.unsafe_release {
         // Unchecked start skips the time limit the checked one adds; add it here.
         let store = Arc::new(TimeoutStore::new(store, config.store_timeout));
         Participant::start_unchecked(store, config, Arc::new(callbacks), environment)
@@ -61,7 +63,7 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
     };
     slot.life = Life::Running(Process {
         participant,
-        clock,
+        clock: clock.clone(),
         gate: gate.clone(),
         started: Instant::now(),
         sampled: None,
@@ -69,8 +71,15 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
     let rate = slot.rate;
     world.event(&mut state, format!("{holder} started rate={rate:.6}"));
     if !world.config.work_every.is_zero() {
-        let worker = work(Arc::clone(world), holder, gate, state.rng.next_u64());
+        let worker = work(
+            Arc::clone(world),
+            holder,
+            gate.clone(),
+            state.rng.next_u64(),
+        );
         world.spawn(&mut state, worker);
+        let units = units(Arc::clone(world), holder, clock, gate, state.rng.next_u64());
+        world.spawn(&mut state, units);
     }
 }
 
@@ -100,6 +109,7 @@ pub(crate) fn end_process(
         return None;
     };
     process.participant.abort();
+    state.work.process_ended(holder, now);
     let lived = now - process.started;
     state.traffic.node_heartbeats += lived.as_secs_f64() / world.timings.heartbeat.as_secs_f64();
     let held = state.beliefs.held_at(holder, now);
@@ -166,6 +176,70 @@ async fn work(world: Arc<World>, holder: Holder, gate: Gate, seed: u64) {
             return;
         }
         world.submit(holder, &guards);
+    }
+}
+
+/// Units of work of node `holder`, each under a permit: about every `work_every / 2` it
+/// starts one on a partition it holds that has none running. Most last a few seconds; one in
+/// eight lasts up to two leases, outliving the drain timeout of a hand-off now and then.
+/// Each unit reports its span to the checks when it ends.
+async fn units(world: Arc<World>, holder: Holder, clock: SimClock, gate: Gate, seed: u64) {
+    let mut rng = SeededRng::new(seed);
+    let every = world.config.work_every / 2;
+    let longest = world.timings.lease_validity * 2;
+    let quiet = world.origin + world.config.quiet_at();
+    let running: Arc<Mutex<BTreeSet<PartitionId>>> = Arc::default();
+    loop {
+        tokio::time::sleep(rng.spread(every, 0.5)).await;
+        gate.wait_open().await;
+        let Some(participant) = world.participant(holder) else {
+            return;
+        };
+        let idle: Vec<PartitionId> = {
+            let running = running.lock().unwrap_or_else(|e| e.into_inner());
+            let owned = participant.owned();
+            owned.into_iter().filter(|p| !running.contains(p)).collect()
+        };
+        if idle.is_empty() {
+            continue;
+        }
+        let partition = idle[rng.below(idle.len())];
+        let Some(permit) = participant.permit(partition) else {
+            continue;
+        };
+        // Work that outlives a hand-off's drain timeout is a fault of sorts (the partition
+        // then waits for an expiry): long units end before the faults stop.
+        let before_quiet = quiet.saturating_duration_since(Instant::now());
+        let length = if rng.below(8) == 0 {
+            longest.mul_f64(rng.next_f64()).min(before_quiet)
+        } else {
+            every.mul_f64(4.0 * rng.next_f64())
+        };
+        running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(partition);
+        let start = Instant::now();
+        let unit = {
+            let (world, clock, gate, running) = (
+                Arc::clone(&world),
+                clock.clone(),
+                gate.clone(),
+                Arc::clone(&running),
+            );
+            async move {
+                tokio::time::sleep(length).await;
+                gate.wait_open().await;
+                world.unit_done(holder, &permit, start, &clock);
+                drop(permit);
+                running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&partition);
+            }
+        };
+        let mut state = world.lock();
+        world.spawn(&mut state, unit);
     }
 }
 

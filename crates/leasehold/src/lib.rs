@@ -77,7 +77,9 @@ pub use clock::{Clock, DriftClock, SeededRng, Sleep, TokioClock};
 pub use config::{ConfigError, ParticipantConfig};
 pub use error::{BoxError, StoreError};
 pub use memory::MemoryStore;
-pub use participant::{Callbacks, Environment, LeaseGuard, Loss, LossReason, Participant, Status};
+pub use participant::{
+    Callbacks, Environment, LeaseGuard, Loss, LossReason, Participant, Status, WorkPermit,
+};
 pub use record::{
     unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, Stored, StoredLease,
     StoredMember,

@@ -7,6 +7,7 @@ pub mod epochs;
 pub mod fencing;
 pub mod liveness;
 pub mod single_owner;
+pub mod work;
 
 use std::fmt;
 
@@ -40,6 +41,8 @@ pub enum Invariant {
     Liveness,
     /// [`balance`]: once settled, owned counts differ by at most one.
     Balance,
+    /// [`work`]: units of work of two processes on one partition never overlap.
+    WorkOverlap,
 }
 
 impl Invariant {
@@ -51,6 +54,7 @@ impl Invariant {
             Invariant::Fencing => "fencing",
             Invariant::Liveness => "liveness",
             Invariant::Balance => "balance",
+            Invariant::WorkOverlap => "work-overlap",
         }
     }
 }

@@ -1,8 +1,10 @@
 //! What the world checks as nodes act: their beliefs whenever it looks, each acquisition
 //! and loss their callbacks report, and the work they submit under their leases.
 
-use leasehold::{LeaseGuard, Loss, LossReason};
+use leasehold::{LeaseGuard, Loss, LossReason, WorkPermit};
 use tokio::time::Instant;
+
+use crate::clock::SimClock;
 
 use super::{Life, Slot, State, World};
 use crate::invariants::{Holder, Invariant};
@@ -27,7 +29,11 @@ impl World {
         if process.sampled.replace(changes) == Some(changes) {
             return;
         }
-        let (leases, clock) = (process.participant.leases(), process.clock.clone());
+        // A lease being handed off is still this node's: no other may take it until the work
+        // in flight under it ends and it is written released.
+        let (mut leases, clock) = (process.participant.leases(), process.clock.clone());
+        leases.extend(process.participant.handing_off());
+        leases.sort_by_key(LeaseGuard::partition);
         let mut gone = state.beliefs.open_partitions(holder);
         gone.retain(|p| {
             leases
@@ -65,6 +71,7 @@ impl World {
             state.recorder.holds(holder, now, held, fair_share);
         }
         state.beliefs.prune(now);
+        state.work.prune(now);
     }
 
     /// ⌊P / N⌋ over the nodes currently serving.
@@ -120,6 +127,24 @@ impl World {
         self.sample(&mut state, holder);
         if loss.reason == LossReason::Released {
             state.recorder.released(loss.partition, Instant::now());
+        } else if let Some(process) = state.nodes.get(&holder.node).and_then(Slot::process) {
+            // A release waits for the permits, so only the other losses can cut work short.
+            let at = process.clock.to_true(loss.at);
+            state.work.lost(holder, loss.partition, loss.epoch, at);
+        }
+    }
+
+    /// A unit of work of `holder`, started at `start` under `permit`, has ended now.
+    pub fn unit_done(&self, holder: Holder, permit: &WorkPermit, start: Instant, clock: &SimClock) {
+        let now = Instant::now();
+        let ran_out = (!permit.is_valid()).then(|| clock.to_true(permit.valid_until()));
+        let mut state = self.lock();
+        let (partition, epoch) = (permit.partition(), permit.epoch());
+        let outcome = state
+            .work
+            .unit(holder, partition, epoch, start, now, ran_out);
+        if let Err(details) = outcome {
+            self.violate(&mut state, Invariant::WorkOverlap, details);
         }
     }
 

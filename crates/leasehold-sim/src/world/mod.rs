@@ -18,6 +18,7 @@ use crate::figures::{FaultCounts, Recorder, StoreTraffic};
 use crate::invariants::epochs::EpochOrder;
 use crate::invariants::fencing::FencedResources;
 use crate::invariants::single_owner::SingleOwner;
+use crate::invariants::work::WorkSpans;
 use crate::invariants::{Holder, Invariant};
 use crate::report::Violation;
 use crate::trace::Trace;
@@ -84,6 +85,7 @@ pub(crate) struct State {
     pub beliefs: SingleOwner,
     pub epochs: EpochOrder,
     pub fenced: FencedResources,
+    pub work: WorkSpans,
     pub recorder: Recorder,
     pub traffic: StoreTraffic,
     pub counts: FaultCounts,
@@ -129,6 +131,7 @@ impl World {
                 beliefs: SingleOwner::new(origin, retention),
                 epochs: EpochOrder::default(),
                 fenced: FencedResources::default(),
+                work: WorkSpans::new(timings.lease_validity * 20),
                 recorder: Recorder::new(config.partitions, window),
                 traffic: StoreTraffic::default(),
                 counts: FaultCounts::default(),

@@ -17,8 +17,8 @@ use crate::config::{ConfigError, ParticipantConfig};
 use crate::store::{LeaseStore, TimeoutStore};
 use crate::types::{NodeId, PartitionId};
 
-use guard::Tenure;
 pub use guard::{Callbacks, LeaseGuard, Loss, LossReason, WorkPermit};
+use guard::{Phase, Tenure};
 use runner::{Command, Runner};
 
 /// Commands queued from handles to the task: only a shutdown is ever sent.
@@ -128,13 +128,12 @@ impl Shared {
         serving
     }
 
-    /// Ends a tenure: its guards and permits turn invalid.
-    fn remove(&self, partition: PartitionId) {
+    /// Takes a tenure out of the leases held; the caller ends it.
+    fn remove(&self, partition: PartitionId) -> Option<Arc<Tenure>> {
         let mut leases = self.write_leases();
-        if let Some(tenure) = leases.held.remove(&partition) {
-            tenure.end();
-            leases.changed();
-        }
+        let tenure = leases.held.remove(&partition)?;
+        leases.changed();
+        Some(tenure)
     }
 
     fn update_status(&self, change: impl FnOnce(&mut Status)) {
@@ -296,6 +295,20 @@ impl Participant {
             .held
             .values()
             .filter_map(Tenure::guard)
+            .collect()
+    }
+
+    /// The leases this node is handing off, in partition order: still its own, renewed while
+    /// the work in flight under them ends, but no longer open to new work (their guards are
+    /// not valid). Each is written released once its last permit is dropped.
+    pub fn handing_off(&self) -> Vec<LeaseGuard> {
+        self.inner
+            .shared
+            .read_leases()
+            .held
+            .values()
+            .filter(|tenure| tenure.phase() == Phase::HandingOff)
+            .map(Tenure::snapshot)
             .collect()
     }
 

@@ -160,8 +160,9 @@ impl Runner {
             let expire = self.sleep_until(self.earliest_deadline());
             let next_tick = [
                 Some(self.next_heartbeat),
-                (self.stopping.is_none()).then_some(self.next_scan),
-                self.wake_at,
+                // A node on its way out neither scans nor takes anything.
+                self.stopping.is_none().then_some(self.next_scan),
+                self.wake_at.filter(|_| self.stopping.is_none()),
                 self.drain_deadline(),
             ]
             .into_iter()
@@ -323,7 +324,15 @@ impl Runner {
         self.handoffs.remove(&partition);
         self.settled = false;
         self.ramping = false;
-        self.shared.remove(partition);
+        let negative_control =
+            reason == LossReason::Released && self.config.unsafe_release_ignores_permits;
+        if let Some(tenure) = self.shared.remove(partition) {
+            // Every guard and permit of it turns invalid now. The negative control leaves
+            // the permits valid to the deadline, as if the release had not waited for them.
+            if !negative_control {
+                tenure.end();
+            }
+        }
         tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, reason = reason.as_str(), "lease lost");
         self.callbacks.on_lost(&Loss {
             partition,
