@@ -64,6 +64,8 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     let signal_name = tokio::select! {
         _ = terminate.recv() => "SIGTERM",
         _ = interrupt.recv() => "SIGINT",
+        // Nothing renews the leases any more: exit, so that a supervisor restarts the node.
+        _ = participant.stopped() => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
     };
     tracing::info!(%node, signal = signal_name, held = participant.owned().len(), "releasing leases and stopping");
     match worker {
@@ -153,7 +155,7 @@ impl Callbacks for Recorder {
             let at = unix_ns(wall_time_of(loss.at));
             let word = match loss.reason {
                 LossReason::Released => "released",
-                LossReason::Expired | LossReason::Conflict => "lost",
+                LossReason::Expired | LossReason::Conflict | LossReason::Stopped => "lost",
             };
             let (partition, epoch) = (loss.partition, loss.epoch);
             log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));

@@ -247,3 +247,72 @@ async fn many_releases_at_once_all_complete() {
     assert_eq!(released, partitions as usize);
     a.shutdown().await;
 }
+
+/// Callbacks that panic on every notice.
+struct Panicky;
+
+impl Callbacks for Panicky {
+    fn on_acquired(&self, _: &LeaseGuard) {
+        panic!("a bug in the application");
+    }
+
+    fn on_lost(&self, _: &Loss) {
+        panic!("another bug in the application");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_callback_does_not_stop_the_lease_loop() {
+    let store = store_with(2).await;
+    let a = Participant::start(store.clone(), config("a", 2), Panicky).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 2, "still holding and renewing");
+    let status = a.status();
+    assert!(status.callback_panics >= 2, "{status:?}");
+    let version = lease_of(&store, 0).await.version;
+    sleep(Duration::from_secs(1)).await;
+    assert_ne!(lease_of(&store, 0).await.version, version, "renewals go on");
+    a.shutdown().await;
+    assert_eq!(lease_of(&store, 0).await.value.state, LeaseState::Released);
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_every_handle_is_dropped_the_application_hears_of_every_lease_ending() {
+    let store = store_with(2).await;
+    let log = Log::default();
+    let a = Participant::start(store.clone(), config("a", 2), log.clone()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(P0).expect("held");
+    drop(a);
+    sleep(Duration::from_millis(10)).await;
+    assert!(!permit.is_valid(), "nothing renews the lease any more");
+    let mut told = log.told();
+    told.sort_by_key(|t| format!("{t:?}"));
+    assert_eq!(
+        told,
+        vec![
+            Told::Lost(P0, LossReason::Stopped),
+            Told::Lost(PartitionId(1), LossReason::Stopped)
+        ]
+    );
+    assert_eq!(
+        lease_of(&store, 0).await.value.state,
+        LeaseState::Held,
+        "left to expire, not released"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopped_resolves_once_the_task_has_ended() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    let watcher = a.clone();
+    let stopped = tokio::spawn(async move { watcher.stopped().await });
+    sleep(Duration::from_secs(1)).await;
+    assert!(!stopped.is_finished());
+    a.shutdown().await;
+    tokio::time::timeout(Duration::from_millis(10), stopped)
+        .await
+        .expect("resolved at the end of the shutdown")
+        .unwrap();
+}

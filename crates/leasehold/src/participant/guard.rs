@@ -313,6 +313,10 @@ pub enum LossReason {
     /// This node handed it off: rebalancing, draining, [`crate::Participant::release`] or
     /// shutdown.
     Released,
+    /// The participant's background task ended without releasing it: every handle was
+    /// dropped, or the task failed. Nothing renews the lease any more; it expires in the
+    /// store on schedule.
+    Stopped,
 }
 
 impl LossReason {
@@ -322,6 +326,7 @@ impl LossReason {
             LossReason::Expired => "expired",
             LossReason::Conflict => "conflict",
             LossReason::Released => "released",
+            LossReason::Stopped => "stopped",
         }
     }
 }
@@ -343,7 +348,8 @@ pub struct Loss {
 /// Notifications from a participant to the application.
 ///
 /// Called on the participant's task: keep them short and never block; hand real work to
-/// the application's own tasks.
+/// the application's own tasks. A callback that panics is contained: the lease loop logs
+/// it, counts it in [`crate::Status::callback_panics`] and carries on.
 pub trait Callbacks: Send + Sync + 'static {
     /// This node now holds `lease`: start serving the partition.
     fn on_acquired(&self, lease: &LeaseGuard) {

@@ -6,9 +6,10 @@ mod runner;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -58,6 +59,8 @@ pub struct Status {
     pub lease_listings: u64,
     /// Why the last scan failed, if it did.
     pub last_scan_error: Option<String>,
+    /// Application callbacks that panicked (each contained and logged).
+    pub callback_panics: u64,
 }
 
 /// State shared between handles and the task. Locks are held only for map operations,
@@ -67,6 +70,10 @@ struct Shared {
     status: RwLock<Status>,
     /// Wakes the task when a hand-off may go on (see [`Tenure`]).
     progress: Arc<Notify>,
+    /// Set by [`Participant::abort`]: the task ends as in a crash, telling nobody.
+    aborted: AtomicBool,
+    /// Turns true when the task has ended, for whatever reason.
+    stopped: watch::Sender<bool>,
 }
 
 /// The tenures held, those being handed off included, with a counter of changes to them
@@ -239,6 +246,8 @@ impl Participant {
             leases: RwLock::new(Leases::default()),
             status: RwLock::new(Status::default()),
             progress: Arc::new(Notify::new()),
+            aborted: AtomicBool::new(false),
+            stopped: watch::Sender::new(false),
         });
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();
@@ -385,9 +394,20 @@ impl Participant {
         }
     }
 
+    /// Resolves once the background task has ended: after [`Participant::shutdown`], or
+    /// unexpectedly. Held leases are reported lost ([`LossReason::Stopped`]) when the task
+    /// ends without releasing them. A process built on a participant should watch this and
+    /// exit when it resolves without a shutdown, so that its supervisor restarts it.
+    pub async fn stopped(&self) {
+        let mut stopped = self.inner.shared.stopped.subscribe();
+        // The sender lives in the shared state this handle keeps: it cannot close.
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    }
+
     /// Stops the background task at once without writing anything, as a crash would: held
     /// leases stay in the store until they expire. For tests, demos and simulations.
     pub fn abort(&self) {
+        self.inner.shared.aborted.store(true, Ordering::SeqCst);
         let mut leases = self.inner.shared.write_leases();
         for tenure in std::mem::take(&mut leases.held).into_values() {
             tenure.end();

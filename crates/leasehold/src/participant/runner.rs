@@ -334,12 +334,28 @@ impl Runner {
             }
         }
         tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, reason = reason.as_str(), "lease lost");
-        self.callbacks.on_lost(&Loss {
+        let loss = Loss {
             partition,
             epoch: holding.epoch,
             reason,
             at,
-        });
+        };
+        self.contain("on_lost", |callbacks| callbacks.on_lost(&loss));
+    }
+
+    /// Runs an application callback, containing a panic in it: the lease loop must outlive a
+    /// bug in the application's code, or every lease of the node would end unannounced.
+    fn contain<T>(&self, what: &'static str, call: impl FnOnce(&dyn Callbacks) -> T) -> Option<T> {
+        let callbacks = &*self.callbacks;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(callbacks))) {
+            Ok(value) => Some(value),
+            Err(_) => {
+                tracing::error!(node = %self.config.node, callback = what, "a callback panicked; the lease loop carries on");
+                self.shared
+                    .update_status(|status| status.callback_panics += 1);
+                None
+            }
+        }
     }
 
     async fn renew(&mut self) {
@@ -356,7 +372,9 @@ impl Runner {
             .map(|(partition, holding)| {
                 let mut record = holding.record.clone();
                 record.written_at_unix_ms = written_at;
-                record.load = self.callbacks.load(*partition);
+                record.load = self
+                    .contain("load", |callbacks| callbacks.load(*partition))
+                    .flatten();
                 LeaseWrite {
                     partition: *partition,
                     record,
@@ -856,7 +874,9 @@ impl Runner {
             );
             self.shared.insert(Arc::clone(&tenure));
             tracing::info!(node = %self.config.node, partition = %write.partition, %epoch, "lease acquired");
-            self.callbacks.on_acquired(&tenure.snapshot());
+            self.contain("on_acquired", |callbacks| {
+                callbacks.on_acquired(&tenure.snapshot())
+            });
             taken += 1;
         }
         taken
@@ -897,7 +917,9 @@ impl Runner {
                 self.settled = false;
                 self.ramping = false;
                 tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, permits = tenure.permits(), "handing lease off");
-                self.callbacks.on_handing_off(&tenure.snapshot());
+                self.contain("on_handing_off", |callbacks| {
+                    callbacks.on_handing_off(&tenure.snapshot())
+                });
             }
             let Handoff::Draining { until } = handoff else {
                 continue;
@@ -996,5 +1018,24 @@ async fn next_change(feed: &mut Option<ChangeFeed>) -> Option<Change> {
     match feed {
         Some(feed) => feed.next().await,
         None => std::future::pending().await,
+    }
+}
+
+/// However the task ends — shut down, every handle dropped, or a failure unwinding through
+/// it — its leases end with it: their guards and permits turn invalid and the application
+/// hears of each, unless the task was aborted as a crash is simulated.
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if !self
+            .shared
+            .aborted
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let now = self.clock.now();
+            for partition in self.holdings.keys().copied().collect::<Vec<_>>() {
+                self.lose(partition, LossReason::Stopped, now);
+            }
+        }
+        self.shared.stopped.send_replace(true);
     }
 }
