@@ -66,6 +66,9 @@ pub(crate) struct Runner {
     holdings: BTreeMap<PartitionId, Holding>,
     /// The holdings being handed off (each marked [`Holding::handing_off`]).
     handoffs: BTreeMap<PartitionId, Handoff>,
+    /// A heartbeat (renewals and the member record) is under way: the calls it makes must
+    /// not start another.
+    beating: bool,
     /// Set once a shutdown was asked for: the task hands every lease off, takes nothing new,
     /// and answers here when the last one is gone.
     stopping: Option<oneshot::Sender<()>>,
@@ -124,6 +127,7 @@ impl Runner {
             commands,
             holdings: BTreeMap::new(),
             handoffs: BTreeMap::new(),
+            beating: false,
             stopping: None,
             observed: Observed::default(),
             member_version: None,
@@ -266,10 +270,15 @@ impl Runner {
 
     /// Awaits a store call while still dropping leases at their deadlines, so a hung store
     /// can delay the loop but never the end of a lease.
+    ///
+    /// Renewals keep their schedule meanwhile: when the heartbeat comes due while a scan,
+    /// an acquisition or a release waits on the store, the renewal goes out then, not after.
+    /// A slow listing can delay finding new partitions, never keeping the ones held.
     async fn call<T>(&mut self, call: impl Future<Output = T>) -> T {
         tokio::pin!(call);
         loop {
             let expire = self.sleep_until(self.earliest_deadline());
+            let beat = self.sleep_until((!self.beating).then_some(self.next_heartbeat));
             // Biased, deadline first: when a reply and a deadline arrive together, the lease
             // ends before the reply is read (a late renewal never revives it), and the order
             // does not depend on Tokio's random branch choice, so simulations replay exactly.
@@ -277,16 +286,27 @@ impl Runner {
                 biased;
                 _ = expire => self.expire_due(),
                 output = &mut call => return output,
+                _ = beat => self.beat().await,
             }
         }
     }
 
-    async fn tick(&mut self) {
-        let now = self.clock.now();
-        if now >= self.next_heartbeat {
+    /// Renews every held lease and rewrites the member record. Boxed: it makes store calls
+    /// itself, and [`Runner::call`] runs it while waiting on another.
+    fn beat(&mut self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            self.beating = true;
+            let now = self.clock.now();
             self.next_heartbeat = now + self.rng.shorten(self.config.heartbeat, self.config.jitter);
             self.renew().await;
             self.write_member().await;
+            self.beating = false;
+        })
+    }
+
+    async fn tick(&mut self) {
+        if self.clock.now() >= self.next_heartbeat {
+            self.beat().await;
         }
         if !self.handoffs.is_empty() {
             self.advance_handoffs().await;
