@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold::testing::Harness;
-use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
+use leasehold::testing::{Harness, Listed, Malformed};
+use leasehold::{GroupName, LeaseStore, NodeId, PartitionId, RecordKey, StoreError};
 use leasehold_postgres::{PostgresOptions, PostgresStore};
 
 const URL_VAR: &str = "LEASEHOLD_TEST_POSTGRES_URL";
@@ -132,5 +132,111 @@ impl Harness for PostgresHarness {
             .map_err(|e| StoreError::unavailable("corrupt a record", e))?;
         assert_eq!(updated, 1, "the record to corrupt exists");
         Ok(())
+    }
+
+    /// Rows as `psql` could leave them: everything the table's constraints still allow.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
+        let lease = |partition: i64, values: &str| {
+            format!(
+                "INSERT INTO leasehold_leases (grp, partition, owner, epoch, state, prohibited, \
+                 load, note, written_at_unix_ms, version) VALUES ($1, {partition}, {values})"
+            )
+        };
+        let version = "nextval('leasehold_version')";
+        let member = |node: &str, values: &str| {
+            format!(
+                "INSERT INTO leasehold_members (grp, node, weight, draining, load, heartbeat, \
+                 written_at_unix_ms, version) VALUES ($1, '{node}', {values})"
+            )
+        };
+        let bad_member = |node: &str| {
+            Malformed::new(
+                Listed::Members,
+                RecordKey::Member(NodeId::new(node).expect("a valid name")),
+                "",
+            )
+        };
+        let cases = [
+            (
+                lease(
+                    10,
+                    &format!("'n1', 1, 'held', '{{NULL}}', NULL, NULL, NULL, {version}"),
+                ),
+                Malformed::lease(10, "a NULL element in prohibited"),
+            ),
+            (
+                lease(
+                    11,
+                    &format!("NULL, -1, 'released', '{{}}', NULL, NULL, NULL, {version}"),
+                ),
+                Malformed::lease(11, "a negative epoch"),
+            ),
+            (
+                lease(
+                    12,
+                    &format!("'', 1, 'held', '{{}}', NULL, NULL, NULL, {version}"),
+                ),
+                Malformed::lease(12, "an empty owner"),
+            ),
+            (
+                lease(13, "NULL, 0, 'released', '{}', NULL, NULL, NULL, -7"),
+                Malformed::lease(13, "a negative version"),
+            ),
+            (
+                lease(
+                    14,
+                    &format!("NULL, 0, 'released', '{{}}', NULL, NULL, -1, {version}"),
+                ),
+                Malformed::lease(14, "a negative write time"),
+            ),
+            (
+                lease(
+                    4_294_967_296,
+                    &format!("NULL, 0, 'released', '{{}}', NULL, NULL, NULL, {version}"),
+                ),
+                Malformed::new(
+                    Listed::Leases,
+                    RecordKey::Stored("lease 4294967296".to_owned()),
+                    "a partition beyond u32",
+                ),
+            ),
+            (
+                member(
+                    "bad-weight",
+                    &format!("4294967296, false, NULL, 0, NULL, {version}"),
+                ),
+                Malformed {
+                    damage: "a weight beyond u32".to_owned(),
+                    ..bad_member("bad-weight")
+                },
+            ),
+            (
+                member(
+                    "bad-heartbeat",
+                    &format!("1, false, NULL, -1, NULL, {version}"),
+                ),
+                Malformed {
+                    damage: "a negative heartbeat".to_owned(),
+                    ..bad_member("bad-heartbeat")
+                },
+            ),
+            (
+                member("bad name", &format!("1, false, NULL, 0, NULL, {version}")),
+                Malformed::new(
+                    Listed::Members,
+                    RecordKey::Stored("member bad name".to_owned()),
+                    "a name that is not a node name",
+                ),
+            ),
+        ];
+        let mut malformed = Vec::new();
+        for (statement, damage) in cases {
+            self.client
+                .execute(&statement, &[&group.as_str()])
+                .await
+                .map_err(|e| StoreError::unavailable("write a malformed row", e))?;
+            malformed.push(damage);
+        }
+        Ok(malformed)
     }
 }
