@@ -5,8 +5,8 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::testing::{run_conformance, Harness};
-use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
+use leasehold::testing::{run_conformance, Harness, Malformed, MALFORMED_FIRST_PARTITION};
+use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode, StoreError};
 use leasehold_azure::AzureTableStore;
 
 struct AzureHarness {
@@ -27,6 +27,32 @@ impl Harness for AzureHarness {
         self.store
             .overwrite_lease_column(group, partition, "state", "bogus")
             .await
+    }
+
+    /// Properties as a table explorer could leave them: Azure Tables keeps whatever type a
+    /// client sends, so a number may come back as text.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
+        let cases = [
+            ("epoch", "three", "text as the epoch"),
+            ("epoch", "-1", "a negative epoch"),
+            ("epoch", "18446744073709551616", "an epoch beyond u64"),
+            ("prohibited", "a,,b", "an empty name in prohibited"),
+            ("owner", "", "an empty owner"),
+            ("load", "heavy", "text as the load"),
+            ("written_at_unix_ms", "yesterday", "text as the write time"),
+        ];
+        let mut malformed = Vec::new();
+        for (partition, (column, value, damage)) in (MALFORMED_FIRST_PARTITION..).zip(cases) {
+            let partition = PartitionId(partition);
+            self.store
+                .put_lease(group, partition, &LeaseRecord::released(), PutMode::Create)
+                .await?;
+            self.store
+                .overwrite_lease_column(group, partition, column, value)
+                .await?;
+            malformed.push(Malformed::lease(partition.0, damage));
+        }
+        Ok(malformed)
     }
 }
 

@@ -72,13 +72,52 @@ pub(crate) fn expected_version(version: &Version) -> i64 {
         .unwrap_or(-1)
 }
 
-pub(crate) fn version_from(column: i64) -> Version {
-    Version::from_number(column.unsigned_abs())
+/// A column of a row, or `Corrupt` naming the record if it is NULL where a value belongs, or
+/// of a type the store never writes: a hand-edited row must not panic the reader.
+pub(crate) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+    name: &str,
+    key: &RecordKey,
+) -> Result<T, StoreError> {
+    row.try_get(index).map_err(|error| StoreError::Corrupt {
+        key: key.clone(),
+        reason: format!("{name}: {error}"),
+    })
+}
+
+/// An unsigned number kept in a signed column, or `Corrupt` when it is out of range.
+fn unsigned<T: TryFrom<i64>>(value: i64, name: &str, key: &RecordKey) -> Result<T, StoreError> {
+    T::try_from(value).map_err(|_| StoreError::Corrupt {
+        key: key.clone(),
+        reason: format!("{name} {value} is out of range"),
+    })
+}
+
+fn optional_unsigned(
+    value: Option<i64>,
+    name: &str,
+    key: &RecordKey,
+) -> Result<Option<u64>, StoreError> {
+    value.map(|value| unsigned(value, name, key)).transpose()
+}
+
+/// Versions come from a sequence that starts at 1; anything else was not written by a store.
+pub(crate) fn version(row: &Row, index: usize, key: &RecordKey) -> Result<Version, StoreError> {
+    let raw: i64 = column(row, index, "version", key)?;
+    match u64::try_from(raw) {
+        Ok(number) if number > 0 => Ok(Version::from_number(number)),
+        _ => Err(StoreError::Corrupt {
+            key: key.clone(),
+            reason: format!("version {raw} is not positive"),
+        }),
+    }
 }
 
 /// Decodes a row of `LEASE_COLUMNS`, naming the record in the error if it is damaged.
 pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
-    let raw_partition: i64 = row.get(0);
+    let unknown = RecordKey::Stored("lease with an unreadable partition".to_owned());
+    let raw_partition: i64 = column(row, 0, "partition", &unknown)?;
     let Ok(partition) = u32::try_from(raw_partition) else {
         return Err(StoreError::Corrupt {
             key: RecordKey::Stored(format!("lease {raw_partition}")),
@@ -86,70 +125,68 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
         });
     };
     let partition = PartitionId(partition);
+    let key = RecordKey::Lease(partition);
     let corrupt = |reason: String| StoreError::Corrupt {
-        key: RecordKey::Lease(partition),
+        key: key.clone(),
         reason,
     };
-    let state: String = row.get(3);
+    let state: String = column(row, 3, "state", &key)?;
     let state =
         LeaseState::parse(&state).ok_or_else(|| corrupt(format!("unknown state {state:?}")))?;
-    let owner: Option<String> = row.get(1);
+    let owner: Option<String> = column(row, 1, "owner", &key)?;
     let owner = owner
         .map(NodeId::new)
         .transpose()
         .map_err(|e| corrupt(format!("owner: {e}")))?;
-    let prohibited: Vec<String> = row.get(4);
+    // Elements are read as optional: `'{NULL}'` is a valid array, and must not panic.
+    let prohibited: Vec<Option<String>> = column(row, 4, "prohibited", &key)?;
     let prohibited = prohibited
         .into_iter()
-        .map(NodeId::new)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| corrupt(format!("prohibited: {e}")))?;
-    let epoch: i64 = row.get(2);
-    let epoch = u64::try_from(epoch).map_err(|_| corrupt(format!("negative epoch {epoch}")))?;
-    let written_at: Option<i64> = row.get(7);
+        .map(|name| {
+            let name = name.ok_or_else(|| corrupt("prohibited: a NULL element".to_owned()))?;
+            NodeId::new(name).map_err(|e| corrupt(format!("prohibited: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let epoch = unsigned(column(row, 2, "epoch", &key)?, "epoch", &key)?;
+    let written_at = column(row, 7, "written_at_unix_ms", &key)?;
     let record = LeaseRecord {
         owner,
         epoch: Epoch(epoch),
         state,
         prohibited,
-        load: row.get(5),
-        note: row.get(6),
-        written_at_unix_ms: written_at.and_then(|ms| u64::try_from(ms).ok()),
+        load: column(row, 5, "load", &key)?,
+        note: column(row, 6, "note", &key)?,
+        written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
     };
     Ok(Stored {
         key: partition,
         value: record,
-        version: version_from(row.get(8)),
+        version: version(row, 8, &key)?,
     })
 }
 
 /// Decodes a row of `MEMBER_COLUMNS`.
 pub(crate) fn member_from_row(row: &Row) -> Result<StoredMember, StoreError> {
-    let name: String = row.get(0);
+    let unknown = RecordKey::Stored("member with an unreadable name".to_owned());
+    let name: String = column(row, 0, "node", &unknown)?;
     let node = NodeId::new(&name).map_err(|e| StoreError::Corrupt {
         key: RecordKey::Stored(format!("member {name}")),
         reason: e.to_string(),
     })?;
-    let corrupt = |reason: String| StoreError::Corrupt {
-        key: RecordKey::from(&node),
-        reason,
-    };
-    let weight: i64 = row.get(1);
-    let weight = u32::try_from(weight).map_err(|_| corrupt(format!("weight {weight}")))?;
-    let heartbeat: i64 = row.get(4);
-    let heartbeat =
-        u64::try_from(heartbeat).map_err(|_| corrupt(format!("heartbeat {heartbeat}")))?;
-    let written_at: Option<i64> = row.get(5);
+    let key = RecordKey::from(&node);
+    let weight = unsigned(column(row, 1, "weight", &key)?, "weight", &key)?;
+    let heartbeat = unsigned(column(row, 4, "heartbeat", &key)?, "heartbeat", &key)?;
+    let written_at = column(row, 5, "written_at_unix_ms", &key)?;
     let record = MemberRecord {
         weight,
-        draining: row.get(2),
-        load: row.get(3),
+        draining: column(row, 2, "draining", &key)?,
+        load: column(row, 3, "load", &key)?,
         heartbeat,
-        written_at_unix_ms: written_at.and_then(|ms| u64::try_from(ms).ok()),
+        written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
     };
     Ok(Stored {
         key: node,
         value: record,
-        version: version_from(row.get(6)),
+        version: version(row, 6, &key)?,
     })
 }

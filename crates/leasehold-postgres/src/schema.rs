@@ -152,11 +152,12 @@ pub(crate) async fn ensure(
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&names.schema])
         .await
         .map_err(fail)?
-        .get(0);
+        .try_get(0)
+        .map_err(fail)?;
     let version: Option<i32> = if exists {
         let query = format!("SELECT version FROM {}", names.schema);
         let row = transaction.query_opt(&query, &[]).await.map_err(fail)?;
-        row.map(|row| row.get(0))
+        row.map(|row| row.try_get(0)).transpose().map_err(fail)?
     } else {
         let create = format!(
             "CREATE TABLE {} (

@@ -16,7 +16,7 @@ use crate::connection::{Session, Slot, Target};
 use crate::error::map_error;
 use crate::options::PostgresOptions;
 use crate::rows::{
-    expected_version, lease_from_row, member_from_row, version_from, LeaseParams, MemberParams,
+    column, expected_version, lease_from_row, member_from_row, version, LeaseParams, MemberParams,
 };
 use crate::schema::Names;
 use crate::statements::Statements;
@@ -223,9 +223,10 @@ fn conditional(applied: bool, present: bool, key: RecordKey) -> Result<(), Store
 
 /// The version a conditional update wrote, from its `(version, present)` reply.
 fn updated(row: &Row, key: RecordKey) -> Result<Version, StoreError> {
-    let version: Option<i64> = row.get(0);
-    conditional(version.is_some(), row.get(1), key)?;
-    Ok(version_from(version.unwrap_or_default()))
+    let written: Option<i64> = column(row, 0, "version", &key)?;
+    let present = column(row, 1, "present", &key)?;
+    conditional(written.is_some(), present, key.clone())?;
+    version(row, 0, &key)
 }
 
 async fn write_lease(
@@ -259,8 +260,10 @@ async fn write_lease(
             )
             .await
             .map_err(fail)?
-            .map(|row| version_from(row.get(0)))
-            .ok_or_else(|| StoreError::AlreadyExists { key: key() }),
+            .map_or_else(
+                || Err(StoreError::AlreadyExists { key: key() }),
+                |row| version(&row, 0, &key()),
+            ),
         PutMode::Update(version) => {
             let expected = expected_version(version);
             let row = client
@@ -369,7 +372,12 @@ impl LeaseStore for PostgresStore {
                 )
                 .await?;
             let row = single(&rows)?;
-            conditional(row.get(0), row.get(1), RecordKey::Lease(partition))
+            let key = RecordKey::Lease(partition);
+            conditional(
+                column(row, 0, "applied", &key)?,
+                column(row, 1, "present", &key)?,
+                key,
+            )
         })
         .await
     }
@@ -430,8 +438,10 @@ impl LeaseStore for PostgresStore {
                     )
                     .await?
                     .first()
-                    .map(|row| version_from(row.get(0)))
-                    .ok_or_else(|| StoreError::AlreadyExists { key: key() }),
+                    .map_or_else(
+                        || Err(StoreError::AlreadyExists { key: key() }),
+                        |row| version(row, 0, &key()),
+                    ),
                 PutMode::Update(version) => {
                     let expected = expected_version(version);
                     let rows = self
@@ -473,7 +483,12 @@ impl LeaseStore for PostgresStore {
                 )
                 .await?;
             let row = single(&rows)?;
-            conditional(row.get(0), row.get(1), RecordKey::from(node))
+            let key = RecordKey::from(node);
+            conditional(
+                column(row, 0, "applied", &key)?,
+                column(row, 1, "present", &key)?,
+                key,
+            )
         })
         .await
     }

@@ -102,14 +102,7 @@ async fn postgres_store_refuses_a_newer_schema() {
         .await
         .unwrap();
     let refused = PostgresStore::connect(options).await;
-    client
-        .batch_execute(&format!(
-            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
-             DROP SEQUENCE {prefix}_version;
-             DROP FUNCTION {prefix}_lease_changed, {prefix}_member_changed;"
-        ))
-        .await
-        .unwrap();
+    common::drop_layout(&client, &prefix).await;
     match refused {
         Err(StoreError::Invalid(message)) => {
             let newer = format!("version {}", SCHEMA_VERSION + 1);
@@ -140,14 +133,7 @@ async fn postgres_store_upgrades_a_version_1_layout() {
         .await
         .unwrap()
         .get(0);
-    client
-        .batch_execute(&format!(
-            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
-             DROP SEQUENCE {prefix}_version;
-             DROP FUNCTION {prefix}_lease_changed, {prefix}_member_changed;"
-        ))
-        .await
-        .unwrap();
+    common::drop_layout(&client, &prefix).await;
     store.expect("a version 1 layout is upgraded, not refused");
     assert_eq!(version, SCHEMA_VERSION);
 }

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::testing::{run_conformance, Harness};
-use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
+use leasehold::testing::{run_conformance, Harness, Listed, Malformed};
+use leasehold::{GroupName, LeaseStore, NodeId, PartitionId, RecordKey, StoreError};
 use leasehold_sqlite::SqliteStore;
 
 struct SqliteHarness {
@@ -40,6 +40,97 @@ impl Harness for SqliteHarness {
         .map_err(|error| StoreError::unavailable("corrupting a lease row", error))?;
         assert_eq!(changed, 1, "the row to corrupt exists");
         Ok(())
+    }
+
+    /// Rows as the `sqlite3` shell could leave them: SQLite keeps text in an integer column
+    /// and numbers of any size, so every column can hold the wrong thing.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
+        let lease = |partition: &str, values: &str| {
+            format!(
+                "INSERT INTO leases (grp, partition, owner, epoch, state, prohibited, load, \
+                 note, written_at_unix_ms, version) VALUES (?1, {partition}, {values})"
+            )
+        };
+        let member = |node: &str, values: &str| {
+            format!(
+                "INSERT INTO members (grp, node, weight, draining, load, heartbeat, \
+                 written_at_unix_ms, version) VALUES (?1, '{node}', {values})"
+            )
+        };
+        let bad_member = |node: &str, damage: &str| {
+            let node = NodeId::new(node).expect("a valid name");
+            Malformed::new(Listed::Members, RecordKey::Member(node), damage)
+        };
+        let stored = |listed, key: &str, damage: &str| {
+            Malformed::new(listed, RecordKey::Stored(key.to_owned()), damage)
+        };
+        let cases = vec![
+            (
+                lease("10", "'n1', 'three', 'held', '', NULL, NULL, NULL, 900001"),
+                Malformed::lease(10, "text in the epoch column"),
+            ),
+            (
+                lease("11", "NULL, -1, 'released', '', NULL, NULL, NULL, 900002"),
+                Malformed::lease(11, "a negative epoch"),
+            ),
+            (
+                lease(
+                    "12",
+                    "NULL, 0, 'released', 'a,,b', NULL, NULL, NULL, 900003",
+                ),
+                Malformed::lease(12, "an empty name in prohibited"),
+            ),
+            (
+                lease("13", "X'ff', 0, 'held', '', NULL, NULL, NULL, 900004"),
+                Malformed::lease(13, "a blob as the owner"),
+            ),
+            (
+                lease("14", "NULL, 0, 'released', '', 'heavy', NULL, NULL, 900005"),
+                Malformed::lease(14, "text in the load column"),
+            ),
+            (
+                lease("15", "NULL, 0, 'released', '', NULL, NULL, NULL, 0"),
+                Malformed::lease(15, "version 0"),
+            ),
+            (
+                lease(
+                    "4294967296",
+                    "NULL, 0, 'released', '', NULL, NULL, NULL, 900006",
+                ),
+                stored(Listed::Leases, "lease 4294967296", "a partition beyond u32"),
+            ),
+            (
+                lease("'ten'", "NULL, 0, 'released', '', NULL, NULL, NULL, 900007"),
+                stored(Listed::Leases, "lease ten", "text as the partition"),
+            ),
+            (
+                member("bad-weight", "4294967296, 0, NULL, 0, NULL, 900008"),
+                bad_member("bad-weight", "a weight beyond u32"),
+            ),
+            (
+                member("bad-draining", "1, 'yes', NULL, 0, NULL, 900009"),
+                bad_member("bad-draining", "text in the draining column"),
+            ),
+            (
+                member("bad name", "1, 0, NULL, 0, NULL, 900010"),
+                stored(Listed::Members, "member bad name", "not a node name"),
+            ),
+        ];
+        let path = self.path.clone();
+        let group = group.to_string();
+        tokio::task::spawn_blocking(move || {
+            let connection = rusqlite::Connection::open(path)?;
+            connection.busy_timeout(std::time::Duration::from_secs(5))?;
+            let mut malformed = Vec::new();
+            for (statement, damage) in cases {
+                connection.execute(&statement, [&group])?;
+                malformed.push(damage);
+            }
+            Ok(malformed)
+        })
+        .await
+        .expect("writing thread")
+        .map_err(|error: rusqlite::Error| StoreError::unavailable("writing malformed rows", error))
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Certificate, Client, ConnectOptions, TlsOptions};
-use leasehold::testing::{unique_group, Harness};
-use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
+use leasehold::testing::{malformed_json_values, unique_group, Harness, Listed, Malformed};
+use leasehold::{GroupName, LeaseStore, PartitionId, RecordKey, StoreError};
 use leasehold_etcd::{EtcdOptions, EtcdStore, MAX_TXN_OPS};
 
 const ENDPOINTS_VAR: &str = "LEASEHOLD_TEST_ETCD_ENDPOINTS";
@@ -167,6 +167,64 @@ impl Harness for EtcdHarness {
             .await
             .map_err(|e| StoreError::unavailable("corrupt a record", e))?;
         Ok(())
+    }
+
+    /// Values any etcd client could put, and keys under the group's prefixes that name no
+    /// partition or node: etcd keys and values are bytes.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
+        let leases = format!("{}/{group}/lease/", self.prefix);
+        let members = format!("{}/{group}/member/", self.prefix);
+        let mut writes: Vec<(Vec<u8>, Vec<u8>, Malformed)> = Vec::new();
+        for (damage, value) in malformed_json_values() {
+            let key = match &damage.key {
+                RecordKey::Lease(partition) => format!("{leases}{:010}", partition.0),
+                RecordKey::Member(node) => format!("{members}{node}"),
+                other => panic!("not a record key: {other}"),
+            };
+            writes.push((key.into_bytes(), value, damage));
+        }
+        let released = br#"{"owner":null,"epoch":0,"state":"released"}"#.to_vec();
+        let named_keys: [(&str, &[u8], Listed, &str); 5] = [
+            (
+                &leases,
+                b"4294967296",
+                Listed::Leases,
+                "a partition beyond u32",
+            ),
+            (
+                &leases,
+                b"abcdefghij",
+                Listed::Leases,
+                "a partition that is not a number",
+            ),
+            (
+                &leases,
+                b"12",
+                Listed::Leases,
+                "a partition without its padding",
+            ),
+            (
+                &leases,
+                b"\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6",
+                Listed::Leases,
+                "a key that is not UTF-8",
+            ),
+            (&members, b"bad name", Listed::Members, "not a node name"),
+        ];
+        for (prefix, rest, listed, damage) in named_keys {
+            let key = [prefix.as_bytes(), rest].concat();
+            let shown = RecordKey::Stored(String::from_utf8_lossy(&key).into_owned());
+            writes.push((key, released.clone(), Malformed::new(listed, shown, damage)));
+        }
+        let mut kv = self.client.kv_client();
+        let mut malformed = Vec::new();
+        for (key, value, damage) in writes {
+            kv.put(key, value, None)
+                .await
+                .map_err(|e| StoreError::unavailable("write a malformed record", e))?;
+            malformed.push(damage);
+        }
+        Ok(malformed)
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold::testing::Harness;
-use leasehold::{GroupName, LeaseStore, PartitionId, StoreError};
+use leasehold::testing::{Harness, Listed, Malformed};
+use leasehold::{GroupName, LeaseStore, NodeId, PartitionId, RecordKey, StoreError};
 use leasehold_postgres::{PostgresOptions, PostgresStore};
 
 const URL_VAR: &str = "LEASEHOLD_TEST_POSTGRES_URL";
@@ -84,29 +84,75 @@ pub async fn raw_client(url: &str) -> tokio_postgres::Client {
     client
 }
 
-/// The conformance harness: corrupts a record by giving it a state no release writes.
+/// Drops every object of the layout under `prefix`, which a test created for itself.
+pub async fn drop_layout(client: &tokio_postgres::Client, prefix: &str) {
+    client
+        .batch_execute(&format!(
+            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
+             DROP SEQUENCE {prefix}_version;
+             DROP FUNCTION {prefix}_lease_changed, {prefix}_member_changed;"
+        ))
+        .await
+        .expect("drop the test's layout");
+}
+
+/// The conformance harness: corrupts a record by giving it a state no release writes, and
+/// writes malformed rows with a client of its own.
 pub struct PostgresHarness {
     pub store: PostgresStore,
     pub client: tokio_postgres::Client,
+    /// The store's table prefix.
+    pub prefix: String,
+    /// Whether the layout's `NOT NULL` constraints were dropped, so that the malformed rows
+    /// may also hold NULLs where the store always writes a value.
+    pub nulls: bool,
 }
 
 impl PostgresHarness {
     pub async fn new(url: &str) -> PostgresHarness {
-        PostgresHarness {
-            store: store(url).await,
-            client: raw_client(url).await,
-        }
+        PostgresHarness::with(test_options(url), url).await
     }
 
-    /// A harness whose store connects with `options`, and whose own client to `plain_url`.
+    /// A harness whose store connects with `options` (the default table prefix), and whose
+    /// own client to `plain_url`.
     pub async fn with(options: PostgresOptions, plain_url: &str) -> Self {
         PostgresHarness {
             store: PostgresStore::connect(options)
                 .await
                 .expect("connect to the test server"),
             client: raw_client(plain_url).await,
+            prefix: "leasehold".to_owned(),
+            nulls: false,
         }
     }
+
+    /// Inserts a row into `<prefix>_<table>` for `group` with `values` for `columns`.
+    async fn insert(
+        &self,
+        group: &GroupName,
+        table: &str,
+        columns: &str,
+        values: &str,
+    ) -> Result<(), StoreError> {
+        let statement = format!(
+            "INSERT INTO {}_{table} (grp, {columns}) VALUES ($1, {values})",
+            self.prefix
+        );
+        self.client
+            .execute(&statement, &[&group.as_str()])
+            .await
+            .map_err(|e| StoreError::unavailable("write a malformed row", e))?;
+        Ok(())
+    }
+}
+
+const LEASE_COLUMNS: &str =
+    "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version";
+const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, version";
+
+fn member(node: &str, damage: &str) -> Malformed {
+    let node = NodeId::new(node).expect("a valid name");
+    Malformed::new(Listed::Members, RecordKey::Member(node), damage)
 }
 
 #[async_trait]
@@ -120,8 +166,7 @@ impl Harness for PostgresHarness {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<(), StoreError> {
-        // The store's default table prefix.
-        let table = "leasehold_leases";
+        let table = format!("{}_leases", self.prefix);
         let updated = self
             .client
             .execute(
@@ -132,5 +177,119 @@ impl Harness for PostgresHarness {
             .map_err(|e| StoreError::unavailable("corrupt a record", e))?;
         assert_eq!(updated, 1, "the record to corrupt exists");
         Ok(())
+    }
+
+    /// Rows as `psql` could leave them: everything the table's constraints allow, and NULLs
+    /// where they were dropped.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
+        let version = format!("nextval('{}_version')", self.prefix);
+        let released = |partition: u64, column: usize, value: &str| {
+            let mut values = [
+                partition.to_string(),
+                "NULL".to_owned(),
+                "0".to_owned(),
+                "'released'".to_owned(),
+                "'{}'".to_owned(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
+                version.clone(),
+            ];
+            values[column] = value.to_owned();
+            values.join(", ")
+        };
+        let healthy = |node: &str, column: usize, value: &str| {
+            let mut values = [
+                format!("'{node}'"),
+                "1".to_owned(),
+                "false".to_owned(),
+                "NULL".to_owned(),
+                "0".to_owned(),
+                "NULL".to_owned(),
+                version.clone(),
+            ];
+            values[column] = value.to_owned();
+            values.join(", ")
+        };
+        let mut leases = vec![
+            (
+                released(10, 4, "'{NULL}'"),
+                Malformed::lease(10, "a NULL element in prohibited"),
+            ),
+            (
+                released(11, 2, "-1"),
+                Malformed::lease(11, "a negative epoch"),
+            ),
+            (
+                released(12, 1, "''"),
+                Malformed::lease(12, "an empty owner"),
+            ),
+            (
+                released(13, 8, "-7"),
+                Malformed::lease(13, "a negative version"),
+            ),
+            (
+                released(14, 7, "-1"),
+                Malformed::lease(14, "a negative write time"),
+            ),
+            (
+                released(4_294_967_296, 0, "4294967296"),
+                Malformed::new(
+                    Listed::Leases,
+                    RecordKey::Stored("lease 4294967296".to_owned()),
+                    "a partition beyond u32",
+                ),
+            ),
+        ];
+        let mut members = vec![
+            (
+                healthy("bad-weight", 1, "4294967296"),
+                member("bad-weight", "a weight beyond u32"),
+            ),
+            (
+                healthy("bad-heartbeat", 4, "-1"),
+                member("bad-heartbeat", "a negative heartbeat"),
+            ),
+            (
+                healthy("bad name", 0, "'bad name'"),
+                Malformed::new(
+                    Listed::Members,
+                    RecordKey::Stored("member bad name".to_owned()),
+                    "a name that is not a node name",
+                ),
+            ),
+        ];
+        if self.nulls {
+            for (partition, (column, name)) in (20_u32..).zip([
+                (3, "state"),
+                (2, "epoch"),
+                (4, "prohibited"),
+                (8, "version"),
+            ]) {
+                let damage = format!("NULL {name}");
+                leases.push((
+                    released(u64::from(partition), column, "NULL"),
+                    Malformed::lease(partition, damage),
+                ));
+            }
+            for (column, name) in [(1, "weight"), (2, "draining"), (4, "heartbeat")] {
+                let node = format!("null-{name}");
+                members.push((
+                    healthy(&node, column, "NULL"),
+                    member(&node, &format!("NULL {name}")),
+                ));
+            }
+        }
+        let mut malformed = Vec::new();
+        for (values, damage) in leases {
+            self.insert(group, "leases", LEASE_COLUMNS, &values).await?;
+            malformed.push(damage);
+        }
+        for (values, damage) in members {
+            self.insert(group, "members", MEMBER_COLUMNS, &values)
+                .await?;
+            malformed.push(damage);
+        }
+        Ok(malformed)
     }
 }

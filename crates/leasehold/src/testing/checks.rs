@@ -7,7 +7,7 @@ use crate::record::{LeaseRecord, LeaseState, MemberRecord, RecordKey};
 use crate::store::{LeaseStore, LeaseWrite, PutMode};
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
-use super::{unique_group, Harness};
+use super::{unique_group, Harness, Listed, Malformed, MALFORMED_FIRST_PARTITION};
 
 fn node(name: &str) -> NodeId {
     NodeId::new(name).expect("valid test node")
@@ -446,6 +446,135 @@ pub async fn corrupt_record_is_reported_alone(harness: &dyn Harness) {
     assert_eq!(failure(&listed), Some(("corrupt", lease(2))), "{listed:?}");
     let single = store.get_lease(&group, PartitionId(2)).await;
     assert_eq!(failure(&single), Some(("corrupt", lease(2))), "{single:?}");
+}
+
+/// The keys of a listing's corrupt entries, checking each is a `Corrupt` error.
+fn corrupt_keys(corrupt: Vec<StoreError>, what: &str) -> Vec<RecordKey> {
+    let mut keys: Vec<RecordKey> = corrupt
+        .into_iter()
+        .map(|error| match error {
+            StoreError::Corrupt { key, .. } => key,
+            other => panic!("{what}: a listed error that is not Corrupt: {other:?}"),
+        })
+        .collect();
+    keys.sort_by_key(|key| key.to_string());
+    keys
+}
+
+/// Awaits a read run as a task of its own, so that a panic in the store's decoding fails the
+/// check with a message saying which read it was.
+async fn joined<T>(task: tokio::task::JoinHandle<T>, what: &str) -> T {
+    match task.await {
+        Ok(result) => result,
+        Err(error) => panic!("{what} panicked on malformed records: {error}"),
+    }
+}
+
+/// Checks a listing run by `task`: exactly the `good` records list, in order, and exactly
+/// the `malformed` records of `listed` are reported as `Corrupt`.
+async fn check_listing<K: std::fmt::Display, V>(
+    task: tokio::task::JoinHandle<
+        Result<crate::store::Listing<crate::record::Stored<K, V>>, StoreError>,
+    >,
+    listed: Listed,
+    good: &[&str],
+    malformed: &[Malformed],
+) {
+    let what = format!("{listed:?} listing");
+    let listing = joined(task, &what)
+        .await
+        .unwrap_or_else(|error| panic!("{what} failed despite malformed records: {error}"));
+    let keys: Vec<String> = listing.records.iter().map(|r| r.key.to_string()).collect();
+    assert_eq!(
+        keys, good,
+        "{what}: only the good records list; {malformed:?}"
+    );
+    let mut expected: Vec<RecordKey> = malformed
+        .iter()
+        .filter(|m| m.listed == listed)
+        .map(|m| m.key.clone())
+        .collect();
+    expected.sort_by_key(|key| key.to_string());
+    assert_eq!(
+        corrupt_keys(listing.corrupt, &what),
+        expected,
+        "{what}: one Corrupt per malformed record: {malformed:?}"
+    );
+}
+
+/// Every record the harness writes damaged in the backend's own format (NULLs, wrong types,
+/// numbers out of range, bytes that are not JSON or UTF-8, keys naming no partition) is one
+/// `Corrupt` naming its key, in the listing and when read alone, and never a panic: the good
+/// records of the group still list. A reader that panicked here would end every node's
+/// background task that lists the group.
+pub async fn malformed_records_are_reported_not_fatal(harness: &dyn Harness) {
+    let store = harness.store();
+    let group = unique_group("malformed");
+    for partition in 0..3 {
+        create(&*store, &group, partition).await;
+    }
+    for name in ["good-a", "good-b"] {
+        store
+            .put_member(
+                &group,
+                &node(name),
+                &MemberRecord::default(),
+                PutMode::Create,
+            )
+            .await
+            .expect("create a good member");
+    }
+    let malformed = harness
+        .write_malformed(&group)
+        .await
+        .expect("harness writes the malformed records");
+    assert!(
+        !malformed.is_empty(),
+        "the harness wrote no malformed record"
+    );
+    for damage in &malformed {
+        if let Some(partition) = damage.key.partition() {
+            assert!(
+                partition.0 >= MALFORMED_FIRST_PARTITION,
+                "{damage} uses a partition the check owns"
+            );
+        }
+    }
+    let leases = {
+        let (store, group) = (Arc::clone(&store), group.clone());
+        tokio::spawn(async move { store.list_leases(&group).await })
+    };
+    check_listing(leases, Listed::Leases, &["0", "1", "2"], &malformed).await;
+    let members = {
+        let (store, group) = (Arc::clone(&store), group.clone());
+        tokio::spawn(async move { store.list_members(&group).await })
+    };
+    check_listing(members, Listed::Members, &["good-a", "good-b"], &malformed).await;
+
+    for damage in &malformed {
+        let read = {
+            let (store, group, key) = (Arc::clone(&store), group.clone(), damage.key.clone());
+            tokio::spawn(async move {
+                match key {
+                    RecordKey::Lease(partition) => {
+                        Some(store.get_lease(&group, partition).await.map(drop))
+                    }
+                    RecordKey::Member(node) => {
+                        Some(store.get_member(&group, &node).await.map(drop))
+                    }
+                    _ => None,
+                }
+            })
+        };
+        let Some(read) = joined(read, "get").await else {
+            continue;
+        };
+        assert_eq!(
+            failure(&read),
+            Some(("corrupt", damage.key.clone())),
+            "{damage} read alone: {read:?}"
+        );
+    }
 }
 
 /// `writers` tasks each perform `increments` read-modify-write increments of one record's

@@ -24,8 +24,9 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::memory::MemoryStore;
-use crate::store::LeaseStore;
-use crate::types::{GroupName, PartitionId};
+use crate::record::{LeaseRecord, RecordKey};
+use crate::store::{LeaseStore, PutMode};
+use crate::types::{GroupName, NodeId, PartitionId};
 
 pub use checks::*;
 pub use faulty::FaultyStore;
@@ -44,6 +45,135 @@ pub trait Harness: Send + Sync {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<(), StoreError>;
+
+    /// Writes records into `group` in the backend's own raw format, each damaged the way a
+    /// hand edit, another program or a failing disk could leave it (NULLs, wrong types, numbers
+    /// out of range, text that is not JSON or not UTF-8, keys that name no partition), and
+    /// says under which key the store must report each one.
+    ///
+    /// The check owns partitions below [`MALFORMED_FIRST_PARTITION`] and members whose names
+    /// start with `good-`; the damaged records must use other keys.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError>;
+}
+
+/// The first partition a [`Harness::write_malformed`] may damage; lower ones hold the good
+/// records that must keep listing.
+pub const MALFORMED_FIRST_PARTITION: u32 = 10;
+
+/// Which listing a malformed record shows up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    /// [`LeaseStore::list_leases`].
+    Leases,
+    /// [`LeaseStore::list_members`].
+    Members,
+}
+
+/// One record written by [`Harness::write_malformed`]: where it lists, the key its
+/// [`StoreError::Corrupt`] must name, and what is wrong with it, for failure messages.
+///
+/// ```
+/// use leasehold::testing::{Listed, Malformed};
+/// use leasehold::{PartitionId, RecordKey};
+/// let damage = Malformed::new(Listed::Leases, RecordKey::Lease(PartitionId(10)), "epoch is -1");
+/// assert_eq!(damage.to_string(), "lease 10 (epoch is -1)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    /// The listing the record belongs to.
+    pub listed: Listed,
+    /// The key the store must report the record under.
+    pub key: RecordKey,
+    /// The damage, in words.
+    pub damage: String,
+}
+
+impl Malformed {
+    /// A malformed record listed in `listed`, to be reported under `key`.
+    pub fn new(listed: Listed, key: RecordKey, damage: impl Into<String>) -> Malformed {
+        Malformed {
+            listed,
+            key,
+            damage: damage.into(),
+        }
+    }
+
+    /// A malformed lease record of `partition`.
+    pub fn lease(partition: u32, damage: impl Into<String>) -> Malformed {
+        Malformed::new(
+            Listed::Leases,
+            RecordKey::Lease(PartitionId(partition)),
+            damage,
+        )
+    }
+}
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.key, self.damage)
+    }
+}
+
+/// Damaged values for backends that keep each record as one JSON value (see
+/// [`crate::codec`]), each with the record it must be written as: [`RecordKey::Lease`] or
+/// [`RecordKey::Member`]. A harness writes each at its record's key and adds damage to the
+/// keys themselves.
+///
+/// ```
+/// let damage = leasehold::testing::malformed_json_values();
+/// assert!(damage.iter().any(|(_, bytes)| std::str::from_utf8(bytes).is_err()));
+/// ```
+pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
+    let lease_values: [(&str, &[u8]); 8] = [
+        ("not JSON", b"{not json"),
+        ("not UTF-8", b"\xff\xfe{}"),
+        ("JSON of another shape", b"[1, 2]"),
+        ("JSON null", b"null"),
+        (
+            "a negative epoch",
+            br#"{"owner":null,"epoch":-1,"state":"held"}"#,
+        ),
+        (
+            "a null in prohibited",
+            br#"{"owner":"n1","epoch":1,"state":"held","prohibited":[null]}"#,
+        ),
+        (
+            "an empty owner",
+            br#"{"owner":"","epoch":1,"state":"held"}"#,
+        ),
+        (
+            "an unknown state",
+            br#"{"owner":null,"epoch":1,"state":"bogus"}"#,
+        ),
+    ];
+    let member_values: [(&str, &str, &[u8]); 3] = [
+        (
+            "bad-weight",
+            "a weight beyond u32",
+            br#"{"weight":4294967296}"#,
+        ),
+        (
+            "bad-heartbeat",
+            "a negative heartbeat",
+            br#"{"weight":1,"heartbeat":-1}"#,
+        ),
+        (
+            "bad-draining",
+            "text as a flag",
+            br#"{"weight":1,"draining":"yes"}"#,
+        ),
+    ];
+    let leases = (MALFORMED_FIRST_PARTITION..)
+        .zip(lease_values)
+        .map(|(partition, (damage, bytes))| (Malformed::lease(partition, damage), bytes.to_vec()));
+    let members = member_values.into_iter().map(|(name, damage, bytes)| {
+        let node = NodeId::new(name).expect("a valid node name");
+        (
+            Malformed::new(Listed::Members, RecordKey::Member(node), damage),
+            bytes.to_vec(),
+        )
+    });
+    leases.chain(members).collect()
 }
 
 /// The [`Harness`] for [`MemoryStore`].
@@ -65,6 +195,17 @@ impl Harness for MemoryHarness {
     ) -> Result<(), StoreError> {
         self.store.corrupt_lease(group, partition);
         Ok(())
+    }
+
+    /// The memory store keeps decoded records, so the one damage it can hold is a record
+    /// that does not decode at all.
+    async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
+        let partition = PartitionId(MALFORMED_FIRST_PARTITION);
+        self.store
+            .put_lease(group, partition, &LeaseRecord::released(), PutMode::Create)
+            .await?;
+        self.store.corrupt_lease(group, partition);
+        Ok(vec![Malformed::lease(partition.0, "undecodable")])
     }
 }
 
@@ -103,6 +244,7 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(members_round_trip, harness.store());
     check!(batch_write_reports_each_result, harness.store());
     check!(corrupt_record_is_reported_alone, harness);
+    check!(malformed_records_are_reported_not_fatal, harness);
     check!(change_hints_name_what_changed, harness.store());
     check!(concurrent_increments_race, harness.store(), 8, 50);
     println!("conformance[{name}]: all checks passed");
