@@ -12,7 +12,8 @@ use leasehold::{
 };
 use tokio::time::sleep;
 
-/// The in-memory store, with every listing and read taking `read_delay` and writes instant.
+/// The in-memory store, with the reply to every listing and read arriving `read_delay` after
+/// the store answered it (so it may be out of date on arrival), and writes instant.
 #[derive(Debug)]
 struct SlowReads {
     inner: MemoryStore,
@@ -22,8 +23,9 @@ struct SlowReads {
 #[async_trait]
 impl LeaseStore for SlowReads {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let reply = self.inner.list_leases(group).await;
         sleep(self.read_delay).await;
-        self.inner.list_leases(group).await
+        reply
     }
 
     async fn get_lease(
@@ -31,8 +33,9 @@ impl LeaseStore for SlowReads {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
+        let reply = self.inner.get_lease(group, partition).await;
         sleep(self.read_delay).await;
-        self.inner.get_lease(group, partition).await
+        reply
     }
 
     async fn put_lease(
@@ -63,8 +66,9 @@ impl LeaseStore for SlowReads {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        let reply = self.inner.list_members(group).await;
         sleep(self.read_delay).await;
-        self.inner.list_members(group).await
+        reply
     }
 
     async fn get_member(
@@ -72,8 +76,9 @@ impl LeaseStore for SlowReads {
         group: &GroupName,
         node: &NodeId,
     ) -> Result<Option<StoredMember>, StoreError> {
+        let reply = self.inner.get_member(group, node).await;
         sleep(self.read_delay).await;
-        self.inner.get_member(group, node).await
+        reply
     }
 
     async fn put_member(
@@ -131,4 +136,32 @@ async fn listings_near_the_store_timeout_cost_no_lease_over_a_hundred_heartbeats
     );
     assert!(participant.lease_changes() > changes, "renewed meanwhile");
     participant.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_during_a_slow_member_listing_is_kept() {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 8).await.unwrap();
+    let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 8);
+    let store = Arc::new(SlowReads {
+        inner: inner.clone(),
+        read_delay: config.store_timeout.mul_f64(0.9),
+    });
+    let a = Participant::start(store, config.clone(), ()).unwrap();
+    let b_config = ParticipantConfig::fast(NodeId::new("b").unwrap(), 8);
+    let b = Participant::start(Arc::new(inner.clone()), b_config, ()).unwrap();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(a.owned().len() + b.owned().len(), 8);
+    admin::set_draining(&inner, &group, a.node(), true)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(10)).await;
+    assert!(a.status().draining, "the operator's drain was kept");
+    assert_eq!(a.owned().len(), 0, "a handed everything off");
+    assert_eq!(b.owned().len(), 8);
+    let record = inner.get_member(&group, a.node()).await.unwrap().unwrap();
+    assert!(record.value.draining, "never written back as not draining");
+    a.shutdown().await;
+    b.shutdown().await;
 }

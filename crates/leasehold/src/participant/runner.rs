@@ -69,6 +69,9 @@ pub(crate) struct Runner {
     /// A heartbeat (renewals and the member record) is under way: the calls it makes must
     /// not start another.
     beating: bool,
+    /// Counts this node's writes and reads of its own member record. A member listing sent
+    /// before the latest of them may show an older drain flag than the one adopted since.
+    member_syncs: u64,
     /// Set once a shutdown was asked for: the task hands every lease off, takes nothing new,
     /// and answers here when the last one is gone.
     stopping: Option<oneshot::Sender<()>>,
@@ -128,6 +131,7 @@ impl Runner {
             holdings: BTreeMap::new(),
             handoffs: BTreeMap::new(),
             beating: false,
+            member_syncs: 0,
             stopping: None,
             observed: Observed::default(),
             member_version: None,
@@ -509,6 +513,7 @@ impl Runner {
             match result {
                 Ok(version) => {
                     self.member_version = Some(version);
+                    self.member_syncs += 1;
                     if std::mem::take(&mut self.member_write_failing) && self.scan_failures > 0 {
                         // The store answers writes again after failing them: an outage is
                         // over, so stop backing off and look for what expired meanwhile.
@@ -549,6 +554,7 @@ impl Runner {
             Ok(Some(stored)) => {
                 self.set_draining(stored.value.draining);
                 self.member_version = Some(stored.version);
+                self.member_syncs += 1;
             }
             Ok(None) => self.member_version = None,
             Err(error) => {
@@ -571,6 +577,7 @@ impl Runner {
     async fn scan(&mut self) {
         self.last_scan = Some(self.clock.now());
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let syncs_before = self.member_syncs;
         let members = match self
             .call(async move { store.list_members(&group).await })
             .await
@@ -582,9 +589,13 @@ impl Runner {
         let now = self.clock.now();
         self.report_corrupt(&members.corrupt);
         self.observed.observe_members(now, members.records);
-        if let Some(own) = self.observed.members.get(&self.config.node) {
-            let draining = own.draining;
-            self.set_draining(draining);
+        // A heartbeat during the listing wrote or read this node's own record after the
+        // listing was taken: what it learned is newer than the listing's copy.
+        let own = self.observed.members.get(&self.config.node);
+        if let Some(draining) = own.map(|own| own.draining) {
+            if self.member_syncs == syncs_before {
+                self.set_draining(draining);
+            }
         }
         // Only a node that may skip the table compares memberships.
         let relisting = !self.config.relist_after.is_zero();
