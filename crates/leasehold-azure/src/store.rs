@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use leasehold::batch::{put_in_parts, put_one_by_one};
 use leasehold::{
     GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
     PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
@@ -108,7 +109,7 @@ impl AzureTableStore {
             // chunk one record at a time gives every write its own result.
             BatchOutcome::Refused(reason) => {
                 tracing::debug!(%reason, "entity-group transaction refused; writing one at a time");
-                self.put_each(group, writes).await
+                put_one_by_one(self, group, writes).await
             }
         }
     }
@@ -197,24 +198,6 @@ impl AzureTableStore {
             .collect();
         Ok(BatchOutcome::Applied(versions))
     }
-
-    async fn put_each(
-        &self,
-        group: &GroupName,
-        writes: &[LeaseWrite],
-    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        let mut results = Vec::with_capacity(writes.len());
-        for write in writes {
-            let result = self
-                .put_lease(group, write.partition, &write.record, write.mode.clone())
-                .await;
-            match result {
-                Err(error) if error.is_transient() => return Err(error),
-                other => results.push(other),
-            }
-        }
-        Ok(results)
-    }
 }
 
 /// What became of an entity-group transaction the service answered.
@@ -302,13 +285,9 @@ impl LeaseStore for AzureTableStore {
         // A changeset may touch each entity once; a batch naming a partition twice is
         // written in order, one record at a time.
         if writes.len() < 2 || distinct.len() != writes.len() {
-            return self.put_each(group, writes).await;
+            return put_one_by_one(self, group, writes).await;
         }
-        let mut results = Vec::with_capacity(writes.len());
-        for chunk in writes.chunks(MAX_OPERATIONS) {
-            results.extend(self.put_chunk(group, chunk).await?);
-        }
-        Ok(results)
+        put_in_parts(writes, MAX_OPERATIONS, |chunk| self.put_chunk(group, chunk)).await
     }
 
     async fn delete_lease(

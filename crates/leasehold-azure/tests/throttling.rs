@@ -16,6 +16,8 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Clone, Copy)]
 enum Answer {
     Status(u16, &'static str),
+    /// A write applied, with this ETag.
+    Written(&'static str),
     /// Reads the request and never answers.
     Stall,
 }
@@ -42,6 +44,14 @@ async fn serve(mut connection: TcpStream, answers: Arc<Mutex<VecDeque<Answer>>>)
         buffer.drain(..request_len);
         let answer = answers.lock().unwrap().pop_front();
         let (status, code) = match answer {
+            Some(Answer::Written(etag)) => {
+                let reply =
+                    format!("HTTP/1.1 204 Stub\r\nETag: {etag}\r\nContent-Length: 0\r\n\r\n");
+                if connection.write_all(reply.as_bytes()).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             Some(Answer::Status(status, code)) => (status, code),
             Some(Answer::Stall) => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -135,6 +145,37 @@ async fn busy_and_throttled_answers_are_throttled() {
         matches!(batch, Err(StoreError::Throttled { .. })),
         "{batch:?}"
     );
+}
+
+/// A batch written one record at a time (it names a partition twice) that fails partway
+/// keeps what the writes before learned.
+#[tokio::test]
+async fn a_batch_failing_partway_keeps_the_earlier_results() {
+    let store = store_against(vec![
+        Answer::Status(201, "Created"),
+        Answer::Written("W/\"datetime'1'\""),
+        Answer::Status(503, "ServerBusy"),
+    ])
+    .await;
+    let group = GroupName::new("orders").unwrap();
+    let writes: Vec<LeaseWrite> = [0, 1, 0]
+        .map(|partition| LeaseWrite {
+            partition: PartitionId(partition),
+            record: LeaseRecord::released(),
+            mode: PutMode::Update(Version::from_tag("W/\"x\"")),
+        })
+        .into();
+    let results = store.put_leases(&group, &writes).await.unwrap();
+    assert_eq!(
+        results[0].as_ref().ok(),
+        Some(&Version::from_tag("W/\"datetime'1'\""))
+    );
+    for unknown in &results[1..] {
+        assert!(
+            matches!(unknown, Err(StoreError::Throttled { .. })),
+            "{unknown:?}"
+        );
+    }
 }
 
 #[tokio::test]

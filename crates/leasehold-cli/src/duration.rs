@@ -3,13 +3,14 @@
 use std::fmt;
 use std::time::Duration;
 
-/// Units accepted after a number, longest first so that `ms` is not read as `m`.
-const UNITS: [(&str, f64); 5] = [
-    ("ms", 1e-3),
-    ("us", 1e-6),
-    ("s", 1.0),
-    ("m", 60.0),
-    ("h", 3600.0),
+/// Units accepted after a number, in nanoseconds, longest first so that `ms` is not read as
+/// `m`.
+const UNITS: [(&str, u128); 5] = [
+    ("ms", 1_000_000),
+    ("us", 1_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
 ];
 
 /// How durations are written, as help and errors say it.
@@ -40,6 +41,9 @@ impl fmt::Display for InvalidDuration {
 impl std::error::Error for InvalidDuration {}
 
 /// Parses one or more `<number><unit>` pairs, units `us`, `ms`, `s`, `m`, `h`.
+///
+/// Read exactly, in whole nanoseconds (digits below a nanosecond are dropped), so that what
+/// a person writes is what the program gets; a total beyond [`Duration::MAX`] is refused.
 pub fn parse_duration(input: &str) -> Result<Duration, InvalidDuration> {
     let fail = |reason| InvalidDuration {
         input: input.to_owned(),
@@ -49,7 +53,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, InvalidDuration> {
     if rest.is_empty() {
         return Err(fail("it is empty"));
     }
-    let mut total_seconds = 0.0;
+    let mut total_nanos: u128 = 0;
     while !rest.is_empty() {
         let number_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -57,18 +61,44 @@ pub fn parse_duration(input: &str) -> Result<Duration, InvalidDuration> {
         if number_len == 0 {
             return Err(fail("expected a number"));
         }
-        let number: f64 = rest[..number_len]
-            .parse()
-            .map_err(|_| fail("the number is malformed"))?;
+        let number = &rest[..number_len];
         rest = &rest[number_len..];
         let (unit, scale) = UNITS
             .iter()
             .find(|(unit, _)| rest.starts_with(unit))
             .ok_or_else(|| fail("unknown unit"))?;
         rest = &rest[unit.len()..];
-        total_seconds += number * scale;
+        let nanos = scaled(number, *scale).ok_or_else(|| fail("the number is malformed"))?;
+        total_nanos = nanos
+            .and_then(|nanos| total_nanos.checked_add(nanos))
+            .ok_or_else(|| fail("out of range"))?;
     }
-    Duration::try_from_secs_f64(total_seconds).map_err(|_| fail("out of range"))
+    let seconds = u64::try_from(total_nanos / 1_000_000_000).map_err(|_| fail("out of range"))?;
+    Ok(Duration::new(seconds, (total_nanos % 1_000_000_000) as u32))
+}
+
+/// `number` (digits with at most one decimal point, at least one digit) times `scale`
+/// nanoseconds: `None` if malformed, `Some(None)` if too large for a `u128`.
+fn scaled(number: &str, scale: u128) -> Option<Option<u128>> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if fraction.contains('.') || (whole.is_empty() && fraction.is_empty()) {
+        return None;
+    }
+    let mut nanos = Some(0u128);
+    for digit in whole.bytes() {
+        nanos = nanos
+            .and_then(|n| n.checked_mul(10))
+            .and_then(|n| n.checked_add(u128::from(digit - b'0')));
+    }
+    let mut nanos = nanos.and_then(|n| n.checked_mul(scale));
+    // Each fraction digit is worth a tenth of the one before; the scale is at most 3.6e12
+    // nanoseconds, so digits past the thirteenth are below a nanosecond.
+    let mut place = scale;
+    for digit in fraction.bytes() {
+        place /= 10;
+        nanos = nanos.and_then(|n| n.checked_add(u128::from(digit - b'0') * place));
+    }
+    Some(nanos)
 }
 
 /// Formats a duration for people: `850ms`, `1.53s`, `2m05s`.
@@ -86,6 +116,8 @@ pub fn format_duration(duration: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -105,6 +137,56 @@ mod tests {
         for bad in ["", "5", "ms", "2x", "1.2.3s", "-1s", "2 s", "s2"] {
             let error = parse_duration(bad).unwrap_err().to_string();
             assert!(error.contains(&format!("{bad:?}")), "{error}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_no_duration_can_hold() {
+        for huge in [
+            "18446744073709551616s",
+            "99999999999999999999999999999999999999999h",
+            "5124095576030432h1h",
+        ] {
+            let error = parse_duration(huge).unwrap_err().to_string();
+            assert!(error.contains("out of range"), "{error}");
+        }
+        assert_eq!(
+            parse_duration("1000000000h"),
+            Ok(Duration::from_secs(3_600_000_000_000))
+        );
+        assert_eq!(parse_duration("0.1s"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration(".5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5us"), Ok(Duration::from_nanos(1500)));
+        assert!(parse_duration(".s").is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn never_panics(input in "[0-9.a-z ]{0,40}|\\PC{0,40}") {
+            let _ = parse_duration(&input);
+        }
+
+        #[test]
+        fn reads_back_what_it_is_given(
+            amount in 0..1_000_000_000_000u64,
+            unit in 0..UNITS.len(),
+        ) {
+            let (name, nanos) = UNITS[unit];
+            let expected = u128::from(amount) * nanos;
+            let parsed = parse_duration(&format!("{amount}{name}")).unwrap();
+            prop_assert_eq!(parsed.as_nanos(), expected);
+        }
+
+        #[test]
+        fn reads_back_what_it_formats(millis in 0..10_000_000_000u64) {
+            let duration = Duration::from_millis(millis);
+            let parsed = parse_duration(&format_duration(duration)).unwrap();
+            // Formatting keeps milliseconds below a second, hundredths below a minute, and
+            // whole seconds above.
+            let precision = if millis < 60_000 { 10 } else { 1000 };
+            prop_assert!(parsed.abs_diff(duration) < Duration::from_millis(precision));
         }
     }
 

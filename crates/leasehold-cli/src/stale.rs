@@ -23,6 +23,7 @@ struct StaleDocument {
     unrenewed: Vec<Unrenewed>,
     unowned: Vec<u32>,
     missing: Vec<u32>,
+    missing_count: u64,
     offline: Vec<u32>,
     corrupt: Vec<String>,
     live_nodes: Vec<String>,
@@ -70,6 +71,7 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
             .collect(),
         unowned: numbers(&report.unowned),
         missing: numbers(&report.missing),
+        missing_count: report.missing_count,
         offline: numbers(&report.offline),
         corrupt: report.corrupt.clone(),
         live_nodes: report.live_nodes.iter().map(|n| n.to_string()).collect(),
@@ -109,6 +111,10 @@ fn render(document: &StaleDocument) -> String {
         if !numbers.is_empty() {
             lines.push(format!("{label}: {}", list(numbers)));
         }
+    }
+    let unlisted = document.missing_count - document.missing.len() as u64;
+    if unlisted > 0 {
+        lines.push(format!("… and {unlisted} more missing partitions"));
     }
     for corrupt in &document.corrupt {
         lines.push(corrupt.clone());

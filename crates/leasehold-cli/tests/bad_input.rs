@@ -70,7 +70,7 @@ fn unreachable_store_is_named_with_its_cause() {
 #[test]
 fn invalid_node_timings_name_the_values() {
     let site = Site::new();
-    let cases: [(&[&str], &[&str]); 3] = [
+    let cases: [(&[&str], &[&str]); 4] = [
         (
             &["--heartbeat", "1s", "--validity", "1s"],
             &["heartbeat = 1s", "lease_validity = 1s"],
@@ -87,6 +87,10 @@ fn invalid_node_timings_name_the_values() {
             &["acquire_after = 2s", "lease_validity = 2s"],
         ),
         (&["--weight", "0"], &["weight must be at least 1"]),
+        (
+            &["--scan-interval", "3000000000000000h"],
+            &["scan_interval = 10800000000000000000s must be at most 31536000s"],
+        ),
     ];
     for (flags, needles) in cases {
         let mut args = vec!["node", "--id", "n1", "--partitions", "4"];
@@ -97,6 +101,7 @@ fn invalid_node_timings_name_the_values() {
             run.stderr.contains("invalid configuration for node n1"),
             "{run:?}"
         );
+        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
     }
 }
 

@@ -8,6 +8,7 @@ use etcd_client::{
     Client, Compare, CompareOp, GetOptions, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
     TxnResponse,
 };
+use leasehold::batch::{put_in_parts, put_one_by_one};
 use leasehold::{
     codec, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
     NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored, StoredLease, StoredMember,
@@ -255,17 +256,7 @@ impl EtcdStore {
                 return Ok(chunk.iter().map(|_| Ok(version.clone())).collect());
             }
         }
-        let mut results = Vec::with_capacity(chunk.len());
-        for write in chunk {
-            match self
-                .put_lease(group, write.partition, &write.record, write.mode.clone())
-                .await
-            {
-                Err(error) if error.is_transient() => return Err(error),
-                result => results.push(result),
-            }
-        }
-        Ok(results)
+        put_one_by_one(self, group, chunk).await
     }
 
     fn decode_lease(&self, group: &GroupName, kv: &KeyValue) -> Result<StoredLease, StoreError> {
@@ -425,11 +416,7 @@ impl LeaseStore for EtcdStore {
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        let mut results = Vec::with_capacity(writes.len());
-        for chunk in writes.chunks(MAX_TXN_OPS) {
-            results.extend(self.put_chunk(group, chunk).await?);
-        }
-        Ok(results)
+        put_in_parts(writes, MAX_TXN_OPS, |chunk| self.put_chunk(group, chunk)).await
     }
 
     async fn delete_lease(

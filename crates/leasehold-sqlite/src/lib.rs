@@ -93,7 +93,9 @@
 //!   another connection's write lock before failing with
 //!   [`StoreError::Unavailable`](leasehold::StoreError::Unavailable), which callers retry.
 //! - Each call runs on a blocking thread so the async runtime never waits on the disk, and is
-//!   bounded by the call timeout ([`SqliteOptions::call_timeout`]).
+//!   bounded by the call timeout ([`SqliteOptions::call_timeout`], default the busy
+//!   timeout), which should not exceed the callers' own limit: a call never commits after
+//!   its time is up ([time limits](SqliteOptions#time-limits)).
 //!
 //! # Change notifications
 //!

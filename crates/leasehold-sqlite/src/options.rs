@@ -31,6 +31,15 @@ impl Synchronous {
 
 /// Settings for [`SqliteStore::open_with`](crate::SqliteStore::open_with).
 ///
+/// # Time limits
+///
+/// Every call ends within [`SqliteOptions::call_timeout`], and a write that ran out of time
+/// does not commit afterwards: waiting for the write lock (at most the busy timeout) stops
+/// early enough to leave [`SqliteOptions::write_allowance`] of the call's time for the write
+/// itself. So set the call timeout no longer than the time limit callers put on store calls
+/// (a participant's `store_timeout`, which wraps the store in a `TimeoutStore`): a call that
+/// the caller gave up on has then given up too, and did not land.
+///
 /// ```
 /// use std::time::Duration;
 /// use leasehold_sqlite::{SqliteOptions, Synchronous};
@@ -38,8 +47,10 @@ impl Synchronous {
 /// let options = SqliteOptions::default()
 ///     .busy_timeout(Duration::from_secs(10))
 ///     .synchronous(Synchronous::Full)
-///     .max_connections(2);
-/// assert_eq!(options.call_timeout_limit(), Duration::from_secs(20));
+///     .max_connections(2)
+///     .call_timeout(Duration::from_millis(250));
+/// assert_eq!(options.call_timeout_limit(), Duration::from_millis(250));
+/// assert_eq!(options.write_allowance(), Duration::from_millis(62_500) / 1000);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
@@ -65,16 +76,18 @@ impl SqliteOptions {
     pub const MAX_CONNECTIONS_LIMIT: usize = 64;
 
     /// How long a call waits for another connection (in this process or another) to finish
-    /// its write before failing with [`StoreError::Unavailable`]. Default 5 s.
+    /// its write before failing with [`StoreError::Unavailable`]. Default 5 s. A call waits
+    /// less when its call timeout leaves less (see [Time limits](SqliteOptions#time-limits)).
     #[must_use]
     pub fn busy_timeout(mut self, busy_timeout: Duration) -> Self {
         self.busy_timeout = busy_timeout;
         self
     }
 
-    /// The limit on a whole call, waiting for a connection included, after which it fails
-    /// with [`StoreError::Timeout`]. Default twice the busy timeout; must not be shorter
-    /// than the busy timeout.
+    /// The limit on a whole call, waiting for a connection and for the write lock included,
+    /// after which it fails with [`StoreError::Timeout`]. Default the busy timeout, which is
+    /// also a participant's default `store_timeout`; at most the callers' own limit (see
+    /// [Time limits](SqliteOptions#time-limits)).
     #[must_use]
     pub fn call_timeout(mut self, call_timeout: Duration) -> Self {
         self.call_timeout = Some(call_timeout);
@@ -101,9 +114,17 @@ impl SqliteOptions {
         self.busy_timeout
     }
 
-    /// The call timeout in force: the one set, or twice the busy timeout.
+    /// The call timeout in force: the one set, or the busy timeout.
     pub fn call_timeout_limit(&self) -> Duration {
-        self.call_timeout.unwrap_or(self.busy_timeout * 2)
+        self.call_timeout.unwrap_or(self.busy_timeout)
+    }
+
+    /// The part of the call timeout kept for the write itself once it holds the lock: a
+    /// quarter. A commit is an append to the write-ahead log and, with
+    /// [`Synchronous::Full`], one flush: milliseconds on a healthy disk, so a quarter of any
+    /// sensible call timeout leaves room for a slow flush too.
+    pub fn write_allowance(&self) -> Duration {
+        self.call_timeout_limit() / 4
     }
 
     /// The durability in force.
@@ -126,10 +147,9 @@ impl SqliteOptions {
             )));
         }
         let call_timeout = self.call_timeout_limit();
-        if call_timeout.is_zero() || call_timeout < self.busy_timeout {
+        if call_timeout.is_zero() {
             return Err(StoreError::Invalid(format!(
-                "call_timeout {call_timeout:?} must be positive and at least busy_timeout {:?}",
-                self.busy_timeout
+                "call_timeout {call_timeout:?} must be positive"
             )));
         }
         Ok(())
@@ -145,20 +165,15 @@ mod tests {
         let options = SqliteOptions::default();
         options.validate().expect("defaults");
         assert_eq!(options.busy_timeout_limit(), Duration::from_secs(5));
-        assert_eq!(options.call_timeout_limit(), Duration::from_secs(10));
+        assert_eq!(options.call_timeout_limit(), Duration::from_secs(5));
         assert_eq!(options.synchronous_mode(), Synchronous::Full);
     }
 
     #[test]
     fn inconsistent_settings_are_refused_with_their_values() {
-        let short_call = SqliteOptions::default()
-            .busy_timeout(Duration::from_secs(5))
-            .call_timeout(Duration::from_secs(1));
-        let message = short_call.validate().unwrap_err().to_string();
-        assert!(
-            message.contains("1s") && message.contains("5s"),
-            "{message}"
-        );
+        let no_time = SqliteOptions::default().call_timeout(Duration::ZERO);
+        let message = no_time.validate().unwrap_err().to_string();
+        assert!(message.contains("call_timeout 0ns"), "{message}");
         let no_connections = SqliteOptions::default().max_connections(0);
         let message = no_connections.validate().unwrap_err().to_string();
         assert!(message.contains("max_connections is 0"), "{message}");

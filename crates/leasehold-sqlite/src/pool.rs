@@ -9,7 +9,7 @@ use leasehold::StoreError;
 use rusqlite::Connection;
 use tokio::sync::Semaphore;
 
-use crate::error::is_busy;
+use crate::error::{is_busy, Context};
 use crate::options::SqliteOptions;
 use crate::schema;
 
@@ -73,13 +73,16 @@ impl Pool {
     /// Runs `operation` on a connection in a blocking thread, within the call timeout.
     ///
     /// If the caller stops waiting (time-out or cancellation), the operation still runs to its
-    /// end, bounded by SQLite's busy timeout, and its connection returns to the pool.
+    /// end, and its connection returns to the pool. So that it cannot commit after the call
+    /// timed out, its wait for the write lock ends early enough to leave
+    /// [`SqliteOptions::write_allowance`] of the call's time for the write itself.
     pub(crate) async fn run<T, F>(self: &Arc<Self>, operation: F) -> Result<T, StoreError>
     where
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
         T: Send + 'static,
     {
         let limit = self.options.call_timeout_limit();
+        let deadline = Instant::now() + limit;
         let pool = Arc::clone(self);
         let call = async move {
             let permit = Arc::clone(&pool.permits)
@@ -88,7 +91,7 @@ impl Pool {
                 .map_err(|error| StoreError::unavailable("the connection pool is closed", error))?;
             let work = tokio::task::spawn_blocking(move || {
                 let _permit = permit;
-                pool.with_connection(operation)
+                pool.with_connection(deadline, operation)
             });
             work.await.map_err(|error| {
                 StoreError::unavailable("the thread running the SQLite call failed", error)
@@ -109,13 +112,26 @@ impl Pool {
 
     fn with_connection<T>(
         &self,
+        deadline: Instant,
         operation: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        let limit = self.options.call_timeout_limit();
         let idle = self.lock_idle().pop();
         let mut connection = match idle {
             Some(connection) => connection,
             None => schema::connect(&self.path, &self.options)?,
         };
+        // What is left of the call, less the write's own allowance, bounds the lock wait: a
+        // call that queued for a connection or a thread waits less, or not at all.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wait = left.saturating_sub(self.options.write_allowance());
+        if wait.is_zero() {
+            self.lock_idle().push(connection);
+            return Err(StoreError::Timeout(limit));
+        }
+        connection
+            .busy_timeout(wait.min(self.options.busy_timeout_limit()))
+            .context("setting the busy timeout")?;
         let result = operation(&mut connection);
         // A connection left inside a transaction would hold the write lock; drop it instead.
         if connection.is_autocommit() {

@@ -1,5 +1,6 @@
 //! One node's lease renewals as ZooKeeper multi-operations.
 
+use leasehold::batch::cut_short;
 use leasehold::codec::encode;
 use leasehold::{GroupName, LeaseWrite, PutMode, RecordKey, StoreError, Version};
 use zookeeper_client::{Client, Error as ZkError, MultiWriteError, MultiWriteResult};
@@ -65,14 +66,21 @@ pub(crate) async fn put_leases(
         }
     }
 
+    // A transient failure ends the batch; what earlier chunks and writes learned is kept.
     for chunk in ready.chunks(WRITES_PER_MULTI) {
-        write_chunk(client, writes, &paths, &keys, chunk, &mut results).await?;
+        if let Err(failure) = write_chunk(client, writes, &paths, &keys, chunk, &mut results).await
+        {
+            return cut_short(results, failure);
+        }
     }
     for (index, write) in writes.iter().enumerate() {
         if write.mode == PutMode::Create {
             let data = encode(&write.record);
             let result = records::create(client, &paths[index], &keys[index], &data).await;
-            results[index] = Some(keep_unless_transient(result)?);
+            match keep_unless_transient(result) {
+                Ok(result) => results[index] = Some(result),
+                Err(failure) => return cut_short(results, failure),
+            }
         }
     }
     Ok(results
@@ -134,7 +142,7 @@ async fn write_chunk(
 }
 
 /// A failed condition is this write's result; a transient failure makes the outcome of the
-/// rest of the batch unknown, so it becomes the batch's error.
+/// rest of the batch unknown, so it ends the batch (see [`cut_short`]).
 fn keep_unless_transient(
     result: Result<Version, StoreError>,
 ) -> Result<Result<Version, StoreError>, StoreError> {

@@ -8,7 +8,7 @@
 //! [`TimeoutStore`](crate::TimeoutStore) (as the command-line tool does) so that a hung store
 //! fails an operation instead of hanging it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::error::StoreError;
@@ -103,17 +103,12 @@ pub async fn init_listed(
             requested: partitions,
         });
     }
-    let mut present = vec![false; partitions as usize];
-    let keys = listing.records.iter().map(|record| Some(record.key));
-    let corrupt = listing.corrupt.iter().map(|e| e.key()?.partition());
-    for partition in keys.chain(corrupt).flatten() {
-        present[partition.0 as usize] = true;
-    }
+    let present = present_partitions(listing);
     let mut outcome = InitOutcome {
         created: 0,
-        existing: present.iter().filter(|&&p| p).count() as u32,
+        existing: present.len() as u32,
     };
-    for partition in (0..partitions).filter(|&p| !present[p as usize]) {
+    for partition in (0..partitions).filter(|p| !present.contains(&PartitionId(*p))) {
         let record = LeaseRecord {
             written_at_unix_ms: Some(unix_ms_now()),
             ..LeaseRecord::released()
@@ -328,6 +323,13 @@ pub async fn set_draining(
     })
 }
 
+/// The partitions that have a record in `listing`, readable or not.
+fn present_partitions(listing: &Listing<StoredLease>) -> BTreeSet<PartitionId> {
+    let keys = listing.records.iter().map(|record| Some(record.key));
+    let corrupt = listing.corrupt.iter().map(|e| e.key()?.partition());
+    keys.chain(corrupt).flatten().collect()
+}
+
 /// What one [`stale_check`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StaleReport {
@@ -335,8 +337,12 @@ pub struct StaleReport {
     pub unrenewed: Vec<(PartitionId, Option<NodeId>)>,
     /// Partitions held by nobody (released, or held with no owner) in the second sample.
     pub unowned: Vec<PartitionId>,
-    /// Partitions below `expected` with no record at all.
+    /// Partitions below `expected` with no record at all: the first
+    /// [`StaleReport::MISSING_LISTED`] of them.
     pub missing: Vec<PartitionId>,
+    /// How many partitions below `expected` have no record at all, listed or not: a stray
+    /// record for a huge partition number makes the inferred count huge.
+    pub missing_count: u64,
     /// Partitions taken out of service by an operator.
     pub offline: Vec<PartitionId>,
     /// Records that could not be read.
@@ -351,11 +357,14 @@ pub struct StaleReport {
 }
 
 impl StaleReport {
+    /// The most missing partitions listed in [`StaleReport::missing`].
+    pub const MISSING_LISTED: usize = 1000;
+
     /// Whether anything needs an operator's attention.
     pub fn has_problems(&self) -> bool {
         !self.unrenewed.is_empty()
             || !self.unowned.is_empty()
-            || !self.missing.is_empty()
+            || self.missing_count > 0
             || !self.corrupt.is_empty()
             || self.live_nodes.len() < self.min_nodes
     }
@@ -397,11 +406,8 @@ pub async fn stale_check(
             .collect(),
         ..StaleReport::default()
     };
-    let highest = second_leases.partition_count();
-    let expected = expected.unwrap_or(highest);
-    let mut present = vec![false; expected.max(highest) as usize];
+    let expected = expected.unwrap_or_else(|| second_leases.partition_count());
     for lease in &second_leases.records {
-        present[lease.key.0 as usize] = true;
         let record = &lease.value;
         match record.state {
             LeaseState::Offline => report.offline.push(lease.key),
@@ -417,17 +423,19 @@ pub async fn stale_check(
             }
         }
     }
-    for partition in second_leases
-        .corrupt
-        .iter()
-        .filter_map(|e| e.key()?.partition())
-    {
-        present[partition.0 as usize] = true;
+    let present = present_partitions(&second_leases);
+    let below = |p: &&PartitionId| p.0 < expected;
+    report.missing_count = u64::from(expected) - present.iter().filter(below).count() as u64;
+    // Walks the gaps between present partitions, so the work follows what is there and what
+    // is listed, never the partition numbers themselves.
+    let mut next = 0u32;
+    for bound in present.iter().filter(below).map(|p| p.0).chain([expected]) {
+        let room = StaleReport::MISSING_LISTED - report.missing.len();
+        report
+            .missing
+            .extend((next..bound).take(room).map(PartitionId));
+        next = bound.saturating_add(1);
     }
-    report.missing = (0..expected)
-        .filter(|p| !present[*p as usize])
-        .map(PartitionId)
-        .collect();
     // The operator's record (see `nudge`) is not a node.
     let members = || {
         second_members
@@ -480,6 +488,49 @@ mod tests {
             Some(&RecordKey::Lease(PartitionId(3))),
             "the damaged record is left for an operator, not overwritten"
         );
+    }
+
+    async fn create_released(
+        store: &MemoryStore,
+        group: &GroupName,
+        partitions: impl IntoIterator<Item = u32>,
+    ) {
+        for partition in partitions {
+            let record = LeaseRecord::released();
+            let created = store.put_lease(group, PartitionId(partition), &record, PutMode::Create);
+            created.await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn stale_check_counts_a_stray_huge_partition_without_allocating_by_it() {
+        let store = MemoryStore::new();
+        let group = GroupName::new("orders").unwrap();
+        init(&store, &group, 4).await.unwrap();
+        create_released(&store, &group, [1_000_000, u32::MAX]).await;
+        let told = stale_check(&store, &group, Duration::ZERO, 0, Some(4))
+            .await
+            .unwrap();
+        assert_eq!((told.missing_count, told.missing.len()), (0, 0));
+        let inferred = stale_check(&store, &group, Duration::ZERO, 0, None)
+            .await
+            .unwrap();
+        assert_eq!(inferred.missing_count, u64::from(u32::MAX) - 5);
+        assert_eq!(inferred.missing.len(), StaleReport::MISSING_LISTED);
+        assert_eq!(inferred.missing[0], PartitionId(4));
+        assert!(inferred.has_problems());
+    }
+
+    #[tokio::test]
+    async fn stale_check_lists_the_gaps_in_order() {
+        let store = MemoryStore::new();
+        let group = GroupName::new("orders").unwrap();
+        create_released(&store, &group, [1, 2, 5]).await;
+        let report = stale_check(&store, &group, Duration::ZERO, 0, Some(8))
+            .await
+            .unwrap();
+        assert_eq!(report.missing, [0, 3, 4, 6, 7].map(PartitionId));
+        assert_eq!(report.missing_count, 5);
     }
 
     #[test]

@@ -34,7 +34,8 @@ pub struct ParticipantConfig {
     /// With a non-zero `relist_after`, successive batches may come from one reading of the
     /// table.
     pub max_acquires_per_scan: u32,
-    /// Bound ρ on the clock-rate drift between any two nodes, as a fraction. Default 0.01.
+    /// Bound ρ on the clock-rate drift between any two nodes, as a fraction. Default 0.01;
+    /// at least [`ParticipantConfig::MIN_CLOCK_DRIFT`].
     pub max_clock_drift: f64,
     /// Time limit on every store call. Default 5 s; at most `heartbeat`.
     pub store_timeout: Duration,
@@ -87,6 +88,18 @@ impl ParticipantConfig {
     /// and notices crashes soonest.
     pub const LIST_EVERY_SCAN_UP_TO: u32 = 4096;
 
+    /// The smallest drift bound ρ accepted: 0.001. Timers run on the monotonic clock, which
+    /// NTP daemons slew by up to 500 ppm (ntpd's limit) to correct the wall clock, so two
+    /// healthy, synchronized nodes can count time 1000 ppm apart on top of their oscillators'
+    /// own error. A smaller bound, zero above all, would claim a margin the hardware and its
+    /// time daemon do not give.
+    pub const MIN_CLOCK_DRIFT: f64 = 0.001;
+
+    /// The longest duration accepted for any timing: 365 days. Far beyond any sensible
+    /// timing, and small enough that everything derived from the timings (sums, multiples,
+    /// deadlines on the monotonic clock) stays far from overflowing.
+    pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
     /// The default configuration for `node` in group `default` with `partitions` partitions.
     pub fn new(node: NodeId, partitions: u32) -> ParticipantConfig {
         ParticipantConfig {
@@ -137,8 +150,12 @@ impl ParticipantConfig {
     /// before the dead node's leases become takeable, and take them the moment they do.
     /// Liveness only steers balancing; no lease is taken on its account.
     pub fn member_timeout(&self) -> Duration {
-        self.lease_validity
-            .max(self.heartbeat + self.scan_interval * 2)
+        // Saturating, so that an unvalidated configuration cannot make this panic;
+        // `validate` bounds every timing far below where it would saturate.
+        self.lease_validity.max(
+            self.heartbeat
+                .saturating_add(self.scan_interval.saturating_mul(2)),
+        )
     }
 
     /// The longest scans back off to while the store fails or throttles them: four scan
@@ -146,7 +163,7 @@ impl ParticipantConfig {
     /// meanwhile are found within a few scans once the store recovers. Renewals keep their
     /// schedule throughout.
     pub fn max_scan_backoff(&self) -> Duration {
-        self.scan_interval * 4
+        self.scan_interval.saturating_mul(4)
     }
 
     /// Sets the group.
@@ -170,15 +187,26 @@ impl ParticipantConfig {
     /// wrote it. With clock rates within ρ of true time, the taker cannot start before the
     /// holder stopped if `acquire_after × (1 − ρ) > lease_validity × (1 + ρ)`.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for (name, value) in [
-            ("heartbeat", self.heartbeat),
-            ("lease_validity", self.lease_validity),
-            ("acquire_after", self.acquire_after),
-            ("scan_interval", self.scan_interval),
-            ("store_timeout", self.store_timeout),
+        // The last three may be zero: they switch a behaviour off or make it immediate.
+        for (name, value, may_be_zero) in [
+            ("heartbeat", self.heartbeat, false),
+            ("lease_validity", self.lease_validity, false),
+            ("acquire_after", self.acquire_after, false),
+            ("scan_interval", self.scan_interval, false),
+            ("store_timeout", self.store_timeout, false),
+            ("forget_members_after", self.forget_members_after, true),
+            ("relist_after", self.relist_after, true),
+            ("drain_timeout", self.drain_timeout, true),
         ] {
-            if value.is_zero() {
+            if value.is_zero() && !may_be_zero {
                 return Err(ConfigError::ZeroDuration { name });
+            }
+            if value > Self::MAX_DURATION {
+                return Err(ConfigError::DurationTooLong {
+                    name,
+                    value,
+                    max: Self::MAX_DURATION,
+                });
             }
         }
         if self.node.is_operator() {
@@ -198,7 +226,7 @@ impl ParticipantConfig {
         if self.weight < 1 {
             return Err(ConfigError::ZeroWeight);
         }
-        if !(0.0..0.5).contains(&self.max_clock_drift) {
+        if !(Self::MIN_CLOCK_DRIFT..0.5).contains(&self.max_clock_drift) {
             return Err(ConfigError::DriftOutOfRange {
                 max_clock_drift: self.max_clock_drift,
             });
@@ -253,6 +281,16 @@ pub enum ConfigError {
         /// The field's name.
         name: &'static str,
     },
+    /// A duration exceeded [`ParticipantConfig::MAX_DURATION`].
+    #[error("{name} = {value:?} must be at most {max:?}")]
+    DurationTooLong {
+        /// The field's name.
+        name: &'static str,
+        /// The rejected value.
+        value: Duration,
+        /// The longest accepted.
+        max: Duration,
+    },
     /// The node took the name reserved for operator commands ([`NodeId::operator`]).
     #[error("node id {node} is reserved for operator commands; choose another name")]
     ReservedNode {
@@ -274,8 +312,11 @@ pub enum ConfigError {
     /// `weight` was zero.
     #[error("weight must be at least 1")]
     ZeroWeight,
-    /// The drift bound was outside `[0, 0.5)`.
-    #[error("max_clock_drift = {max_clock_drift} must be in [0, 0.5)")]
+    /// The drift bound was outside `[ParticipantConfig::MIN_CLOCK_DRIFT, 0.5)`.
+    #[error(
+        "max_clock_drift = {max_clock_drift} must be in [{min}, 0.5)",
+        min = ParticipantConfig::MIN_CLOCK_DRIFT
+    )]
     DriftOutOfRange {
         /// The rejected value.
         max_clock_drift: f64,
@@ -330,6 +371,8 @@ pub enum ConfigError {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn config() -> ParticipantConfig {
@@ -413,6 +456,41 @@ mod tests {
             ),
             (
                 ParticipantConfig {
+                    max_clock_drift: 0.0,
+                    ..config()
+                },
+                "max_clock_drift = 0 must be in [0.001, 0.5)",
+            ),
+            (
+                ParticipantConfig {
+                    max_clock_drift: f64::NAN,
+                    ..config()
+                },
+                "max_clock_drift = NaN",
+            ),
+            (
+                ParticipantConfig {
+                    scan_interval: Duration::from_secs(3600 * 1_000_000_000),
+                    ..config()
+                },
+                "scan_interval = 3600000000000s must be at most",
+            ),
+            (
+                ParticipantConfig {
+                    forget_members_after: Duration::MAX,
+                    ..config()
+                },
+                "forget_members_after",
+            ),
+            (
+                ParticipantConfig {
+                    scan_interval: Duration::MAX,
+                    ..config()
+                },
+                "scan_interval",
+            ),
+            (
+                ParticipantConfig {
                     store_timeout: Duration::from_secs(11),
                     ..config()
                 },
@@ -425,6 +503,74 @@ mod tests {
                 message.contains(needle),
                 "{message:?} should name {needle:?}"
             );
+        }
+    }
+
+    /// Any duration from zero to [`Duration::MAX`], weighted towards the ones a person writes.
+    fn any_duration() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            (0..100_000u64).prop_map(Duration::from_millis),
+            (0..u64::MAX).prop_map(Duration::from_secs),
+            (any::<u64>(), 0..1_000_000_000u32).prop_map(|(s, n)| Duration::new(s, n)),
+            Just(Duration::MAX),
+        ]
+    }
+
+    /// Any fraction, in range or not, NaN and infinities included.
+    fn any_fraction() -> impl Strategy<Value = f64> {
+        prop_oneof![0.0..0.6f64, any::<f64>(), Just(0.0), Just(f64::NAN)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn validate_never_panics_and_what_it_accepts_is_safe(
+            timings in proptest::collection::vec(any_duration(), 8),
+            max_clock_drift in any_fraction(),
+            jitter in any_fraction(),
+            counts in (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+        ) {
+            let (partitions, max_partitions_per_node, max_acquires_per_scan, weight) = counts;
+            let config = ParticipantConfig {
+                heartbeat: timings[0],
+                lease_validity: timings[1],
+                acquire_after: timings[2],
+                scan_interval: timings[3],
+                store_timeout: timings[4],
+                forget_members_after: timings[5],
+                relist_after: timings[6],
+                drain_timeout: timings[7],
+                max_clock_drift,
+                jitter,
+                partitions,
+                max_partitions_per_node,
+                max_acquires_per_scan,
+                weight,
+                ..config()
+            };
+            // Derived timings never panic, valid or not.
+            let member_timeout = config.member_timeout();
+            let backoff = config.max_scan_backoff();
+            if config.validate().is_ok() {
+                let rho = config.max_clock_drift;
+                prop_assert!(rho >= ParticipantConfig::MIN_CLOCK_DRIFT);
+                prop_assert!(
+                    config.acquire_after.as_secs_f64() * (1.0 - rho)
+                        > config.lease_validity.as_secs_f64() * (1.0 + rho)
+                );
+                prop_assert_eq!(
+                    Some(member_timeout),
+                    config
+                        .scan_interval
+                        .checked_mul(2)
+                        .and_then(|scans| scans.checked_add(config.heartbeat))
+                        .map(|beat| beat.max(config.lease_validity))
+                );
+                prop_assert_eq!(Some(backoff), config.scan_interval.checked_mul(4));
+                prop_assert!(config.forget_members_after >= member_timeout * 2);
+                prop_assert!(config.store_timeout <= config.heartbeat);
+            }
         }
     }
 

@@ -58,6 +58,7 @@
 //! their URLs) and, with feature `testing`, the store conformance suite.
 
 pub mod admin;
+pub mod batch;
 mod clock;
 pub mod codec;
 mod config;

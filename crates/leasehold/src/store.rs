@@ -249,25 +249,14 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Writes several lease records of one group, each under its own condition, returning one
     /// result per write in order. A failed condition fails only that write. The outer error
     /// means the batch as a whole could not be attempted; which writes were applied is then
-    /// unknown.
+    /// unknown. A batch written in parts that fails partway keeps the results of the parts
+    /// before and reports the others' writes as failed transiently ([`crate::batch`]).
     async fn put_leases(
         &self,
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        let mut results = Vec::with_capacity(writes.len());
-        for write in writes {
-            let result = self
-                .put_lease(group, write.partition, &write.record, write.mode.clone())
-                .await;
-            if let Err(error) = &result {
-                if error.is_transient() {
-                    return Err(error.summarize());
-                }
-            }
-            results.push(result);
-        }
-        Ok(results)
+        crate::batch::put_one_by_one(self, group, writes).await
     }
 
     /// Deletes one lease record if its version is `version`.
