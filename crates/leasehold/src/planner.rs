@@ -1,7 +1,7 @@
 //! Deciding, apart from doing: a pure function from (now, observed table, holdings, config) to
 //! a [`Plan`]. It reads no clock, touches no store and spawns nothing, so it is tested
 //! exhaustively here and driven at scale by the simulator; the participant's runner executes
-//! what it returns.
+//! what it returns. [`ScanSchedule`] decides the same way when the runner reads the table.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +13,11 @@ use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
 mod members;
+mod schedule;
 mod shares;
 mod view;
 pub use members::{MemberView, SeenMember};
+pub use schedule::{Reading, ScanSchedule, Takes};
 pub use shares::{fair_targets, MemberShare, Stripe};
 pub use view::{LeaseView, SeenLease};
 
