@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -11,7 +10,9 @@ use tokio::time::Instant;
 use crate::clock::{Clock, SeededRng};
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
-use crate::planner::{self, Acquisition, Holding, MemberShare, Observed, PlanInput};
+use crate::planner::{
+    self, Acquisition, Holding, Observed, PlanInput, Reading, ScanSchedule, Takes,
+};
 use crate::record::{unix_ms_now, LeaseState, MemberRecord};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
@@ -38,14 +39,6 @@ enum Handoff {
 /// Stale member records deleted per scan at most, so that clearing a backlog never delays
 /// the scan's own work by much.
 const MAX_FORGOTTEN_PER_SCAN: usize = 16;
-/// A change notice brings the next scan forward to this soon, coalescing bursts.
-const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
-/// Scans brought forward by notices start at least this fraction of the scan interval
-/// apart: a fleet starting together, or rebalancing, sends a burst of hints, and every node
-/// answering each one at once would read the table N² times.
-const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
-/// The same for a release, which is what a quick hand-off waits for: a shorter gap.
-const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
 
 enum Event {
     Command(Option<Command>),
@@ -78,32 +71,11 @@ pub(crate) struct Runner {
     draining: bool,
     feed: Option<ChangeFeed>,
     next_heartbeat: Instant,
-    next_scan: Instant,
+    /// When to scan and what to read: decided apart, as the plans are.
+    schedule: ScanSchedule,
     wake_at: Option<Instant>,
-    scan_failures: u32,
-    member_write_failing: bool,
-    last_scan: Option<Instant>,
     reported_corrupt: BTreeSet<String>,
     last_stamp: u64,
-    /// The next scan must read the lease table, whatever else it finds.
-    leases_due: bool,
-    /// When a settled node reads the lease table again regardless: `relist_after` after
-    /// the last reading, spread by the jitter so that a fleet which settled together does
-    /// not read the whole table together.
-    relist_at: Option<Instant>,
-    /// Whether the last plan left nothing to do (see [`planner::Plan::settled`]).
-    settled: bool,
-    /// Whether the next scan may plan on the view it has instead of reading the lease table:
-    /// the last plan took a full batch of partitions, every take succeeded, and more are
-    /// wanted (see [`Runner::plan_on_view`]).
-    ramping: bool,
-    /// Whether this node has scanned at all.
-    joined: bool,
-    /// The live membership the last lease listing was planned with.
-    membership: Vec<MemberShare>,
-    /// The version of the operator's record ([`NodeId::operator`]) when the lease table was
-    /// last read: an operator command changed the table since if it differs.
-    operator_mark: Option<Version>,
 }
 
 impl Runner {
@@ -135,20 +107,10 @@ impl Runner {
             draining: false,
             feed: None,
             next_heartbeat: now,
-            next_scan: now,
+            schedule: ScanSchedule::new(now),
             wake_at: None,
-            scan_failures: 0,
-            member_write_failing: false,
-            last_scan: None,
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
-            leases_due: true,
-            relist_at: None,
-            settled: false,
-            ramping: false,
-            joined: false,
-            membership: Vec::new(),
-            operator_mark: None,
         }
     }
 
@@ -165,7 +127,7 @@ impl Runner {
             let next_tick = [
                 Some(self.next_heartbeat),
                 // A node on its way out neither scans nor takes anything.
-                self.stopping.is_none().then_some(self.next_scan),
+                self.stopping.is_none().then_some(self.schedule.next_scan()),
                 self.wake_at.filter(|_| self.stopping.is_none()),
                 self.drain_deadline(),
             ]
@@ -191,7 +153,10 @@ impl Runner {
                 }
                 Event::Expire => self.expire_due(),
                 Event::Progress => self.advance_handoffs().await,
-                Event::Change(Some(change)) => self.on_change(&change),
+                Event::Change(Some(change)) => {
+                    let now = self.clock.now();
+                    self.schedule.change_noticed(now, &change, &self.config);
+                }
                 Event::Change(None) => self.feed = None,
                 Event::Tick => self.tick().await,
             }
@@ -214,38 +179,6 @@ impl Runner {
                 Handoff::Abandoned => None,
             })
             .min()
-    }
-
-    /// Brings the next scan forward for a change that may free a partition or change the
-    /// membership. Renewals and member heartbeats change nothing to act on; and a scan that
-    /// is backing off from a failing or throttling store stays backed off.
-    fn on_change(&mut self, change: &Change) {
-        let routine = matches!(
-            change,
-            Change::LeaseWritten {
-                state: LeaseState::Held,
-                ..
-            } | Change::MemberUpdated(_)
-        );
-        if routine {
-            return;
-        }
-        self.leases_due = true;
-        if self.scan_failures > 0 {
-            return;
-        }
-        let mut soon = self.clock.now() + CHANGE_DEBOUNCE;
-        let divisor = match change {
-            Change::LeaseWritten {
-                state: LeaseState::Released,
-                ..
-            } => RELEASE_SCAN_GAP_DIVISOR,
-            _ => NOTICE_SCAN_GAP_DIVISOR,
-        };
-        if let Some(last) = self.last_scan {
-            soon = soon.max(last + self.config.scan_interval / divisor);
-        }
-        self.next_scan = self.next_scan.min(soon);
     }
 
     /// The wall-clock stamp for a write: the time in milliseconds, but strictly increasing,
@@ -316,7 +249,7 @@ impl Runner {
             return;
         }
         let now = self.clock.now();
-        if now >= self.next_scan {
+        if self.schedule.is_due(now) {
             self.scan().await;
         } else if self.wake_at.is_some_and(|wake| wake <= now) {
             self.wake_at = None;
@@ -342,8 +275,7 @@ impl Runner {
             return;
         };
         self.handoffs.remove(&partition);
-        self.settled = false;
-        self.ramping = false;
+        self.schedule.holdings_changed();
         let negative_control =
             reason == LossReason::Released && self.config.unsafe_release_ignores_permits;
         if let Some(tenure) = self.shared.remove(partition) {
@@ -509,12 +441,8 @@ impl Runner {
             match result {
                 Ok(version) => {
                     self.member_version = Some(version);
-                    if std::mem::take(&mut self.member_write_failing) && self.scan_failures > 0 {
-                        // The store answers writes again after failing them: an outage is
-                        // over, so stop backing off and look for what expired meanwhile.
-                        self.scan_failures = 0;
-                        self.next_scan = self.next_scan.min(self.clock.now() + CHANGE_DEBOUNCE);
-                    }
+                    let now = self.clock.now();
+                    self.schedule.member_written(now);
                     return;
                 }
                 // Deleted while this node was away (see `forget_dead_members`, which never
@@ -529,7 +457,7 @@ impl Runner {
                 }
                 Err(error) => {
                     tracing::warn!(node = %self.config.node, %error, "member heartbeat failed");
-                    self.member_write_failing = true;
+                    self.schedule.member_write_failed();
                     return;
                 }
             }
@@ -566,10 +494,10 @@ impl Runner {
         }
     }
 
-    /// Reads the member records, and the lease table when it may hold something to act on
-    /// (see [`Runner::leases_wanted`]), then plans on what it read.
+    /// Reads the member records, and the lease table when the schedule says it may hold
+    /// something to act on (see [`ScanSchedule::reading`]), then plans on what it read.
     async fn scan(&mut self) {
-        self.last_scan = Some(self.clock.now());
+        self.schedule.scan_started(self.clock.now());
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let members = match self
             .call(async move { store.list_members(&group).await })
@@ -586,19 +514,11 @@ impl Runner {
             let draining = own.draining;
             self.set_draining(draining);
         }
-        // Only a node that may skip the table compares memberships.
-        let relisting = !self.config.relist_after.is_zero();
         let members_at = now;
-        let same_members = relisting
-            && self.observed.membership_is(
-                members_at,
-                &self.config,
-                self.draining,
-                &self.membership,
-            );
-        let waiting = self.fleet_starting();
-        let from_view = !waiting && self.plan_on_view(now, same_members);
-        let list_leases = !waiting && !from_view && self.leases_wanted(now, same_members);
+        let reading = self
+            .schedule
+            .reading(now, &self.observed, &self.config, self.draining);
+        let list_leases = reading == Reading::Leases;
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases = match self
@@ -607,29 +527,25 @@ impl Runner {
             {
                 Ok(leases) => leases,
                 Err(error) => {
-                    self.leases_due = true;
+                    self.schedule.want_leases();
                     return self.scan_failed(error);
                 }
             };
             let now = self.clock.now();
             self.report_corrupt(&leases.corrupt);
             self.observed.observe_leases(now, leases.records);
-            if relisting {
-                let membership = self
-                    .observed
-                    .membership(members_at, &self.config, self.draining);
-                self.relist_at = Some(now + self.relist_wait(membership.len()));
-                self.membership = membership;
-            }
-            self.leases_due = false;
-            self.operator_mark = self.observed.operator_mark.clone();
+            self.schedule.leases_listed(
+                now,
+                members_at,
+                &self.observed,
+                &self.config,
+                self.draining,
+                &mut self.rng,
+            );
         }
         let now = self.clock.now();
-        self.scan_failures = 0;
-        self.next_scan = now
-            + self
-                .rng
-                .spread(self.config.scan_interval, self.config.jitter);
+        self.schedule
+            .scan_succeeded(now, &self.config, &mut self.rng);
         self.shared.update_status(|status| {
             status.scans += 1;
             status.lease_listings += u64::from(list_leases);
@@ -638,7 +554,7 @@ impl Runner {
         // Plans are made on a fresh table, or on a recent one while taking a share batch by
         // batch: a settled node that skipped the listing has nothing to do, and an old view
         // would only send compare-and-sets bound to fail.
-        if list_leases || from_view {
+        if reading.plans() {
             self.act().await;
         }
         self.forget_dead_members().await;
@@ -646,10 +562,7 @@ impl Runner {
 
     fn scan_failed(&mut self, error: StoreError) {
         let now = self.clock.now();
-        self.scan_failures = self.scan_failures.saturating_add(1);
-        let factor = 2u32.saturating_pow(self.scan_failures.min(8));
-        let backoff = (self.config.scan_interval * factor).min(self.config.max_scan_backoff());
-        self.next_scan = now + self.rng.spread(backoff, self.config.jitter);
+        let backoff = self.schedule.scan_failed(now, &self.config, &mut self.rng);
         tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
         let message = error.to_string();
         self.shared
@@ -662,83 +575,6 @@ impl Runner {
                 tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
             }
         }
-    }
-
-    /// Whether this is the first scan of a node on a large table whose fleet is starting
-    /// with it: every member it sees has written its record once or twice. It then takes
-    /// nothing until its next scan, once the others have registered too, so that every node
-    /// counts the same members and takes its own stripe, where a node counting only those
-    /// that beat it to the store would take rows the stripes give others. A node joining a
-    /// running fleet does not wait.
-    fn fleet_starting(&mut self) -> bool {
-        let first = !std::mem::replace(&mut self.joined, true);
-        first
-            && !self.config.relist_after.is_zero()
-            && self.observed.members.iter().all(|seen| seen.heartbeat <= 2)
-    }
-
-    /// Whether this scan should plan on the view it has, without reading the lease table: a
-    /// node taking its share batch by batch (see [`ParticipantConfig::max_acquires_per_scan`])
-    /// whose last batch all succeeded, in a membership that has not changed since its last
-    /// reading, not older than `acquire_after` (so no record seen held in it can have come
-    /// to look abandoned). Members take their own stripes of the table first
-    /// ([`planner::Stripe`]), so such a view rarely offers a row another node took since; a
-    /// take that fails sends the next scan back to the table. Never with a zero
-    /// `relist_after`, which promises a reading every scan.
-    fn plan_on_view(&self, now: Instant, same_members: bool) -> bool {
-        self.ramping
-            && !self.config.relist_after.is_zero()
-            && !self.leases_due
-            && same_members
-            && self.observed.operator_mark == self.operator_mark
-            && self
-                .observed
-                .listed_at
-                .is_some_and(|at| now < at + self.config.acquire_after)
-    }
-
-    /// How long a settled node waits before reading the lease table regardless: `relist_after
-    /// × live members`, spread by half either way. The fleet as a whole then reads it about
-    /// every `relist_after`, at scattered moments, whatever its size: one reading by any node
-    /// finds what nothing signalled (a row it sees free it takes, or watches until taken), so
-    /// a thousand nodes need not each read 65,536 rows to find it.
-    fn relist_wait(&mut self, live_members: usize) -> Duration {
-        let live = u32::try_from(live_members.max(1)).unwrap_or(u32::MAX);
-        let period = self.config.relist_after.saturating_mul(live);
-        self.rng.spread(period, 0.5)
-    }
-
-    /// Whether this scan should read the lease table. Always with a zero
-    /// [`ParticipantConfig::relist_after`]. Otherwise only when it may hold something to act
-    /// on: the last plan was not settled, the membership (and so every target) changed, a
-    /// notice or a lost lease asked for it, an operator command changed the table, a member
-    /// missed a heartbeat, or `relist_after` has passed.
-    ///
-    /// A missed heartbeat matters because a crashed member's leases become takeable
-    /// `acquire_after` after a survivor first sees their last versions: the survivors read
-    /// the table as soon as its member record stops changing, not only once it stops counting
-    /// live.
-    fn leases_wanted(&self, now: Instant, same_members: bool) -> bool {
-        let relist_after = self.config.relist_after;
-        if relist_after.is_zero() || self.leases_due || !self.settled {
-            return true;
-        }
-        if !same_members
-            || self.observed.operator_mark != self.operator_mark
-            || self.relist_at.is_none_or(|at| at <= now)
-        {
-            return true;
-        }
-        // A member rewrites its record at least every heartbeat; one that has looked the same
-        // for longer has missed one, until it stops counting live altogether.
-        let missed = self.config.heartbeat + self.config.heartbeat / 20;
-        let Some(missed_since) = now.checked_sub(missed) else {
-            return false;
-        };
-        let silent_since = now.checked_sub(self.config.member_timeout());
-        self.observed.members.others(&self.config.node).any(|seen| {
-            seen.first_seen <= missed_since && silent_since.is_none_or(|at| at < seen.first_seen)
-        })
     }
 
     /// Deletes member records that have not changed for `forget_members_after`. One node
@@ -808,8 +644,8 @@ impl Runner {
             status.target = plan.target;
             status.live_members = plan.live_members;
         });
-        self.settled = plan.settled() && self.handoffs.is_empty();
-        self.ramping = false;
+        self.schedule
+            .planned(plan.settled() && self.handoffs.is_empty());
         self.wake_at = plan.wake_at;
         for partition in plan.drop {
             let deadline = self.holdings[&partition].valid_until;
@@ -820,13 +656,17 @@ impl Runner {
             self.release(plan.release).await;
         }
         if !plan.acquire.is_empty() {
-            let batch = plan.acquire.len();
+            let planned = plan.acquire.len();
             let taken = self.acquire(plan.acquire).await;
-            self.ramping = taken == batch
-                && batch >= self.config.max_acquires_per_scan as usize
-                && plan.off_stripe == 0
-                && !released
-                && self.holdings.len() < plan.target as usize;
+            let takes = Takes {
+                planned,
+                taken,
+                off_stripe: plan.off_stripe,
+                released,
+                held: self.holdings.len(),
+                target: plan.target,
+            };
+            self.schedule.took(&takes, &self.config);
         }
     }
 
@@ -859,7 +699,7 @@ impl Runner {
                 // it is out of date, and the row waits a full acquire_after from its next
                 // sighting, which the next scan makes.
                 self.observed.leases.forget(write.partition);
-                self.leases_due = true;
+                self.schedule.want_leases();
                 continue;
             };
             // The row is now exactly what this node wrote.
@@ -934,8 +774,7 @@ impl Runner {
             let holding = self.holdings.get_mut(&partition).expect("listed above");
             if !holding.handing_off {
                 holding.handing_off = true;
-                self.settled = false;
-                self.ramping = false;
+                self.schedule.holdings_changed();
                 tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, permits = tenure.permits(), "handing lease off");
                 self.contain("on_handing_off", |callbacks| {
                     callbacks.on_handing_off(&tenure.snapshot())

@@ -223,7 +223,6 @@ impl ScanSchedule {
     /// The lease table was read into `observed`, arriving at `now`, after the member records
     /// read at `members_at`. A node that may skip later readings notes the membership it will
     /// plan with, and when it reads the table again regardless (a draw from `rng`).
-    #[allow(clippy::too_many_arguments)]
     pub fn leases_listed(
         &mut self,
         now: Instant,
