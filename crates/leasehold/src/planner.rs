@@ -1,7 +1,7 @@
 //! Deciding, apart from doing: a pure function from (now, observed table, holdings, config) to
 //! a [`Plan`]. It reads no clock, touches no store and spawns nothing, so it is tested
 //! exhaustively here and driven at scale by the simulator; the participant's runner executes
-//! what it returns.
+//! what it returns. [`ScanSchedule`] decides the same way when the runner reads the table.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +13,12 @@ use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
 mod members;
+mod schedule;
+mod shares;
 mod view;
 pub use members::{MemberView, SeenMember};
+pub use schedule::{Reading, ScanSchedule, Takes};
+pub use shares::{fair_targets, MemberShare, Stripe};
 pub use view::{LeaseView, SeenLease};
 
 /// This node's view of its group's table, built from successive scans.
@@ -194,76 +198,6 @@ impl Plan {
     }
 }
 
-/// A live member's claim on the partitions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberShare {
-    /// The member.
-    pub node: NodeId,
-    /// Its relative capacity.
-    pub weight: u32,
-    /// Whether it is handing its partitions off.
-    pub draining: bool,
-}
-
-impl MemberShare {
-    fn of(seen: &SeenMember) -> MemberShare {
-        MemberShare {
-            node: seen.node.clone(),
-            weight: seen.weight,
-            draining: seen.draining,
-        }
-    }
-}
-
-/// Divides `partitions` among `members` in proportion to weight, none above `cap`, draining
-/// members getting zero. The result sums to `partitions` unless caps make that impossible.
-///
-/// Every node computes the same answer from the same view: shares are exact integer
-/// apportionments (largest remainder, ties to the smaller node name), so 64 partitions over
-/// three equal nodes give 22/21/21, never 22/22/20.
-pub fn fair_targets(partitions: u32, members: &[MemberShare], cap: u32) -> BTreeMap<NodeId, u32> {
-    let mut targets: BTreeMap<NodeId, u32> = members.iter().map(|m| (m.node.clone(), 0)).collect();
-    let mut open: Vec<&MemberShare> = members
-        .iter()
-        .filter(|m| !m.draining && m.weight > 0)
-        .collect();
-    let mut remaining = u64::from(partitions);
-    loop {
-        let total_weight: u64 = open.iter().map(|m| u64::from(m.weight)).sum();
-        if open.is_empty() || total_weight == 0 || remaining == 0 {
-            break;
-        }
-        // Members whose proportional share exceeds the cap get the cap; the rest is shared
-        // again among the others (water-filling).
-        let capped: Vec<usize> = (0..open.len())
-            .filter(|&i| remaining * u64::from(open[i].weight) > u64::from(cap) * total_weight)
-            .collect();
-        if capped.is_empty() {
-            let mut shares: Vec<(u64, u64, &NodeId)> = open
-                .iter()
-                .map(|m| {
-                    let numerator = remaining * u64::from(m.weight);
-                    (numerator / total_weight, numerator % total_weight, &m.node)
-                })
-                .collect();
-            let mut leftover = remaining - shares.iter().map(|s| s.0).sum::<u64>();
-            shares.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(b.2)));
-            for (base, _, node) in shares {
-                let extra = u64::from(leftover > 0);
-                leftover -= extra;
-                targets.insert(node.clone(), (base + extra) as u32);
-            }
-            break;
-        }
-        for &i in capped.iter().rev() {
-            targets.insert(open[i].node.clone(), cap);
-            remaining = remaining.saturating_sub(u64::from(cap));
-            open.remove(i);
-        }
-    }
-    targets
-}
-
 /// Everything the planner reads.
 #[derive(Debug)]
 pub struct PlanInput<'a> {
@@ -417,64 +351,6 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         plan.wake_at = None;
     }
     plan
-}
-
-/// The partitions this node takes first among equally good candidates: a share of the
-/// table, disjoint from every other member's as long as their views of the membership agree.
-///
-/// Partitions are laid out in a fixed scattered order (`p × stride mod P`, a permutation of
-/// `0..P`), and each member, in name order, owns the next `target` positions. A fleet that
-/// starts together then takes its shares without racing for the same rows, so a node can
-/// keep taking from the listing it already has instead of reading the table before every
-/// batch; scattering keeps neighbouring partitions, often hot together, on different nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stripe {
-    start: u64,
-    end: u64,
-    stride: u64,
-    partitions: u64,
-}
-
-impl Stripe {
-    /// This node's stripe under `targets` (every live member's share) on a table of
-    /// `partitions`.
-    pub fn of(node: &NodeId, targets: &BTreeMap<NodeId, u32>, partitions: u32) -> Stripe {
-        let start: u64 = targets
-            .range(..node)
-            .map(|(_, target)| u64::from(*target))
-            .sum();
-        let own = targets.get(node).copied().unwrap_or(0);
-        let partitions = u64::from(partitions.max(1));
-        Stripe {
-            start,
-            end: start + u64::from(own),
-            stride: scatter_stride(partitions),
-            partitions,
-        }
-    }
-
-    /// Whether `partition` is in this stripe.
-    pub fn contains(&self, partition: PartitionId) -> bool {
-        let position = u64::from(partition.0) * self.stride % self.partitions;
-        (self.start..self.end).contains(&position)
-    }
-}
-
-/// A multiplier coprime with `partitions` near its golden section, so that `p × stride mod
-/// partitions` visits every position once and consecutive partitions land far apart.
-fn scatter_stride(partitions: u64) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    let mut stride = (partitions as f64 * 0.618_034) as u64;
-    while stride > 1 && gcd(stride, partitions) != 1 {
-        stride -= 1;
-    }
-    stride.max(1)
 }
 
 /// Removes `count` items (or all there are) chosen uniformly at random, without shuffling

@@ -2,7 +2,10 @@
 //! background.
 
 mod guard;
+mod handoff;
+mod heartbeat;
 mod runner;
+mod scan;
 
 use std::collections::BTreeMap;
 use std::fmt;

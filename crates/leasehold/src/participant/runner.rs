@@ -1,9 +1,13 @@
 //! The participant's background task: executes plans against the store.
+//!
+//! This file holds the loop, its events and what every step shares (store calls that keep
+//! deadlines, losing a lease, containing callbacks). The steps themselves are beside it:
+//! [`heartbeat`](super::heartbeat) renews, [`scan`](super::scan) reads and takes,
+//! [`handoff`](super::handoff) gives leases up.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -11,12 +15,12 @@ use tokio::time::Instant;
 use crate::clock::{Clock, SeededRng};
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
-use crate::planner::{self, Acquisition, Holding, MemberShare, Observed, PlanInput};
-use crate::record::{unix_ms_now, LeaseState, MemberRecord};
-use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, PutMode};
-use crate::types::{NodeId, PartitionId, Version};
+use crate::planner::{Holding, Observed, ScanSchedule};
+use crate::record::unix_ms_now;
+use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite};
+use crate::types::{PartitionId, Version};
 
-use super::guard::{Callbacks, Loss, LossReason, Phase, Tenure};
+use super::guard::{Callbacks, Loss, LossReason};
 use super::Shared;
 
 /// Requests from handles to the task. Releases are not among them: a handle marks the
@@ -28,24 +32,12 @@ pub(crate) enum Command {
 
 /// A lease being given up, waiting for the work in flight under it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Handoff {
+pub(super) enum Handoff {
     /// Renewed while permits are held, until this instant at the latest.
     Draining { until: Instant },
     /// Permits outlived the drain timeout: no longer renewed, left to expire unreleased.
     Abandoned,
 }
-
-/// Stale member records deleted per scan at most, so that clearing a backlog never delays
-/// the scan's own work by much.
-const MAX_FORGOTTEN_PER_SCAN: usize = 16;
-/// A change notice brings the next scan forward to this soon, coalescing bursts.
-const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
-/// Scans brought forward by notices start at least this fraction of the scan interval
-/// apart: a fleet starting together, or rebalancing, sends a burst of hints, and every node
-/// answering each one at once would read the table N² times.
-const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
-/// The same for a release, which is what a quick hand-off waits for: a shorter gap.
-const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
 
 enum Event {
     Command(Option<Command>),
@@ -63,50 +55,29 @@ pub(crate) struct Runner {
     pub(crate) callbacks: Arc<dyn Callbacks>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) commands: mpsc::Receiver<Command>,
-    holdings: BTreeMap<PartitionId, Holding>,
+    pub(super) holdings: BTreeMap<PartitionId, Holding>,
     /// The holdings being handed off (each marked [`Holding::handing_off`]).
-    handoffs: BTreeMap<PartitionId, Handoff>,
+    pub(super) handoffs: BTreeMap<PartitionId, Handoff>,
     /// A heartbeat (renewals and the member record) is under way: the calls it makes must
     /// not start another.
-    beating: bool,
+    pub(super) beating: bool,
     /// Counts this node's writes and reads of its own member record. A member listing sent
     /// before the latest of them may show an older drain flag than the one adopted since.
-    member_syncs: u64,
+    pub(super) member_syncs: u64,
     /// Set once a shutdown was asked for: the task hands every lease off, takes nothing new,
     /// and answers here when the last one is gone.
-    stopping: Option<oneshot::Sender<()>>,
-    observed: Observed,
-    member_version: Option<Version>,
-    heartbeats: u64,
-    draining: bool,
-    feed: Option<ChangeFeed>,
-    next_heartbeat: Instant,
-    next_scan: Instant,
-    wake_at: Option<Instant>,
-    scan_failures: u32,
-    member_write_failing: bool,
-    last_scan: Option<Instant>,
-    reported_corrupt: BTreeSet<String>,
-    last_stamp: u64,
-    /// The next scan must read the lease table, whatever else it finds.
-    leases_due: bool,
-    /// When a settled node reads the lease table again regardless: `relist_after` after
-    /// the last reading, spread by the jitter so that a fleet which settled together does
-    /// not read the whole table together.
-    relist_at: Option<Instant>,
-    /// Whether the last plan left nothing to do (see [`planner::Plan::settled`]).
-    settled: bool,
-    /// Whether the next scan may plan on the view it has instead of reading the lease table:
-    /// the last plan took a full batch of partitions, every take succeeded, and more are
-    /// wanted (see [`Runner::plan_on_view`]).
-    ramping: bool,
-    /// Whether this node has scanned at all.
-    joined: bool,
-    /// The live membership the last lease listing was planned with.
-    membership: Vec<MemberShare>,
-    /// The version of the operator's record ([`NodeId::operator`]) when the lease table was
-    /// last read: an operator command changed the table since if it differs.
-    operator_mark: Option<Version>,
+    pub(super) stopping: Option<oneshot::Sender<()>>,
+    pub(super) observed: Observed,
+    pub(super) member_version: Option<Version>,
+    pub(super) heartbeats: u64,
+    pub(super) draining: bool,
+    pub(super) feed: Option<ChangeFeed>,
+    pub(super) next_heartbeat: Instant,
+    /// When to scan and what to read: decided apart, as the plans are.
+    pub(super) schedule: ScanSchedule,
+    pub(super) wake_at: Option<Instant>,
+    pub(super) reported_corrupt: BTreeSet<String>,
+    pub(super) last_stamp: u64,
 }
 
 impl Runner {
@@ -139,20 +110,10 @@ impl Runner {
             draining: false,
             feed: None,
             next_heartbeat: now,
-            next_scan: now,
+            schedule: ScanSchedule::new(now),
             wake_at: None,
-            scan_failures: 0,
-            member_write_failing: false,
-            last_scan: None,
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
-            leases_due: true,
-            relist_at: None,
-            settled: false,
-            ramping: false,
-            joined: false,
-            membership: Vec::new(),
-            operator_mark: None,
         }
     }
 
@@ -169,7 +130,7 @@ impl Runner {
             let next_tick = [
                 Some(self.next_heartbeat),
                 // A node on its way out neither scans nor takes anything.
-                self.stopping.is_none().then_some(self.next_scan),
+                self.stopping.is_none().then_some(self.schedule.next_scan()),
                 self.wake_at.filter(|_| self.stopping.is_none()),
                 self.drain_deadline(),
             ]
@@ -195,7 +156,10 @@ impl Runner {
                 }
                 Event::Expire => self.expire_due(),
                 Event::Progress => self.advance_handoffs().await,
-                Event::Change(Some(change)) => self.on_change(&change),
+                Event::Change(Some(change)) => {
+                    let now = self.clock.now();
+                    self.schedule.change_noticed(now, &change, &self.config);
+                }
                 Event::Change(None) => self.feed = None,
                 Event::Tick => self.tick().await,
             }
@@ -220,43 +184,11 @@ impl Runner {
             .min()
     }
 
-    /// Brings the next scan forward for a change that may free a partition or change the
-    /// membership. Renewals and member heartbeats change nothing to act on; and a scan that
-    /// is backing off from a failing or throttling store stays backed off.
-    fn on_change(&mut self, change: &Change) {
-        let routine = matches!(
-            change,
-            Change::LeaseWritten {
-                state: LeaseState::Held,
-                ..
-            } | Change::MemberUpdated(_)
-        );
-        if routine {
-            return;
-        }
-        self.leases_due = true;
-        if self.scan_failures > 0 {
-            return;
-        }
-        let mut soon = self.clock.now() + CHANGE_DEBOUNCE;
-        let divisor = match change {
-            Change::LeaseWritten {
-                state: LeaseState::Released,
-                ..
-            } => RELEASE_SCAN_GAP_DIVISOR,
-            _ => NOTICE_SCAN_GAP_DIVISOR,
-        };
-        if let Some(last) = self.last_scan {
-            soon = soon.max(last + self.config.scan_interval / divisor);
-        }
-        self.next_scan = self.next_scan.min(soon);
-    }
-
     /// The wall-clock stamp for a write: the time in milliseconds, but strictly increasing,
     /// so no two writes of this node ever carry equal records. [`Runner::settle`] depends on
     /// that: two renewals sent within one millisecond (or one delayed behind another) would
     /// otherwise be indistinguishable on read-back.
-    fn write_stamp(&mut self) -> Option<u64> {
+    pub(super) fn write_stamp(&mut self) -> Option<u64> {
         self.last_stamp = unix_ms_now().max(self.last_stamp + 1);
         Some(self.last_stamp)
     }
@@ -278,7 +210,7 @@ impl Runner {
     /// Renewals keep their schedule meanwhile: when the heartbeat comes due while a scan,
     /// an acquisition or a release waits on the store, the renewal goes out then, not after.
     /// A slow listing can delay finding new partitions, never keeping the ones held.
-    async fn call<T>(&mut self, call: impl Future<Output = T>) -> T {
+    pub(super) async fn call<T>(&mut self, call: impl Future<Output = T>) -> T {
         tokio::pin!(call);
         loop {
             let expire = self.sleep_until(self.earliest_deadline());
@@ -293,6 +225,17 @@ impl Runner {
                 _ = beat => self.beat().await,
             }
         }
+    }
+
+    /// Writes a batch of lease records through [`Runner::call`], one result per write.
+    pub(super) async fn put_leases(
+        &mut self,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let batch = writes.to_vec();
+        self.call(async move { store.put_leases(&group, &batch).await })
+            .await
     }
 
     /// Renews every held lease and rewrites the member record. Boxed: it makes store calls
@@ -320,7 +263,7 @@ impl Runner {
             return;
         }
         let now = self.clock.now();
-        if now >= self.next_scan {
+        if self.schedule.is_due(now) {
             self.scan().await;
         } else if self.wake_at.is_some_and(|wake| wake <= now) {
             self.wake_at = None;
@@ -328,7 +271,7 @@ impl Runner {
         }
     }
 
-    fn expire_due(&mut self) {
+    pub(super) fn expire_due(&mut self) {
         let now = self.clock.now();
         let due: Vec<(PartitionId, Instant)> = self
             .holdings
@@ -341,13 +284,12 @@ impl Runner {
         }
     }
 
-    fn lose(&mut self, partition: PartitionId, reason: LossReason, at: Instant) {
+    pub(super) fn lose(&mut self, partition: PartitionId, reason: LossReason, at: Instant) {
         let Some(holding) = self.holdings.remove(&partition) else {
             return;
         };
         self.handoffs.remove(&partition);
-        self.settled = false;
-        self.ramping = false;
+        self.schedule.holdings_changed();
         let negative_control =
             reason == LossReason::Released && self.config.unsafe_release_ignores_permits;
         if let Some(tenure) = self.shared.remove(partition) {
@@ -369,7 +311,11 @@ impl Runner {
 
     /// Runs an application callback, containing a panic in it: the lease loop must outlive a
     /// bug in the application's code, or every lease of the node would end unannounced.
-    fn contain<T>(&self, what: &'static str, call: impl FnOnce(&dyn Callbacks) -> T) -> Option<T> {
+    pub(super) fn contain<T>(
+        &self,
+        what: &'static str,
+        call: impl FnOnce(&dyn Callbacks) -> T,
+    ) -> Option<T> {
         let callbacks = &*self.callbacks;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(callbacks))) {
             Ok(value) => Some(value),
@@ -378,668 +324,6 @@ impl Runner {
                 self.shared
                     .update_status(|status| status.callback_panics += 1);
                 None
-            }
-        }
-    }
-
-    async fn renew(&mut self) {
-        self.expire_due();
-        if self.holdings.is_empty() {
-            return;
-        }
-        let written_at = self.write_stamp();
-        let handoffs = &self.handoffs;
-        let writes: Vec<LeaseWrite> = self
-            .holdings
-            .iter()
-            .filter(|(partition, _)| handoffs.get(partition) != Some(&Handoff::Abandoned))
-            .map(|(partition, holding)| {
-                let mut record = holding.record.clone();
-                record.written_at_unix_ms = written_at;
-                record.load = self
-                    .contain("load", |callbacks| callbacks.load(*partition))
-                    .flatten();
-                LeaseWrite {
-                    partition: *partition,
-                    record,
-                    mode: PutMode::Update(holding.version.clone()),
-                }
-            })
-            .collect();
-        if writes.is_empty() {
-            return;
-        }
-        // Validity counts from before the request leaves: the write can only land later.
-        let sent_at = self.clock.now();
-        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let batch = writes.clone();
-        let results = self
-            .call(async move { store.put_leases(&group, &batch).await })
-            .await;
-        let results = self.settle("renewal", writes, results).await;
-        let valid_until = sent_at + self.config.lease_validity;
-        for (write, result) in results {
-            match result {
-                Ok(version) => {
-                    if let Some(holding) = self.holdings.get_mut(&write.partition) {
-                        holding.version = version;
-                        holding.record = write.record;
-                        holding.valid_until = valid_until;
-                        self.shared.extend(write.partition, valid_until);
-                    }
-                }
-                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
-                    let now = self.clock.now();
-                    self.lose(write.partition, LossReason::Conflict, now);
-                }
-                // Outcome still unknown: the lease stands until its deadline, and the next
-                // renewal will tell.
-                Err(_) => {}
-            }
-        }
-        self.expire_due();
-    }
-
-    /// Pairs each write with its result, and resolves writes whose outcome is unknown
-    /// (time-out, lost connection) by reading the records back once: a record equal to what
-    /// we sent is our write, landed. Any other writer changes the owner, epoch or note, and
-    /// every write of ours carries its own stamp ([`Runner::write_stamp`]), so equality
-    /// cannot be a coincidence.
-    async fn settle(
-        &mut self,
-        what: &'static str,
-        writes: Vec<LeaseWrite>,
-        results: Result<Vec<Result<Version, StoreError>>, StoreError>,
-    ) -> Vec<(LeaseWrite, Result<Version, StoreError>)> {
-        let results: Vec<Result<Version, StoreError>> = match results {
-            Ok(results) => results,
-            Err(error) => writes.iter().map(|_| Err(error.summarize())).collect(),
-        };
-        let mut settled: Vec<(LeaseWrite, Result<Version, StoreError>)> =
-            writes.into_iter().zip(results).collect();
-        let unknown = settled
-            .iter()
-            .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
-            .count();
-        if unknown == 0 {
-            return settled;
-        }
-        tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
-        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let Ok(listing) = self
-            .call(async move { store.list_leases(&group).await })
-            .await
-        else {
-            return settled;
-        };
-        let current: BTreeMap<PartitionId, crate::record::StoredLease> =
-            listing.records.into_iter().map(|r| (r.key, r)).collect();
-        for (write, result) in &mut settled {
-            if !result.as_ref().is_err_and(StoreError::is_transient) {
-                continue;
-            }
-            if let Some(stored) = current.get(&write.partition) {
-                if stored.value == write.record {
-                    *result = Ok(stored.version.clone());
-                }
-            }
-        }
-        settled
-    }
-
-    async fn write_member(&mut self) {
-        // Two attempts: the second after adopting what an operator changed (drain/undrain).
-        for _ in 0..2 {
-            self.heartbeats += 1;
-            let record = MemberRecord {
-                weight: self.config.weight,
-                draining: self.draining,
-                load: None,
-                heartbeat: self.heartbeats,
-                written_at_unix_ms: self.write_stamp(),
-            };
-            let mode = match &self.member_version {
-                Some(version) => PutMode::Update(version.clone()),
-                None => PutMode::Create,
-            };
-            let (store, group, node) = (
-                Arc::clone(&self.store),
-                self.config.group.clone(),
-                self.config.node.clone(),
-            );
-            let result = self
-                .call(async move { store.put_member(&group, &node, &record, mode).await })
-                .await;
-            match result {
-                Ok(version) => {
-                    self.member_version = Some(version);
-                    self.member_syncs += 1;
-                    if std::mem::take(&mut self.member_write_failing) && self.scan_failures > 0 {
-                        // The store answers writes again after failing them: an outage is
-                        // over, so stop backing off and look for what expired meanwhile.
-                        self.scan_failures = 0;
-                        self.next_scan = self.next_scan.min(self.clock.now() + CHANGE_DEBOUNCE);
-                    }
-                    return;
-                }
-                // Deleted while this node was away (see `forget_dead_members`, which never
-                // deletes a draining record): the last instruction it carried was "not
-                // draining", whatever this node last adopted. Register again accordingly.
-                Err(StoreError::NotFound { .. }) => {
-                    self.member_version = None;
-                    self.set_draining(false);
-                }
-                Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
-                    self.adopt_member_record().await
-                }
-                Err(error) => {
-                    tracing::warn!(node = %self.config.node, %error, "member heartbeat failed");
-                    self.member_write_failing = true;
-                    return;
-                }
-            }
-        }
-    }
-
-    async fn adopt_member_record(&mut self) {
-        let (store, group, node) = (
-            Arc::clone(&self.store),
-            self.config.group.clone(),
-            self.config.node.clone(),
-        );
-        match self
-            .call(async move { store.get_member(&group, &node).await })
-            .await
-        {
-            Ok(Some(stored)) => {
-                self.set_draining(stored.value.draining);
-                self.member_version = Some(stored.version);
-                self.member_syncs += 1;
-            }
-            Ok(None) => self.member_version = None,
-            Err(error) => {
-                tracing::warn!(node = %self.config.node, %error, "reading own member record failed")
-            }
-        }
-    }
-
-    fn set_draining(&mut self, draining: bool) {
-        if draining != self.draining {
-            tracing::info!(node = %self.config.node, draining, "drain state changed by an operator");
-            self.draining = draining;
-            self.shared
-                .update_status(|status| status.draining = draining);
-        }
-    }
-
-    /// Reads the member records, and the lease table when it may hold something to act on
-    /// (see [`Runner::leases_wanted`]), then plans on what it read.
-    async fn scan(&mut self) {
-        self.last_scan = Some(self.clock.now());
-        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let syncs_before = self.member_syncs;
-        let members = match self
-            .call(async move { store.list_members(&group).await })
-            .await
-        {
-            Ok(members) => members,
-            Err(error) => return self.scan_failed(error),
-        };
-        // Observations are stamped when the reply arrived, after every write they reflect.
-        let now = self.clock.now();
-        self.report_corrupt(&members.corrupt);
-        self.observed.observe_members(now, members.records);
-        // A heartbeat during the listing wrote or read this node's own record after the
-        // listing was taken: what it learned is newer than the listing's copy.
-        let own = self.observed.members.get(&self.config.node);
-        if let Some(draining) = own.map(|own| own.draining) {
-            if self.member_syncs == syncs_before {
-                self.set_draining(draining);
-            }
-        }
-        // Only a node that may skip the table compares memberships.
-        let relisting = !self.config.relist_after.is_zero();
-        let members_at = now;
-        let same_members = relisting
-            && self.observed.membership_is(
-                members_at,
-                &self.config,
-                self.draining,
-                &self.membership,
-            );
-        let waiting = self.fleet_starting();
-        let from_view = !waiting && self.plan_on_view(now, same_members);
-        let list_leases = !waiting && !from_view && self.leases_wanted(now, same_members);
-        if list_leases {
-            let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-            let leases = match self
-                .call(async move { store.list_leases(&group).await })
-                .await
-            {
-                Ok(leases) => leases,
-                Err(error) => {
-                    self.leases_due = true;
-                    return self.scan_failed(error);
-                }
-            };
-            let now = self.clock.now();
-            self.report_corrupt(&leases.corrupt);
-            self.observed.observe_leases(now, leases.records);
-            if relisting {
-                let membership = self
-                    .observed
-                    .membership(members_at, &self.config, self.draining);
-                self.relist_at = Some(now + self.relist_wait(membership.len()));
-                self.membership = membership;
-            }
-            self.leases_due = false;
-            self.operator_mark = self.observed.operator_mark.clone();
-        }
-        let now = self.clock.now();
-        self.scan_failures = 0;
-        self.next_scan = now
-            + self
-                .rng
-                .spread(self.config.scan_interval, self.config.jitter);
-        self.shared.update_status(|status| {
-            status.scans += 1;
-            status.lease_listings += u64::from(list_leases);
-            status.last_scan_error = None;
-        });
-        // Plans are made on a fresh table, or on a recent one while taking a share batch by
-        // batch: a settled node that skipped the listing has nothing to do, and an old view
-        // would only send compare-and-sets bound to fail.
-        if list_leases || from_view {
-            self.act().await;
-        }
-        self.forget_dead_members().await;
-    }
-
-    fn scan_failed(&mut self, error: StoreError) {
-        let now = self.clock.now();
-        self.scan_failures = self.scan_failures.saturating_add(1);
-        let factor = 2u32.saturating_pow(self.scan_failures.min(8));
-        let backoff = (self.config.scan_interval * factor).min(self.config.max_scan_backoff());
-        self.next_scan = now + self.rng.spread(backoff, self.config.jitter);
-        tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
-        let message = error.to_string();
-        self.shared
-            .update_status(|status| status.last_scan_error = Some(message));
-    }
-
-    fn report_corrupt(&mut self, errors: &[StoreError]) {
-        for error in errors {
-            if self.reported_corrupt.insert(error.to_string()) {
-                tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
-            }
-        }
-    }
-
-    /// Whether this is the first scan of a node on a large table whose fleet is starting
-    /// with it: every member it sees has written its record once or twice. It then takes
-    /// nothing until its next scan, once the others have registered too, so that every node
-    /// counts the same members and takes its own stripe, where a node counting only those
-    /// that beat it to the store would take rows the stripes give others. A node joining a
-    /// running fleet does not wait.
-    fn fleet_starting(&mut self) -> bool {
-        let first = !std::mem::replace(&mut self.joined, true);
-        first
-            && !self.config.relist_after.is_zero()
-            && self.observed.members.iter().all(|seen| seen.heartbeat <= 2)
-    }
-
-    /// Whether this scan should plan on the view it has, without reading the lease table: a
-    /// node taking its share batch by batch (see [`ParticipantConfig::max_acquires_per_scan`])
-    /// whose last batch all succeeded, in a membership that has not changed since its last
-    /// reading, not older than `acquire_after` (so no record seen held in it can have come
-    /// to look abandoned). Members take their own stripes of the table first
-    /// ([`planner::Stripe`]), so such a view rarely offers a row another node took since; a
-    /// take that fails sends the next scan back to the table. Never with a zero
-    /// `relist_after`, which promises a reading every scan.
-    fn plan_on_view(&self, now: Instant, same_members: bool) -> bool {
-        self.ramping
-            && !self.config.relist_after.is_zero()
-            && !self.leases_due
-            && same_members
-            && self.observed.operator_mark == self.operator_mark
-            && self
-                .observed
-                .listed_at
-                .is_some_and(|at| now < at + self.config.acquire_after)
-    }
-
-    /// How long a settled node waits before reading the lease table regardless: `relist_after
-    /// × live members`, spread by half either way. The fleet as a whole then reads it about
-    /// every `relist_after`, at scattered moments, whatever its size: one reading by any node
-    /// finds what nothing signalled (a row it sees free it takes, or watches until taken), so
-    /// a thousand nodes need not each read 65,536 rows to find it.
-    fn relist_wait(&mut self, live_members: usize) -> Duration {
-        let live = u32::try_from(live_members.max(1)).unwrap_or(u32::MAX);
-        let period = self.config.relist_after.saturating_mul(live);
-        self.rng.spread(period, 0.5)
-    }
-
-    /// Whether this scan should read the lease table. Always with a zero
-    /// [`ParticipantConfig::relist_after`]. Otherwise only when it may hold something to act
-    /// on: the last plan was not settled, the membership (and so every target) changed, a
-    /// notice or a lost lease asked for it, an operator command changed the table, a member
-    /// missed a heartbeat, or `relist_after` has passed.
-    ///
-    /// A missed heartbeat matters because a crashed member's leases become takeable
-    /// `acquire_after` after a survivor first sees their last versions: the survivors read
-    /// the table as soon as its member record stops changing, not only once it stops counting
-    /// live.
-    fn leases_wanted(&self, now: Instant, same_members: bool) -> bool {
-        let relist_after = self.config.relist_after;
-        if relist_after.is_zero() || self.leases_due || !self.settled {
-            return true;
-        }
-        if !same_members
-            || self.observed.operator_mark != self.operator_mark
-            || self.relist_at.is_none_or(|at| at <= now)
-        {
-            return true;
-        }
-        // A member rewrites its record at least every heartbeat; one that has looked the same
-        // for longer has missed one, until it stops counting live altogether.
-        let missed = self.config.heartbeat + self.config.heartbeat / 20;
-        let Some(missed_since) = now.checked_sub(missed) else {
-            return false;
-        };
-        let silent_since = now.checked_sub(self.config.member_timeout());
-        self.observed.members.others(&self.config.node).any(|seen| {
-            seen.first_seen <= missed_since && silent_since.is_none_or(|at| at < seen.first_seen)
-        })
-    }
-
-    /// Deletes member records that have not changed for `forget_members_after`. One node
-    /// does it, the live member with the smallest name in this node's view, so a fleet does
-    /// not race to delete the same records; the delete is conditional on the version seen, so
-    /// a node that came back meanwhile keeps its record. A record marked draining is kept:
-    /// the drain is an operator's instruction for when that node returns.
-    async fn forget_dead_members(&mut self) {
-        let now = self.clock.now();
-        let timeout = self.config.member_timeout();
-        let me = &self.config.node;
-        // Members are ordered by name: the first live one decides.
-        let smallest_live = self
-            .observed
-            .members
-            .iter()
-            .find(|seen| seen.node == *me || now < seen.first_seen + timeout);
-        if smallest_live.is_some_and(|seen| seen.node != *me) {
-            return;
-        }
-        let forget_after = self.config.forget_members_after;
-        let dead: Vec<(NodeId, Version)> = self
-            .observed
-            .members
-            .others(me)
-            .filter(|seen| !seen.draining && seen.first_seen + forget_after <= now)
-            .take(MAX_FORGOTTEN_PER_SCAN)
-            .map(|seen| (seen.node.clone(), seen.version.clone()))
-            .collect();
-        for (node, version) in dead {
-            let (store, group, gone) = (
-                Arc::clone(&self.store),
-                self.config.group.clone(),
-                node.clone(),
-            );
-            let result = self
-                .call(async move { store.delete_member(&group, &gone, &version).await })
-                .await;
-            match result {
-                Ok(()) => {
-                    tracing::info!(node = %self.config.node, member = %node, "forgot a member silent for forget_members_after");
-                    self.observed.members.remove(&node);
-                }
-                // It came back, or another node removed it first.
-                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {}
-                Err(error) => {
-                    tracing::warn!(node = %self.config.node, %error, "could not delete a stale member record");
-                    return;
-                }
-            }
-        }
-    }
-
-    async fn act(&mut self) {
-        let now = self.clock.now();
-        let plan = planner::plan(
-            &PlanInput {
-                now,
-                config: &self.config,
-                observed: &self.observed,
-                holdings: &self.holdings,
-                draining: self.draining,
-            },
-            &mut self.rng,
-        );
-        self.shared.update_status(|status| {
-            status.target = plan.target;
-            status.live_members = plan.live_members;
-        });
-        self.settled = plan.settled() && self.handoffs.is_empty();
-        self.ramping = false;
-        self.wake_at = plan.wake_at;
-        for partition in plan.drop {
-            let deadline = self.holdings[&partition].valid_until;
-            self.lose(partition, LossReason::Expired, deadline);
-        }
-        let released = !plan.release.is_empty();
-        if released {
-            self.release(plan.release).await;
-        }
-        if !plan.acquire.is_empty() {
-            let batch = plan.acquire.len();
-            let taken = self.acquire(plan.acquire).await;
-            self.ramping = taken == batch
-                && batch >= self.config.max_acquires_per_scan as usize
-                && plan.off_stripe == 0
-                && !released
-                && self.holdings.len() < plan.target as usize;
-        }
-    }
-
-    /// Takes the partitions, returning how many it now holds of them.
-    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> usize {
-        let written_at = self.write_stamp();
-        let writes: Vec<LeaseWrite> = acquisitions
-            .into_iter()
-            .map(|a| {
-                let mut record = a.record;
-                record.written_at_unix_ms = written_at;
-                LeaseWrite {
-                    partition: a.partition,
-                    record,
-                    mode: PutMode::Update(a.expected),
-                }
-            })
-            .collect();
-        let sent_at = self.clock.now();
-        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let batch = writes.clone();
-        let results = self
-            .call(async move { store.put_leases(&group, &batch).await })
-            .await;
-        let valid_until = sent_at + self.config.lease_validity;
-        let mut taken = 0;
-        for (write, result) in self.settle("acquisition", writes, results).await {
-            let Ok(version) = result else {
-                // Someone else wrote the row, or the write's fate stays unknown: the view of
-                // it is out of date, and the row waits a full acquire_after from its next
-                // sighting, which the next scan makes.
-                self.observed.leases.forget(write.partition);
-                self.leases_due = true;
-                continue;
-            };
-            // The row is now exactly what this node wrote.
-            self.observed.leases.insert(
-                write.partition,
-                &write.record,
-                version.clone(),
-                self.clock.now(),
-            );
-            if self.clock.now() >= valid_until {
-                // The reply came too late to serve at all; the lease runs out unused.
-                continue;
-            }
-            let epoch = write.record.epoch;
-            self.holdings.insert(
-                write.partition,
-                Holding {
-                    epoch,
-                    version,
-                    record: write.record,
-                    valid_until,
-                    acquired_at: sent_at,
-                    handing_off: false,
-                },
-            );
-            let tenure = Tenure::new(
-                write.partition,
-                epoch,
-                valid_until,
-                Arc::clone(&self.clock),
-                Arc::clone(&self.shared.progress),
-            );
-            self.shared.insert(Arc::clone(&tenure));
-            tracing::info!(node = %self.config.node, partition = %write.partition, %epoch, "lease acquired");
-            self.contain("on_acquired", |callbacks| {
-                callbacks.on_acquired(&tenure.snapshot())
-            });
-            taken += 1;
-        }
-        taken
-    }
-
-    /// Starts handing leases off: no new work on them from now on, and each is written
-    /// released once the work in flight under it has ended (see [`Runner::advance_handoffs`]).
-    async fn release(&mut self, partitions: Vec<PartitionId>) {
-        for partition in partitions {
-            self.shared.hand_off(partition);
-        }
-        self.advance_handoffs().await;
-    }
-
-    /// Moves every hand-off on: starts those that handles or plans asked for, writes
-    /// released those whose permits are all dropped, and stops renewing those whose permits
-    /// outlived the drain timeout, leaving them to expire.
-    async fn advance_handoffs(&mut self) {
-        let now = self.clock.now();
-        let mut ready = Vec::new();
-        let partitions: Vec<PartitionId> = self.holdings.keys().copied().collect();
-        for partition in partitions {
-            let Some(tenure) = self.shared.tenure(partition) else {
-                continue;
-            };
-            if tenure.phase() != Phase::HandingOff {
-                continue;
-            }
-            let handoff = *self
-                .handoffs
-                .entry(partition)
-                .or_insert_with(|| Handoff::Draining {
-                    until: now + self.config.drain_timeout,
-                });
-            let holding = self.holdings.get_mut(&partition).expect("listed above");
-            if !holding.handing_off {
-                holding.handing_off = true;
-                self.settled = false;
-                self.ramping = false;
-                tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, permits = tenure.permits(), "handing lease off");
-                self.contain("on_handing_off", |callbacks| {
-                    callbacks.on_handing_off(&tenure.snapshot())
-                });
-            }
-            let Handoff::Draining { until } = handoff else {
-                continue;
-            };
-            if tenure.permits() == 0 || self.config.unsafe_release_ignores_permits {
-                ready.push(partition);
-            } else if until <= now {
-                tracing::warn!(node = %self.config.node, %partition, permits = tenure.permits(), drain_timeout = ?self.config.drain_timeout, "work outlived the drain timeout; letting the lease expire instead of releasing it");
-                self.handoffs.insert(partition, Handoff::Abandoned);
-            }
-        }
-        self.write_released(ready).await;
-    }
-
-    /// Ends the tenures and writes their records released: the work under them is over.
-    async fn write_released(&mut self, partitions: Vec<PartitionId>) {
-        let now = self.clock.now();
-        let written_at = self.write_stamp();
-        let mut writes = Vec::new();
-        for partition in partitions {
-            let Some(holding) = self.holdings.get(&partition) else {
-                continue;
-            };
-            let mut record = holding.record.clone();
-            record.state = LeaseState::Released;
-            record.owner = None;
-            record.load = None;
-            record.written_at_unix_ms = written_at;
-            writes.push(LeaseWrite {
-                partition,
-                record,
-                mode: PutMode::Update(holding.version.clone()),
-            });
-            self.lose(partition, LossReason::Released, now);
-        }
-        if writes.is_empty() {
-            return;
-        }
-        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let batch = writes.clone();
-        let outcome = self
-            .call(async move { store.put_leases(&group, &batch).await })
-            .await;
-        let failed = match outcome {
-            Ok(results) => results.iter().filter(|r| r.is_err()).count(),
-            Err(_) => writes.len(),
-        };
-        if failed > 0 {
-            // Not fatal: an unreleased lease simply expires and is taken after acquire_after.
-            tracing::warn!(node = %self.config.node, failed, "some releases were not written");
-        }
-    }
-
-    /// Deletes this node's member record on the way out, so that the others stop counting
-    /// it at once.
-    async fn remove_member(&mut self) {
-        let Some(mut version) = self.member_version.take() else {
-            return;
-        };
-        // Two attempts: an operator may have rewritten the record (drain) since our last write.
-        for attempt in 0..2 {
-            let (store, group, node) = (
-                Arc::clone(&self.store),
-                self.config.group.clone(),
-                self.config.node.clone(),
-            );
-            let result = self
-                .call(async move {
-                    match store.delete_member(&group, &node, &version).await {
-                        Err(StoreError::Conflict { .. }) => Err(store
-                            .get_member(&group, &node)
-                            .await
-                            .map(|m| m.map(|m| m.version))),
-                        other => Ok(other),
-                    }
-                })
-                .await;
-            match result {
-                Ok(Ok(()) | Err(StoreError::NotFound { .. })) => return,
-                Err(Ok(Some(current))) if attempt == 0 => version = current,
-                Err(Ok(None)) => return,
-                Ok(Err(error)) | Err(Err(error)) => {
-                    tracing::warn!(node = %self.config.node, %error, "could not remove member record");
-                    return;
-                }
-                Err(Ok(Some(_))) => {
-                    tracing::warn!(node = %self.config.node, "member record kept changing; left for expiry");
-                    return;
-                }
             }
         }
     }

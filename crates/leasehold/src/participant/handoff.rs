@@ -1,0 +1,141 @@
+//! Giving leases up: a hand-off stops new work at once, waits for the work in flight (up to
+//! the drain timeout), then writes the lease released; on shutdown the member record goes
+//! too.
+
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::record::LeaseState;
+use crate::store::{LeaseWrite, PutMode};
+use crate::types::PartitionId;
+
+use super::guard::{LossReason, Phase};
+use super::runner::{Handoff, Runner};
+
+impl Runner {
+    /// Starts handing leases off: no new work on them from now on, and each is written
+    /// released once the work in flight under it has ended (see [`Runner::advance_handoffs`]).
+    pub(super) async fn release(&mut self, partitions: Vec<PartitionId>) {
+        for partition in partitions {
+            self.shared.hand_off(partition);
+        }
+        self.advance_handoffs().await;
+    }
+
+    /// Moves every hand-off on: starts those that handles or plans asked for, writes
+    /// released those whose permits are all dropped, and stops renewing those whose permits
+    /// outlived the drain timeout, leaving them to expire.
+    pub(super) async fn advance_handoffs(&mut self) {
+        let now = self.clock.now();
+        let mut ready = Vec::new();
+        let partitions: Vec<PartitionId> = self.holdings.keys().copied().collect();
+        for partition in partitions {
+            let Some(tenure) = self.shared.tenure(partition) else {
+                continue;
+            };
+            if tenure.phase() != Phase::HandingOff {
+                continue;
+            }
+            let handoff = *self
+                .handoffs
+                .entry(partition)
+                .or_insert_with(|| Handoff::Draining {
+                    until: now + self.config.drain_timeout,
+                });
+            let holding = self.holdings.get_mut(&partition).expect("listed above");
+            if !holding.handing_off {
+                holding.handing_off = true;
+                self.schedule.holdings_changed();
+                tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, permits = tenure.permits(), "handing lease off");
+                self.contain("on_handing_off", |callbacks| {
+                    callbacks.on_handing_off(&tenure.snapshot())
+                });
+            }
+            let Handoff::Draining { until } = handoff else {
+                continue;
+            };
+            if tenure.permits() == 0 || self.config.unsafe_release_ignores_permits {
+                ready.push(partition);
+            } else if until <= now {
+                tracing::warn!(node = %self.config.node, %partition, permits = tenure.permits(), drain_timeout = ?self.config.drain_timeout, "work outlived the drain timeout; letting the lease expire instead of releasing it");
+                self.handoffs.insert(partition, Handoff::Abandoned);
+            }
+        }
+        self.write_released(ready).await;
+    }
+
+    /// Ends the tenures and writes their records released: the work under them is over.
+    async fn write_released(&mut self, partitions: Vec<PartitionId>) {
+        let now = self.clock.now();
+        let written_at = self.write_stamp();
+        let mut writes = Vec::new();
+        for partition in partitions {
+            let Some(holding) = self.holdings.get(&partition) else {
+                continue;
+            };
+            let mut record = holding.record.clone();
+            record.state = LeaseState::Released;
+            record.owner = None;
+            record.load = None;
+            record.written_at_unix_ms = written_at;
+            writes.push(LeaseWrite {
+                partition,
+                record,
+                mode: PutMode::Update(holding.version.clone()),
+            });
+            self.lose(partition, LossReason::Released, now);
+        }
+        if writes.is_empty() {
+            return;
+        }
+        let outcome = self.put_leases(&writes).await;
+        let failed = match outcome {
+            Ok(results) => results.iter().filter(|r| r.is_err()).count(),
+            Err(_) => writes.len(),
+        };
+        if failed > 0 {
+            // Not fatal: an unreleased lease simply expires and is taken after acquire_after.
+            tracing::warn!(node = %self.config.node, failed, "some releases were not written");
+        }
+    }
+
+    /// Deletes this node's member record on the way out, so that the others stop counting
+    /// it at once.
+    pub(super) async fn remove_member(&mut self) {
+        let Some(mut version) = self.member_version.take() else {
+            return;
+        };
+        // Two attempts: an operator may have rewritten the record (drain) since our last write.
+        for attempt in 0..2 {
+            let (store, group, node) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                self.config.node.clone(),
+            );
+            let result = self
+                .call(async move {
+                    match store.delete_member(&group, &node, &version).await {
+                        Err(StoreError::Conflict { .. }) => Err(store
+                            .get_member(&group, &node)
+                            .await
+                            .map(|m| m.map(|m| m.version))),
+                        other => Ok(other),
+                    }
+                })
+                .await;
+            match result {
+                Ok(Ok(()) | Err(StoreError::NotFound { .. })) => return,
+                Err(Ok(Some(current))) if attempt == 0 => version = current,
+                Err(Ok(None)) => return,
+                Ok(Err(error)) | Err(Err(error)) => {
+                    tracing::warn!(node = %self.config.node, %error, "could not remove member record");
+                    return;
+                }
+                Err(Ok(Some(_))) => {
+                    tracing::warn!(node = %self.config.node, "member record kept changing; left for expiry");
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Keeping what is held: renewing leases, settling writes whose outcome is unknown, and
+//! the member record that tells the others this node is alive.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::record::{MemberRecord, StoredLease};
+use crate::store::{LeaseWrite, PutMode};
+use crate::types::{PartitionId, Version};
+
+use super::guard::LossReason;
+use super::runner::{Handoff, Runner};
+
+impl Runner {
+    pub(super) async fn renew(&mut self) {
+        self.expire_due();
+        if self.holdings.is_empty() {
+            return;
+        }
+        let written_at = self.write_stamp();
+        let handoffs = &self.handoffs;
+        let writes: Vec<LeaseWrite> = self
+            .holdings
+            .iter()
+            .filter(|(partition, _)| handoffs.get(partition) != Some(&Handoff::Abandoned))
+            .map(|(partition, holding)| {
+                let mut record = holding.record.clone();
+                record.written_at_unix_ms = written_at;
+                record.load = self
+                    .contain("load", |callbacks| callbacks.load(*partition))
+                    .flatten();
+                LeaseWrite {
+                    partition: *partition,
+                    record,
+                    mode: PutMode::Update(holding.version.clone()),
+                }
+            })
+            .collect();
+        if writes.is_empty() {
+            return;
+        }
+        // Validity counts from before the request leaves: the write can only land later.
+        let sent_at = self.clock.now();
+        let results = self.put_leases(&writes).await;
+        let results = self.settle("renewal", writes, results).await;
+        let valid_until = sent_at + self.config.lease_validity;
+        for (write, result) in results {
+            match result {
+                Ok(version) => {
+                    if let Some(holding) = self.holdings.get_mut(&write.partition) {
+                        holding.version = version;
+                        holding.record = write.record;
+                        holding.valid_until = valid_until;
+                        self.shared.extend(write.partition, valid_until);
+                    }
+                }
+                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                    let now = self.clock.now();
+                    self.lose(write.partition, LossReason::Conflict, now);
+                }
+                // Outcome still unknown: the lease stands until its deadline, and the next
+                // renewal will tell.
+                Err(_) => {}
+            }
+        }
+        self.expire_due();
+    }
+
+    /// Pairs each write with its result, and resolves writes whose outcome is unknown
+    /// (time-out, lost connection) by reading the records back once: a record equal to what
+    /// we sent is our write, landed. Any other writer changes the owner, epoch or note, and
+    /// every write of ours carries its own stamp ([`Runner::write_stamp`]), so equality
+    /// cannot be a coincidence.
+    pub(super) async fn settle(
+        &mut self,
+        what: &'static str,
+        writes: Vec<LeaseWrite>,
+        results: Result<Vec<Result<Version, StoreError>>, StoreError>,
+    ) -> Vec<(LeaseWrite, Result<Version, StoreError>)> {
+        let results: Vec<Result<Version, StoreError>> = match results {
+            Ok(results) => results,
+            Err(error) => writes.iter().map(|_| Err(error.summarize())).collect(),
+        };
+        let mut settled: Vec<(LeaseWrite, Result<Version, StoreError>)> =
+            writes.into_iter().zip(results).collect();
+        let unknown = settled
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
+            .count();
+        if unknown == 0 {
+            return settled;
+        }
+        tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let Ok(listing) = self
+            .call(async move { store.list_leases(&group).await })
+            .await
+        else {
+            return settled;
+        };
+        let current: BTreeMap<PartitionId, StoredLease> =
+            listing.records.into_iter().map(|r| (r.key, r)).collect();
+        for (write, result) in &mut settled {
+            if !result.as_ref().is_err_and(StoreError::is_transient) {
+                continue;
+            }
+            if let Some(stored) = current.get(&write.partition) {
+                if stored.value == write.record {
+                    *result = Ok(stored.version.clone());
+                }
+            }
+        }
+        settled
+    }
+
+    pub(super) async fn write_member(&mut self) {
+        // Two attempts: the second after adopting what an operator changed (drain/undrain).
+        for _ in 0..2 {
+            self.heartbeats += 1;
+            let record = MemberRecord {
+                weight: self.config.weight,
+                draining: self.draining,
+                load: None,
+                heartbeat: self.heartbeats,
+                written_at_unix_ms: self.write_stamp(),
+            };
+            let mode = match &self.member_version {
+                Some(version) => PutMode::Update(version.clone()),
+                None => PutMode::Create,
+            };
+            let (store, group, node) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                self.config.node.clone(),
+            );
+            let result = self
+                .call(async move { store.put_member(&group, &node, &record, mode).await })
+                .await;
+            match result {
+                Ok(version) => {
+                    self.member_version = Some(version);
+                    self.member_syncs += 1;
+                    let now = self.clock.now();
+                    self.schedule.member_written(now);
+                    return;
+                }
+                // Deleted while this node was away (see `forget_dead_members`, which never
+                // deletes a draining record): the last instruction it carried was "not
+                // draining", whatever this node last adopted. Register again accordingly.
+                Err(StoreError::NotFound { .. }) => {
+                    self.member_version = None;
+                    self.set_draining(false);
+                }
+                Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
+                    self.adopt_member_record().await
+                }
+                Err(error) => {
+                    tracing::warn!(node = %self.config.node, %error, "member heartbeat failed");
+                    self.schedule.member_write_failed();
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn adopt_member_record(&mut self) {
+        let (store, group, node) = (
+            Arc::clone(&self.store),
+            self.config.group.clone(),
+            self.config.node.clone(),
+        );
+        match self
+            .call(async move { store.get_member(&group, &node).await })
+            .await
+        {
+            Ok(Some(stored)) => {
+                self.set_draining(stored.value.draining);
+                self.member_version = Some(stored.version);
+                self.member_syncs += 1;
+            }
+            Ok(None) => self.member_version = None,
+            Err(error) => {
+                tracing::warn!(node = %self.config.node, %error, "reading own member record failed")
+            }
+        }
+    }
+
+    pub(super) fn set_draining(&mut self, draining: bool) {
+        if draining != self.draining {
+            tracing::info!(node = %self.config.node, draining, "drain state changed by an operator");
+            self.draining = draining;
+            self.shared
+                .update_status(|status| status.draining = draining);
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Reading the table and acting on it: member and lease listings as the schedule asks,
+//! forgetting long-dead members, planning, and taking partitions.
+
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, Takes};
+use crate::store::{LeaseWrite, PutMode};
+use crate::types::{NodeId, Version};
+
+use super::guard::{LossReason, Tenure};
+use super::runner::Runner;
+
+/// Stale member records deleted per scan at most, so that clearing a backlog never delays
+/// the scan's own work by much.
+const MAX_FORGOTTEN_PER_SCAN: usize = 16;
+
+impl Runner {
+    /// Reads the member records, and the lease table when the schedule says it may hold
+    /// something to act on (see [`ScanSchedule::reading`]), then plans on what it read.
+    ///
+    /// [`ScanSchedule::reading`]: crate::planner::ScanSchedule::reading
+    pub(super) async fn scan(&mut self) {
+        self.schedule.scan_started(self.clock.now());
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let syncs_before = self.member_syncs;
+        let members = match self
+            .call(async move { store.list_members(&group).await })
+            .await
+        {
+            Ok(members) => members,
+            Err(error) => return self.scan_failed(error),
+        };
+        // Observations are stamped when the reply arrived, after every write they reflect.
+        let now = self.clock.now();
+        self.report_corrupt(&members.corrupt);
+        self.observed.observe_members(now, members.records);
+        // A heartbeat during the listing wrote or read this node's own record after the
+        // listing was taken: what it learned is newer than the listing's copy.
+        let own = self.observed.members.get(&self.config.node);
+        if let Some(draining) = own.map(|own| own.draining) {
+            if self.member_syncs == syncs_before {
+                self.set_draining(draining);
+            }
+        }
+        let members_at = now;
+        let reading = self
+            .schedule
+            .reading(now, &self.observed, &self.config, self.draining);
+        let list_leases = reading == Reading::Leases;
+        if list_leases {
+            let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+            let leases = match self
+                .call(async move { store.list_leases(&group).await })
+                .await
+            {
+                Ok(leases) => leases,
+                Err(error) => {
+                    self.schedule.want_leases();
+                    return self.scan_failed(error);
+                }
+            };
+            let now = self.clock.now();
+            self.report_corrupt(&leases.corrupt);
+            self.observed.observe_leases(now, leases.records);
+            self.schedule.leases_listed(
+                now,
+                members_at,
+                &self.observed,
+                &self.config,
+                self.draining,
+                &mut self.rng,
+            );
+        }
+        let now = self.clock.now();
+        self.schedule
+            .scan_succeeded(now, &self.config, &mut self.rng);
+        self.shared.update_status(|status| {
+            status.scans += 1;
+            status.lease_listings += u64::from(list_leases);
+            status.last_scan_error = None;
+        });
+        // Plans are made on a fresh table, or on a recent one while taking a share batch by
+        // batch: a settled node that skipped the listing has nothing to do, and an old view
+        // would only send compare-and-sets bound to fail.
+        if reading.plans() {
+            self.act().await;
+        }
+        self.forget_dead_members().await;
+    }
+
+    fn scan_failed(&mut self, error: StoreError) {
+        let now = self.clock.now();
+        let backoff = self.schedule.scan_failed(now, &self.config, &mut self.rng);
+        tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
+        let message = error.to_string();
+        self.shared
+            .update_status(|status| status.last_scan_error = Some(message));
+    }
+
+    fn report_corrupt(&mut self, errors: &[StoreError]) {
+        for error in errors {
+            if self.reported_corrupt.insert(error.to_string()) {
+                tracing::warn!(node = %self.config.node, %error, "skipping a record that cannot be read");
+            }
+        }
+    }
+
+    /// Deletes member records that have not changed for `forget_members_after`. One node
+    /// does it, the live member with the smallest name in this node's view, so a fleet does
+    /// not race to delete the same records; the delete is conditional on the version seen, so
+    /// a node that came back meanwhile keeps its record. A record marked draining is kept:
+    /// the drain is an operator's instruction for when that node returns.
+    async fn forget_dead_members(&mut self) {
+        let now = self.clock.now();
+        let timeout = self.config.member_timeout();
+        let me = &self.config.node;
+        // Members are ordered by name: the first live one decides.
+        let smallest_live = self
+            .observed
+            .members
+            .iter()
+            .find(|seen| seen.node == *me || now < seen.first_seen + timeout);
+        if smallest_live.is_some_and(|seen| seen.node != *me) {
+            return;
+        }
+        let forget_after = self.config.forget_members_after;
+        let dead: Vec<(NodeId, Version)> = self
+            .observed
+            .members
+            .others(me)
+            .filter(|seen| !seen.draining && seen.first_seen + forget_after <= now)
+            .take(MAX_FORGOTTEN_PER_SCAN)
+            .map(|seen| (seen.node.clone(), seen.version.clone()))
+            .collect();
+        for (node, version) in dead {
+            let (store, group, gone) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                node.clone(),
+            );
+            let result = self
+                .call(async move { store.delete_member(&group, &gone, &version).await })
+                .await;
+            match result {
+                Ok(()) => {
+                    tracing::info!(node = %self.config.node, member = %node, "forgot a member silent for forget_members_after");
+                    self.observed.members.remove(&node);
+                }
+                // It came back, or another node removed it first.
+                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(node = %self.config.node, %error, "could not delete a stale member record");
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn act(&mut self) {
+        let now = self.clock.now();
+        let plan = planner::plan(
+            &PlanInput {
+                now,
+                config: &self.config,
+                observed: &self.observed,
+                holdings: &self.holdings,
+                draining: self.draining,
+            },
+            &mut self.rng,
+        );
+        self.shared.update_status(|status| {
+            status.target = plan.target;
+            status.live_members = plan.live_members;
+        });
+        self.schedule
+            .planned(plan.settled() && self.handoffs.is_empty());
+        self.wake_at = plan.wake_at;
+        for partition in plan.drop {
+            let deadline = self.holdings[&partition].valid_until;
+            self.lose(partition, LossReason::Expired, deadline);
+        }
+        let released = !plan.release.is_empty();
+        if released {
+            self.release(plan.release).await;
+        }
+        if !plan.acquire.is_empty() {
+            let planned = plan.acquire.len();
+            let taken = self.acquire(plan.acquire).await;
+            let takes = Takes {
+                planned,
+                taken,
+                off_stripe: plan.off_stripe,
+                released,
+                held: self.holdings.len(),
+                target: plan.target,
+            };
+            self.schedule.took(&takes, &self.config);
+        }
+    }
+
+    /// Takes the partitions, returning how many it now holds of them.
+    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> usize {
+        let written_at = self.write_stamp();
+        let writes: Vec<LeaseWrite> = acquisitions
+            .into_iter()
+            .map(|a| {
+                let mut record = a.record;
+                record.written_at_unix_ms = written_at;
+                LeaseWrite {
+                    partition: a.partition,
+                    record,
+                    mode: PutMode::Update(a.expected),
+                }
+            })
+            .collect();
+        let sent_at = self.clock.now();
+        let results = self.put_leases(&writes).await;
+        let valid_until = sent_at + self.config.lease_validity;
+        let mut taken = 0;
+        for (write, result) in self.settle("acquisition", writes, results).await {
+            let Ok(version) = result else {
+                // Someone else wrote the row, or the write's fate stays unknown: the view of
+                // it is out of date, and the row waits a full acquire_after from its next
+                // sighting, which the next scan makes.
+                self.observed.leases.forget(write.partition);
+                self.schedule.want_leases();
+                continue;
+            };
+            // The row is now exactly what this node wrote.
+            self.observed.leases.insert(
+                write.partition,
+                &write.record,
+                version.clone(),
+                self.clock.now(),
+            );
+            if self.clock.now() >= valid_until {
+                // The reply came too late to serve at all; the lease runs out unused.
+                continue;
+            }
+            let epoch = write.record.epoch;
+            self.holdings.insert(
+                write.partition,
+                Holding {
+                    epoch,
+                    version,
+                    record: write.record,
+                    valid_until,
+                    acquired_at: sent_at,
+                    handing_off: false,
+                },
+            );
+            let tenure = Tenure::new(
+                write.partition,
+                epoch,
+                valid_until,
+                Arc::clone(&self.clock),
+                Arc::clone(&self.shared.progress),
+            );
+            self.shared.insert(Arc::clone(&tenure));
+            tracing::info!(node = %self.config.node, partition = %write.partition, %epoch, "lease acquired");
+            self.contain("on_acquired", |callbacks| {
+                callbacks.on_acquired(&tenure.snapshot())
+            });
+            taken += 1;
+        }
+        taken
+    }
+}

@@ -1,0 +1,401 @@
+//! When to read the table, apart from reading it: the scan schedule is a second pure decision
+//! beside [`plan`](super::plan). It is told instants and events (a scan began, a listing
+//! arrived, a notice came, a write failed) and answers when the next scan is due and what it
+//! must read; the runner does the reading.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::clock::SeededRng;
+use crate::config::ParticipantConfig;
+use crate::record::LeaseState;
+use crate::store::Change;
+use crate::types::Version;
+
+use super::{MemberShare, Observed};
+
+/// A change notice brings the next scan forward to this soon, coalescing bursts.
+const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
+/// Scans brought forward by notices start at least this fraction of the scan interval
+/// apart: a fleet starting together, or rebalancing, sends a burst of hints, and every node
+/// answering each one at once would read the table N² times.
+const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
+/// The same for a release, which is what a quick hand-off waits for: a shorter gap.
+const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
+
+/// What a scan reads once it has the member records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Nothing more, and it plans nothing: the fleet is starting (see
+    /// [`ScanSchedule::reading`]), or the node is settled and nothing in the table can be
+    /// waiting for it.
+    MembersOnly,
+    /// Nothing more: it plans on the lease view it has, to take the next batch of its share.
+    View,
+    /// The lease table, then it plans on that.
+    Leases,
+}
+
+impl Reading {
+    /// Whether the scan makes a plan after reading.
+    pub fn plans(self) -> bool {
+        self != Reading::MembersOnly
+    }
+}
+
+/// How the takes of one plan went, for [`ScanSchedule::took`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Takes {
+    /// How many partitions the plan set out to take.
+    pub planned: usize,
+    /// How many of them the node now holds.
+    pub taken: usize,
+    /// How many of them lay outside the node's [`Stripe`](super::Stripe).
+    pub off_stripe: u32,
+    /// Whether the same plan also released leases.
+    pub released: bool,
+    /// How many leases the node holds now.
+    pub held: usize,
+    /// How many it should hold.
+    pub target: u32,
+}
+
+/// When a node scans its group's table and how much of it each scan reads.
+///
+/// Like [`plan`](super::plan), it never reads a clock and does no I/O: every method takes the
+/// instant it applies at, and the draws that spread scans apart come from the caller's
+/// [`SeededRng`], so a simulation replays exactly.
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::SeededRng;
+/// use leasehold::planner::ScanSchedule;
+/// use leasehold::{NodeId, ParticipantConfig};
+///
+/// let config = ParticipantConfig::new(NodeId::new("a").unwrap(), 64);
+/// let start = tokio::time::Instant::now();
+/// let mut schedule = ScanSchedule::new(start);
+/// assert!(schedule.is_due(start));
+/// schedule.scan_started(start);
+/// schedule.scan_succeeded(start, &config, &mut SeededRng::new(7));
+/// assert!(schedule.next_scan() >= start + Duration::from_secs(9));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ScanSchedule {
+    next_scan: Instant,
+    last_scan: Option<Instant>,
+    /// Scans failed in a row: each doubles the wait, up to
+    /// [`ParticipantConfig::max_scan_backoff`].
+    failures: u32,
+    /// The last member write failed: the next one that succeeds shows the store is back.
+    member_write_failing: bool,
+    /// The next scan must read the lease table, whatever else it finds.
+    leases_due: bool,
+    /// When a settled node reads the lease table again regardless: `relist_after` after
+    /// the last reading, spread by the jitter so that a fleet which settled together does
+    /// not read the whole table together.
+    relist_at: Option<Instant>,
+    /// Whether the last plan left nothing to do (see [`Plan::settled`](super::Plan::settled)).
+    settled: bool,
+    /// Whether the next scan may plan on the view it has instead of reading the lease table
+    /// (see [`ScanSchedule::took`]).
+    ramping: bool,
+    /// Whether this node has scanned at all.
+    joined: bool,
+    /// The live membership the last lease listing was planned with.
+    membership: Vec<MemberShare>,
+    /// The version of the operator's record ([`NodeId::operator`](crate::NodeId::operator))
+    /// when the lease table was last read: an operator command changed the table since if it
+    /// differs.
+    operator_mark: Option<Version>,
+}
+
+impl ScanSchedule {
+    /// A node starting at `now`: it scans at once, and reads the lease table.
+    pub fn new(now: Instant) -> ScanSchedule {
+        ScanSchedule {
+            next_scan: now,
+            last_scan: None,
+            failures: 0,
+            member_write_failing: false,
+            leases_due: true,
+            relist_at: None,
+            settled: false,
+            ramping: false,
+            joined: false,
+            membership: Vec::new(),
+            operator_mark: None,
+        }
+    }
+
+    /// When the next scan is due.
+    pub fn next_scan(&self) -> Instant {
+        self.next_scan
+    }
+
+    /// Whether a scan is due at `now`.
+    pub fn is_due(&self, now: Instant) -> bool {
+        now >= self.next_scan
+    }
+
+    /// Whether the next scan must read the lease table whatever else it finds.
+    pub fn leases_due(&self) -> bool {
+        self.leases_due
+    }
+
+    /// When a settled node reads the lease table again although nothing asked for it.
+    pub fn relist_at(&self) -> Option<Instant> {
+        self.relist_at
+    }
+
+    /// How many scans failed in a row.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Makes the next scan read the lease table: a listing failed, or a take did, so the view
+    /// of some row is out of date.
+    pub fn want_leases(&mut self) {
+        self.leases_due = true;
+    }
+
+    /// Brings the next scan forward for a change that may free a partition or change the
+    /// membership. Renewals and member heartbeats change nothing to act on; and a scan that
+    /// is backing off from a failing or throttling store stays backed off.
+    pub fn change_noticed(&mut self, now: Instant, change: &Change, config: &ParticipantConfig) {
+        let routine = matches!(
+            change,
+            Change::LeaseWritten {
+                state: LeaseState::Held,
+                ..
+            } | Change::MemberUpdated(_)
+        );
+        if routine {
+            return;
+        }
+        self.leases_due = true;
+        if self.failures > 0 {
+            return;
+        }
+        let mut soon = now + CHANGE_DEBOUNCE;
+        let divisor = match change {
+            Change::LeaseWritten {
+                state: LeaseState::Released,
+                ..
+            } => RELEASE_SCAN_GAP_DIVISOR,
+            _ => NOTICE_SCAN_GAP_DIVISOR,
+        };
+        if let Some(last) = self.last_scan {
+            soon = soon.max(last + config.scan_interval / divisor);
+        }
+        self.next_scan = self.next_scan.min(soon);
+    }
+
+    /// A scan begins at `now`.
+    pub fn scan_started(&mut self, now: Instant) {
+        self.last_scan = Some(now);
+    }
+
+    /// Decides what a scan reads after the member records it read at `now` into `observed`.
+    /// `draining` is this node's own drain state.
+    pub fn reading(
+        &mut self,
+        now: Instant,
+        observed: &Observed,
+        config: &ParticipantConfig,
+        draining: bool,
+    ) -> Reading {
+        // Only a node that may skip the table compares memberships.
+        let same_members = !config.relist_after.is_zero()
+            && observed.membership_is(now, config, draining, &self.membership);
+        if self.fleet_starting(observed, config) {
+            Reading::MembersOnly
+        } else if self.plan_on_view(now, observed, config, same_members) {
+            Reading::View
+        } else if self.leases_wanted(now, observed, config, same_members) {
+            Reading::Leases
+        } else {
+            Reading::MembersOnly
+        }
+    }
+
+    /// The lease table was read into `observed`, arriving at `now`, after the member records
+    /// read at `members_at`. A node that may skip later readings notes the membership it will
+    /// plan with, and when it reads the table again regardless (a draw from `rng`).
+    pub fn leases_listed(
+        &mut self,
+        now: Instant,
+        members_at: Instant,
+        observed: &Observed,
+        config: &ParticipantConfig,
+        draining: bool,
+        rng: &mut SeededRng,
+    ) {
+        if !config.relist_after.is_zero() {
+            let membership = observed.membership(members_at, config, draining);
+            self.relist_at = Some(now + relist_wait(config, membership.len(), rng));
+            self.membership = membership;
+        }
+        self.leases_due = false;
+        self.operator_mark = observed.operator_mark.clone();
+    }
+
+    /// A scan ended well at `now`: the next one comes a scan interval later, spread by the
+    /// jitter (a draw from `rng`).
+    pub fn scan_succeeded(
+        &mut self,
+        now: Instant,
+        config: &ParticipantConfig,
+        rng: &mut SeededRng,
+    ) {
+        self.failures = 0;
+        self.next_scan = now + rng.spread(config.scan_interval, config.jitter);
+    }
+
+    /// A scan failed at `now`: the next waits twice as long as the last, up to
+    /// [`ParticipantConfig::max_scan_backoff`], spread by the jitter (a draw from `rng`).
+    /// Returns the wait before the spread.
+    pub fn scan_failed(
+        &mut self,
+        now: Instant,
+        config: &ParticipantConfig,
+        rng: &mut SeededRng,
+    ) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        let factor = 2u32.saturating_pow(self.failures.min(8));
+        let backoff = (config.scan_interval * factor).min(config.max_scan_backoff());
+        self.next_scan = now + rng.spread(backoff, config.jitter);
+        backoff
+    }
+
+    /// A write of the member record failed.
+    pub fn member_write_failed(&mut self) {
+        self.member_write_failing = true;
+    }
+
+    /// A write of the member record succeeded at `now`. After failed ones, while scans were
+    /// failing too, an outage is over: the back-off ends and the next scan comes at once, to
+    /// find what expired meanwhile.
+    pub fn member_written(&mut self, now: Instant) {
+        if std::mem::take(&mut self.member_write_failing) && self.failures > 0 {
+            self.failures = 0;
+            self.next_scan = self.next_scan.min(now + CHANGE_DEBOUNCE);
+        }
+    }
+
+    /// A plan was made; `settled` says it left nothing to do (see
+    /// [`Plan::settled`](super::Plan::settled)) and no hand-off is under way.
+    pub fn planned(&mut self, settled: bool) {
+        self.settled = settled;
+        self.ramping = false;
+    }
+
+    /// The leases held changed outside a plan (one was lost, or a hand-off began): the node
+    /// is no longer settled, and its view no longer fit to plan on.
+    pub fn holdings_changed(&mut self) {
+        self.settled = false;
+        self.ramping = false;
+    }
+
+    /// The takes of the last plan ended. The next scan may plan on the view it has if they
+    /// were a full batch ([`ParticipantConfig::max_acquires_per_scan`]) that all succeeded,
+    /// all in the node's stripe, with nothing released, and more are wanted.
+    pub fn took(&mut self, takes: &Takes, config: &ParticipantConfig) {
+        self.ramping = takes.taken == takes.planned
+            && takes.planned >= config.max_acquires_per_scan as usize
+            && takes.off_stripe == 0
+            && !takes.released
+            && takes.held < takes.target as usize;
+    }
+
+    /// Whether this is the first scan of a node on a large table whose fleet is starting
+    /// with it: every member it sees has written its record once or twice. It then takes
+    /// nothing until its next scan, once the others have registered too, so that every node
+    /// counts the same members and takes its own stripe, where a node counting only those
+    /// that beat it to the store would take rows the stripes give others. A node joining a
+    /// running fleet does not wait.
+    fn fleet_starting(&mut self, observed: &Observed, config: &ParticipantConfig) -> bool {
+        let first = !std::mem::replace(&mut self.joined, true);
+        first
+            && !config.relist_after.is_zero()
+            && observed.members.iter().all(|seen| seen.heartbeat <= 2)
+    }
+
+    /// Whether this scan should plan on the view it has, without reading the lease table: a
+    /// node taking its share batch by batch (see [`ParticipantConfig::max_acquires_per_scan`])
+    /// whose last batch all succeeded, in a membership that has not changed since its last
+    /// reading, not older than `acquire_after` (so no record seen held in it can have come
+    /// to look abandoned). Members take their own stripes of the table first
+    /// ([`Stripe`](super::Stripe)), so such a view rarely offers a row another node took
+    /// since; a take that fails sends the next scan back to the table. Never with a zero
+    /// `relist_after`, which promises a reading every scan.
+    fn plan_on_view(
+        &self,
+        now: Instant,
+        observed: &Observed,
+        config: &ParticipantConfig,
+        same_members: bool,
+    ) -> bool {
+        self.ramping
+            && !config.relist_after.is_zero()
+            && !self.leases_due
+            && same_members
+            && observed.operator_mark == self.operator_mark
+            && observed
+                .listed_at
+                .is_some_and(|at| now < at + config.acquire_after)
+    }
+
+    /// Whether this scan should read the lease table. Always with a zero
+    /// [`ParticipantConfig::relist_after`]. Otherwise only when it may hold something to act
+    /// on: the last plan was not settled, the membership (and so every target) changed, a
+    /// notice or a lost lease asked for it, an operator command changed the table, a member
+    /// missed a heartbeat, or `relist_after` has passed.
+    ///
+    /// A missed heartbeat matters because a crashed member's leases become takeable
+    /// `acquire_after` after a survivor first sees their last versions: the survivors read
+    /// the table as soon as its member record stops changing, not only once it stops counting
+    /// live.
+    fn leases_wanted(
+        &self,
+        now: Instant,
+        observed: &Observed,
+        config: &ParticipantConfig,
+        same_members: bool,
+    ) -> bool {
+        if config.relist_after.is_zero() || self.leases_due || !self.settled {
+            return true;
+        }
+        if !same_members
+            || observed.operator_mark != self.operator_mark
+            || self.relist_at.is_none_or(|at| at <= now)
+        {
+            return true;
+        }
+        // A member rewrites its record at least every heartbeat; one that has looked the same
+        // for longer has missed one, until it stops counting live altogether.
+        let missed = config.heartbeat + config.heartbeat / 20;
+        let Some(missed_since) = now.checked_sub(missed) else {
+            return false;
+        };
+        let silent_since = now.checked_sub(config.member_timeout());
+        observed.members.others(&config.node).any(|seen| {
+            seen.first_seen <= missed_since && silent_since.is_none_or(|at| at < seen.first_seen)
+        })
+    }
+}
+
+/// How long a settled node waits before reading the lease table regardless: `relist_after ×
+/// live members`, spread by half either way. The fleet as a whole then reads it about every
+/// `relist_after`, at scattered moments, whatever its size: one reading by any node finds
+/// what nothing signalled (a row it sees free it takes, or watches until taken), so a
+/// thousand nodes need not each read 65,536 rows to find it.
+fn relist_wait(config: &ParticipantConfig, live_members: usize, rng: &mut SeededRng) -> Duration {
+    let live = u32::try_from(live_members.max(1)).unwrap_or(u32::MAX);
+    let period = config.relist_after.saturating_mul(live);
+    rng.spread(period, 0.5)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::*;
+use crate::record::{MemberRecord, Stored};
+use crate::types::{NodeId, PartitionId};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Ten-second scans and heartbeats, no jitter on the scan interval, and a table large
+/// enough that a settled node may skip readings.
+fn config() -> ParticipantConfig {
+    let mut config = ParticipantConfig::new(NodeId::new("b").unwrap(), 100_000);
+    config.jitter = 0.0;
+    config.relist_after = Duration::from_secs(60);
+    config
+}
+
+fn member(node: NodeId, heartbeat: u64) -> Stored<NodeId, MemberRecord> {
+    Stored {
+        key: node,
+        value: MemberRecord {
+            weight: 1,
+            draining: false,
+            load: None,
+            heartbeat,
+            written_at_unix_ms: None,
+        },
+        version: Version::from_number(heartbeat),
+    }
+}
+
+/// A listing of three live members at their `heartbeat`th write, and the operator's record
+/// at version `operator`.
+fn members(heartbeat: u64, operator: u64) -> Vec<Stored<NodeId, MemberRecord>> {
+    let mut records: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|name| member(NodeId::new(name).unwrap(), heartbeat))
+        .collect();
+    records.insert(0, member(NodeId::operator(), operator));
+    records
+}
+
+/// A node that has scanned twice (its first scan waited for the fleet), read the lease table
+/// at `start` and found nothing to do.
+fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
+    let config = config();
+    let mut observed = Observed::default();
+    let mut schedule = ScanSchedule::new(start);
+    observed.observe_members(start, members(1, 1));
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::MembersOnly,
+        "a fleet starting together waits a scan"
+    );
+    observed.observe_members(start, members(3, 1));
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    observed.observe_leases(start, Vec::new());
+    schedule.leases_listed(start, start, &observed, &config, false, rng);
+    schedule.scan_succeeded(start, &config, rng);
+    schedule.planned(true);
+    (schedule, observed)
+}
+
+#[test]
+fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
+    let config = config();
+    let start = Instant::now();
+    let mut schedule = ScanSchedule::new(start);
+    schedule.scan_started(start);
+    schedule.scan_succeeded(start, &config, &mut SeededRng::new(1));
+    assert_eq!(schedule.next_scan(), start + 10 * SECOND);
+
+    // Renewals and heartbeats are routine: nothing to act on.
+    let renewal = Change::LeaseWritten {
+        partition: PartitionId(3),
+        state: LeaseState::Held,
+    };
+    schedule.change_noticed(start, &renewal, &config);
+    schedule.change_noticed(start, &Change::MemberUpdated(NodeId::operator()), &config);
+    assert_eq!(schedule.next_scan(), start + 10 * SECOND);
+
+    // A release right after a scan waits out a fiftieth of the interval.
+    let release = Change::LeaseWritten {
+        partition: PartitionId(3),
+        state: LeaseState::Released,
+    };
+    schedule.change_noticed(start + Duration::from_millis(1), &release, &config);
+    assert_eq!(schedule.next_scan(), start + Duration::from_millis(200));
+    assert!(schedule.leases_due());
+
+    // Any other notice waits out a tenth, and never pushes a nearer scan back.
+    let mut other = ScanSchedule::new(start);
+    other.scan_started(start);
+    other.scan_succeeded(start, &config, &mut SeededRng::new(1));
+    other.change_noticed(start, &Change::Unknown, &config);
+    assert_eq!(other.next_scan(), start + SECOND);
+    other.change_noticed(start, &release, &config);
+    assert_eq!(other.next_scan(), start + Duration::from_millis(200));
+    other.change_noticed(start, &Change::Unknown, &config);
+    assert_eq!(other.next_scan(), start + Duration::from_millis(200));
+
+    // Long after the last scan, only the debounce is left.
+    let late = start + 5 * SECOND;
+    schedule.change_noticed(late, &Change::Member(NodeId::operator()), &config);
+    assert_eq!(schedule.next_scan(), start + Duration::from_millis(200));
+    let mut quiet = ScanSchedule::new(start);
+    quiet.scan_started(start);
+    quiet.scan_succeeded(start, &config, &mut SeededRng::new(1));
+    quiet.change_noticed(late, &Change::Unknown, &config);
+    assert_eq!(quiet.next_scan(), late + Duration::from_millis(5));
+}
+
+#[test]
+fn failures_back_off_exponentially_and_a_recovered_write_ends_it() {
+    let config = config();
+    let mut rng = SeededRng::new(2);
+    let start = Instant::now();
+    let mut schedule = ScanSchedule::new(start);
+    let mut failed_at = start;
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        failed_at = schedule.next_scan();
+        schedule.scan_started(failed_at);
+        let backoff = schedule.scan_failed(failed_at, &config, &mut rng);
+        assert_eq!(
+            schedule.next_scan(),
+            failed_at + backoff,
+            "no jitter configured"
+        );
+        waits.push(backoff);
+    }
+    assert_eq!(
+        waits,
+        [20 * SECOND, 40 * SECOND, 40 * SECOND, 40 * SECOND],
+        "doubling, up to max_scan_backoff"
+    );
+    assert_eq!(config.max_scan_backoff(), 40 * SECOND);
+    assert_eq!(schedule.failures(), 4);
+
+    // A notice does not cut a back-off short.
+    let now = failed_at + SECOND;
+    let scheduled = schedule.next_scan();
+    schedule.change_noticed(now, &Change::Unknown, &config);
+    assert_eq!(schedule.next_scan(), scheduled);
+
+    // A member write that succeeds only ends it after one failed: the store is back.
+    schedule.member_written(now);
+    assert_eq!(schedule.failures(), 4);
+    schedule.member_write_failed();
+    schedule.member_written(now);
+    assert_eq!(schedule.failures(), 0);
+    assert_eq!(schedule.next_scan(), now + Duration::from_millis(5));
+
+    // The next failure starts the doubling over.
+    assert_eq!(schedule.scan_failed(now, &config, &mut rng), 20 * SECOND);
+    schedule.scan_succeeded(now, &config, &mut rng);
+    assert_eq!(schedule.failures(), 0);
+    assert_eq!(schedule.next_scan(), now + 10 * SECOND);
+}
+
+#[test]
+fn a_settled_node_relists_after_relist_after_times_live_members() {
+    let config = config();
+    for seed in 0..20 {
+        let mut rng = SeededRng::new(seed);
+        let start = Instant::now();
+        let (mut schedule, mut observed) = settled(start, &mut rng);
+        let relist_at = schedule.relist_at().expect("a settled node relists");
+        // Three live members: 180 s, spread by half either way.
+        let wait = relist_at - start;
+        assert!(
+            (90 * SECOND..270 * SECOND).contains(&wait),
+            "seed {seed}: {wait:?}"
+        );
+        // Every scan before then reads only the members, which keep beating.
+        let mut now = start;
+        let mut heartbeat = 3;
+        while now + 10 * SECOND < relist_at {
+            now += 10 * SECOND;
+            heartbeat += 1;
+            observed.observe_members(now, members(heartbeat, 1));
+            assert_eq!(
+                schedule.reading(now, &observed, &config, false),
+                Reading::MembersOnly,
+                "seed {seed}, {:?} in",
+                now - start
+            );
+        }
+        observed.observe_members(relist_at, members(heartbeat + 1, 1));
+        assert_eq!(
+            schedule.reading(relist_at, &observed, &config, false),
+            Reading::Leases
+        );
+    }
+}
+
+#[test]
+fn an_operator_command_forces_a_lease_listing() {
+    let config = config();
+    let mut rng = SeededRng::new(3);
+    let start = Instant::now();
+    let (mut schedule, mut observed) = settled(start, &mut rng);
+    let now = start + 10 * SECOND;
+    observed.observe_members(now, members(4, 1));
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::MembersOnly
+    );
+    observed.observe_members(now, members(5, 2));
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::Leases
+    );
+    // Once read, the new mark is the one compared against.
+    observed.observe_leases(now, Vec::new());
+    schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
+    schedule.planned(true);
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::MembersOnly
+    );
+}
+
+#[test]
+fn a_lost_lease_or_a_membership_change_sends_a_settled_node_to_the_table() {
+    let config = config();
+    let mut rng = SeededRng::new(4);
+    let start = Instant::now();
+    let (mut schedule, mut observed) = settled(start, &mut rng);
+    schedule.holdings_changed();
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    schedule.planned(true);
+    let mut fewer = members(4, 1);
+    fewer.retain(|m| m.key.as_str() != "c");
+    observed.observe_members(start, fewer);
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+}
+
+#[test]
+fn a_full_batch_lets_the_next_scan_plan_on_the_view() {
+    let config = config();
+    let mut rng = SeededRng::new(5);
+    let start = Instant::now();
+    let (mut schedule, mut observed) = settled(start, &mut rng);
+    let batch = config.max_acquires_per_scan as usize;
+    let takes = Takes {
+        planned: batch,
+        taken: batch,
+        off_stripe: 0,
+        released: false,
+        held: batch,
+        target: 3 * batch as u32,
+    };
+    schedule.planned(false);
+    schedule.took(&takes, &config);
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::View
+    );
+    // Not after a failed take, which may have met a row another node took.
+    schedule.took(
+        &Takes {
+            taken: batch - 1,
+            ..takes
+        },
+        &config,
+    );
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    // Nor once the view is as old as acquire_after, in the same membership.
+    schedule.took(&takes, &config);
+    let old = start + config.acquire_after;
+    observed.observe_members(old, members(8, 1));
+    assert_eq!(
+        schedule.reading(old, &observed, &config, false),
+        Reading::Leases
+    );
+}
