@@ -24,7 +24,7 @@ pub struct GroupTable {
 impl GroupTable {
     /// Opens `--store` for the group named by `--group`.
     pub async fn open(cli: &Cli) -> anyhow::Result<GroupTable> {
-        let store = store_url::open(&cli.store_url()?).await?;
+        let store = store_url::open(&cli.store_url()?, cli.timeout).await?;
         Ok(GroupTable {
             store: Arc::new(TimeoutStore::new(store, cli.timeout)),
             group: cli.group.clone(),

@@ -30,7 +30,8 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     {
         anyhow::bail!("--work-interval must be greater than zero");
     }
-    let store = store_url::open(&cli.store_url()?).await?;
+    let store_timeout = configure(cli, args, 1).store_timeout;
+    let store = store_url::open(&cli.store_url()?, store_timeout.min(cli.timeout)).await?;
     let table = GroupTable {
         store: Arc::new(TimeoutStore::new(Arc::clone(&store), cli.timeout)),
         group: cli.group.clone(),

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use leasehold::store_url::{redact, split_scheme, UrlError, UrlPart};
@@ -143,12 +144,17 @@ impl fmt::Display for StoreUrl {
     }
 }
 
-/// Opens the store `url` names, with what its crate reads from the environment. The error
-/// names the URL and carries the store's cause.
-pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
+/// Opens the store `url` names, with what its crate reads from the environment. `call_limit`
+/// is the time limit its callers put on each call: SQLite, whose writes block, is told to
+/// give up within it, so that no write lands after its caller concluded it had not. The
+/// error names the URL and carries the store's cause.
+pub async fn open(url: &StoreUrl, call_limit: Duration) -> anyhow::Result<Arc<dyn LeaseStore>> {
     let opening = async {
         let store: Arc<dyn LeaseStore> = match url {
-            StoreUrl::Sqlite(path) => Arc::new(SqliteStore::open(path).await?),
+            StoreUrl::Sqlite(path) => {
+                let options = SqliteOptions::default().call_timeout(call_limit);
+                Arc::new(SqliteStore::open_with(path, options).await?)
+            }
             StoreUrl::Memory => Arc::new(MemoryStore::new()),
             #[cfg(feature = "postgres")]
             StoreUrl::Postgres(options) => Arc::new(
@@ -177,8 +183,13 @@ pub async fn open(url: &StoreUrl) -> anyhow::Result<Arc<dyn LeaseStore>> {
 /// Opens a throwaway SQLite file (the demo's, in a temporary directory). Commits are not
 /// flushed to disk one by one: nothing needs to survive a machine crash, and per-commit
 /// flushes on a busy disk would slow the demo's fast timings into spurious expiries.
-pub async fn open_scratch_sqlite(path: &Path) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    let options = SqliteOptions::default().synchronous(Synchronous::Normal);
+pub async fn open_scratch_sqlite(
+    path: &Path,
+    call_limit: Duration,
+) -> anyhow::Result<Arc<dyn LeaseStore>> {
+    let options = SqliteOptions::default()
+        .synchronous(Synchronous::Normal)
+        .call_timeout(call_limit);
     let store = SqliteStore::open_with(path, options)
         .await
         .with_context(|| format!("cannot open store sqlite:{}", path.display()))?;

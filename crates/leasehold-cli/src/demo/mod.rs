@@ -67,7 +67,7 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Outcome> {
     );
     anyhow::ensure!(args.partitions > 0, "--partitions must be at least 1");
     let configs = configs(cli, args)?;
-    let demo_store = open_store(cli).await?;
+    let demo_store = open_store(cli, args.heartbeat).await?;
     let (store, group) = (&demo_store.store, &cli.group);
     if !demo_store.private && !store.list_leases(group).await?.records.is_empty() {
         anyhow::bail!(
@@ -121,12 +121,13 @@ fn configs(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Vec<ParticipantConfig>>
         .collect()
 }
 
-/// `--store` if given, otherwise an SQLite file in a temporary directory removed at the end.
-async fn open_store(cli: &Cli) -> anyhow::Result<DemoStore> {
+/// `--store` if given, otherwise an SQLite file in a temporary directory removed at the end;
+/// its calls limited to the nodes' `store_timeout`.
+async fn open_store(cli: &Cli, store_timeout: Duration) -> anyhow::Result<DemoStore> {
     if cli.store.is_some() {
         let url = cli.store_url()?;
         return Ok(DemoStore {
-            store: store_url::open(&url).await?,
+            store: store_url::open(&url, store_timeout).await?,
             description: url.to_string(),
             private: !url.is_shared(),
             _directory: None,
@@ -138,7 +139,7 @@ async fn open_store(cli: &Cli) -> anyhow::Result<DemoStore> {
         .context("cannot create a temporary directory for the demo's store")?;
     let path = directory.path().join("demo.db");
     Ok(DemoStore {
-        store: store_url::open_scratch_sqlite(&path).await?,
+        store: store_url::open_scratch_sqlite(&path, store_timeout).await?,
         description: format!("sqlite:{} (temporary)", path.display()),
         private: true,
         _directory: Some(directory),
