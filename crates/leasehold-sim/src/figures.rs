@@ -108,6 +108,9 @@ pub struct Samples {
     pub traffic: StoreTraffic,
     /// Submissions to fenced resources accepted and rejected as stale.
     pub fenced: (u64, u64),
+    /// Units of work under permits that ended, and how many of them their permit ran out
+    /// under (a pause, a lost lease).
+    pub work_units: (u64, u64),
     /// Faults injected.
     pub faults: FaultCounts,
 }
@@ -123,6 +126,8 @@ impl Samples {
         self.traffic.add(&other.traffic);
         self.fenced.0 += other.fenced.0;
         self.fenced.1 += other.fenced.1;
+        self.work_units.0 += other.work_units.0;
+        self.work_units.1 += other.work_units.1;
         self.faults.add(&other.faults);
     }
 }

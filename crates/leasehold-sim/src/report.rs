@@ -95,6 +95,10 @@ pub struct Figures {
     pub fenced_accepted: u64,
     /// Work rejected as stale by the fenced resources.
     pub fenced_rejected: u64,
+    /// Units of work under permits that ended.
+    pub work_units: u64,
+    /// Of those, units whose permit ran out before they ended.
+    pub work_units_cut_short: u64,
     /// Simulated seconds per wall-clock second.
     pub simulated_per_wall_second: f64,
     /// Faults injected.
@@ -136,6 +140,8 @@ impl Figures {
             rows_written_per_node_heartbeat: per_heartbeat(traffic.rows_written),
             fenced_accepted: samples.fenced.0,
             fenced_rejected: samples.fenced.1,
+            work_units: samples.work_units.0,
+            work_units_cut_short: samples.work_units.1,
             simulated_per_wall_second: simulated.as_secs_f64() / wall.as_secs_f64().max(1e-9),
             faults: samples.faults.clone(),
         }
@@ -183,6 +189,11 @@ impl fmt::Display for Figures {
             f,
             "  {:<22} {} accepted, {} rejected as stale",
             "fenced work", self.fenced_accepted, self.fenced_rejected
+        )?;
+        writeln!(
+            f,
+            "  {:<22} {} ended, {} cut short by their permit running out",
+            "work under permits", self.work_units, self.work_units_cut_short
         )?;
         let c = &self.faults;
         writeln!(

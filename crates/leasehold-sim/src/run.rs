@@ -81,6 +81,7 @@ fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violat
     let mut samples = state.recorder.samples.clone();
     samples.traffic = state.traffic.clone();
     samples.fenced = (state.fenced.accepted, state.fenced.rejected);
+    samples.work_units = (state.work.units, state.work.cut_short);
     samples.faults = state.counts.clone();
     Ok(SeedReport {
         seed,
