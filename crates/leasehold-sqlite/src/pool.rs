@@ -40,7 +40,12 @@ impl Pool {
         let path = std::path::absolute(path).map_err(|error| {
             StoreError::unavailable(format!("resolving the path {}", path.display()), error)
         })?;
-        let limit = options.call_timeout_limit();
+        // Opening may create or upgrade the schema, and processes starting together on a new
+        // file wait for the one doing it: a one-time wait for the write lock, bounded by the
+        // busy timeout rather than the (possibly much shorter) limit on each later call.
+        let limit = options
+            .busy_timeout_limit()
+            .max(options.call_timeout_limit());
         let opening = tokio::task::spawn_blocking({
             let path = path.clone();
             let options = options.clone();
