@@ -2,15 +2,23 @@
 //!
 //! PartitionKey is the group, so every record of a group (and so one node's renewals) can go
 //! in one entity-group transaction. RowKey is `lease-<partition, 10 digits>` or
-//! `member-<node>`: zero-padding makes the service's key order the numeric order.
+//! `member-<node>`: zero-padding makes the service's key order the numeric order. The group
+//! record's RowKey is `group`, outside both listings' ranges, and it is kept whole as JSON in
+//! one column, so that fields a newer version added survive an older version's rewrite.
+
+use std::time::Duration;
 
 use leasehold::{
-    Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, RecordKey, StoreError,
+    codec, Epoch, GroupRecord, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId,
+    RecordKey, StoreError,
 };
 use serde_json::{json, Map, Value};
 
 pub(crate) const LEASE_PREFIX: &str = "lease-";
 pub(crate) const MEMBER_PREFIX: &str = "member-";
+pub(crate) const GROUP_ROW_KEY: &str = "group";
+/// The column holding the group record's JSON.
+const GROUP_RECORD_COLUMN: &str = "record";
 const PARTITION_DIGITS: usize = 10;
 
 pub(crate) fn lease_row_key(partition: PartitionId) -> String {
@@ -96,6 +104,26 @@ pub(crate) fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -
     if let Some(written_at) = record.written_at_unix_ms {
         insert_int64(&mut entity, "written_at_unix_ms", written_at);
     }
+    if let Some(lease_validity) = record.lease_validity {
+        insert_int64(&mut entity, "lease_validity_ns", nanos(lease_validity));
+    }
+    if let Some(acquire_after) = record.acquire_after {
+        insert_int64(&mut entity, "acquire_after_ns", nanos(acquire_after));
+    }
+    Value::Object(entity)
+}
+
+/// Whole nanoseconds, as the JSON records keep them. The configuration bounds these
+/// durations at a year, far inside an Int64.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The entity of a group record: its JSON in one text column.
+pub(crate) fn group_entity(group: &str, record: &GroupRecord) -> Value {
+    let mut entity = keys(group, GROUP_ROW_KEY.to_owned());
+    let json = String::from_utf8(codec::encode(record)).expect("JSON is UTF-8");
+    entity.insert(GROUP_RECORD_COLUMN.to_owned(), json!(json));
     Value::Object(entity)
 }
 
@@ -213,7 +241,23 @@ pub(crate) fn parse_member(
         load: columns.double("load")?,
         heartbeat: columns.int64("heartbeat")?.unwrap_or(0),
         written_at_unix_ms: columns.int64("written_at_unix_ms")?,
+        // Absent in entities written before nodes published their timings.
+        lease_validity: columns
+            .int64("lease_validity_ns")?
+            .map(Duration::from_nanos),
+        acquire_after: columns.int64("acquire_after_ns")?.map(Duration::from_nanos),
     })
+}
+
+pub(crate) fn parse_group(entity: &Map<String, Value>) -> Result<GroupRecord, StoreError> {
+    let columns = Columns {
+        entity,
+        key: &RecordKey::Group,
+    };
+    let json = columns
+        .string(GROUP_RECORD_COLUMN)?
+        .ok_or_else(|| columns.corrupt(format!("column {GROUP_RECORD_COLUMN} is missing")))?;
+    codec::decode(RecordKey::Group, json.as_bytes())
 }
 
 #[cfg(test)]
@@ -278,16 +322,84 @@ mod tests {
             load: Some(f64::INFINITY),
             heartbeat: 42,
             written_at_unix_ms: None,
+            lease_validity: Some(Duration::from_nanos(30_000_000_007)),
+            acquire_after: Some(Duration::from_secs(45)),
         };
         let entity = object(member_entity(
             "orders",
             &NodeId::new("n1").unwrap(),
             &record,
         ));
+        assert_eq!(entity["lease_validity_ns"], json!("30000000007"));
+        assert_eq!(entity["acquire_after_ns@odata.type"], json!("Edm.Int64"));
         assert_eq!(
             parse_member(&RecordKey::Stored("k".into()), &entity).unwrap(),
             record
         );
+    }
+
+    #[test]
+    fn members_written_before_timings_were_published_read_without_them() {
+        let node = NodeId::new("n1").unwrap();
+        let entity = object(json!({
+            "PartitionKey": "orders",
+            "RowKey": member_row_key(&node),
+            "weight": "2",
+            "weight@odata.type": "Edm.Int64",
+            "draining": false,
+            "heartbeat": "7",
+            "heartbeat@odata.type": "Edm.Int64",
+        }));
+        let record = parse_member(&RecordKey::from(&node), &entity).unwrap();
+        assert_eq!((record.lease_validity, record.acquire_after), (None, None));
+        assert_eq!((record.weight, record.heartbeat), (2, 7));
+        let bare = object(member_entity("orders", &node, &MemberRecord::default()));
+        assert!(!bare.contains_key("lease_validity_ns") && !bare.contains_key("acquire_after_ns"));
+    }
+
+    #[test]
+    fn damaged_member_timings_are_corrupt_naming_the_member() {
+        let node = NodeId::new("n1").unwrap();
+        for (column, value) in [
+            ("lease_validity_ns", json!("-1")),
+            ("acquire_after_ns", json!("soon")),
+            ("lease_validity_ns", json!(true)),
+        ] {
+            let mut entity = object(member_entity("orders", &node, &MemberRecord::default()));
+            entity.insert(column.to_owned(), value);
+            let error = parse_member(&RecordKey::from(&node), &entity).unwrap_err();
+            assert!(
+                matches!(&error, StoreError::Corrupt { key, reason } if *key == RecordKey::from(&node) && reason.contains(column)),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_group_record_is_kept_whole_and_outside_the_listings() {
+        let record = GroupRecord {
+            epoch_floor: Epoch(9),
+            other: [("future_field".to_owned(), json!({"kept": true}))].into(),
+            ..GroupRecord::default()
+        };
+        let entity = object(group_entity("orders", &record));
+        assert_eq!(entity["RowKey"], json!(GROUP_ROW_KEY));
+        assert_eq!(parse_group(&entity).unwrap(), record);
+        for prefix in [LEASE_PREFIX, MEMBER_PREFIX] {
+            assert!(!GROUP_ROW_KEY.starts_with(prefix));
+        }
+        for damaged in [Some(json!("{not json")), Some(json!(3)), None] {
+            let mut entity = entity.clone();
+            match damaged {
+                Some(value) => entity.insert(GROUP_RECORD_COLUMN.to_owned(), value),
+                None => entity.remove(GROUP_RECORD_COLUMN),
+            };
+            let error = parse_group(&entity).unwrap_err();
+            assert!(
+                matches!(&error, StoreError::Corrupt { key, .. } if *key == RecordKey::Group),
+                "{error:?}"
+            );
+        }
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! API with Shared Key authorization.
 //!
 //! One table holds every group: PartitionKey is the group, RowKey is
-//! `lease-<partition, 10 digits>` or `member-<node>`, and each record field is a column.
+//! `lease-<partition, 10 digits>` or `member-<node>`, and each record field is a column. The
+//! group record is the entity with RowKey `group`, kept whole as JSON in its `record` column
+//! so that fields a newer version added survive.
 //! A record's version is its ETag; conditional writes send `If-Match`, creates are inserts
 //! that fail if the entity exists. One node's renewals go out as entity-group transactions
 //! (`$batch`, up to 100 entities each, all of one group). Throttling (HTTP 429 and 503)

@@ -7,22 +7,23 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::batch::{put_in_parts, put_one_by_one};
 use leasehold::{
-    GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
-    PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
+    GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
+    PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember, Version,
 };
 use reqwest::{Method, StatusCode};
 
 use crate::batch::{self, Operation, MAX_OPERATIONS};
 use crate::client::{status_error, ServiceError, TableClient};
-use crate::entity::{self, LEASE_PREFIX, MEMBER_PREFIX};
+use crate::entity::{self, GROUP_ROW_KEY, LEASE_PREFIX, MEMBER_PREFIX};
 use crate::options::AzureOptions;
 
 /// A [`LeaseStore`] in one Azure Storage table.
 ///
 /// PartitionKey is the group; RowKey is `lease-<partition, 10 digits>` or `member-<node>`.
 /// Each record field is its own column (owner, epoch, state, prohibited, load, note,
-/// written_at_unix_ms), so the table reads well in any storage browser. A record's version is
-/// its ETag. Cloning is cheap and shares the HTTP connection pool.
+/// written_at_unix_ms), so the table reads well in any storage browser. The group record is
+/// the entity with RowKey `group`, its JSON in one `record` column. A record's version is its
+/// ETag. Cloning is cheap and shares the HTTP connection pool.
 #[derive(Clone)]
 pub struct AzureTableStore {
     client: Arc<TableClient>,
@@ -383,6 +384,36 @@ impl LeaseStore for AzureTableStore {
             .delete(group.as_str(), &row_key, &RecordKey::from(node), version)
             .await
     }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let key = RecordKey::Group;
+        let Some(found) = self.client.get(group.as_str(), GROUP_ROW_KEY, &key).await? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredGroup {
+            key: group.clone(),
+            value: entity::parse_group(&found.properties)?,
+            version: Version::from_tag(&found.etag),
+        }))
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let entity = entity::group_entity(group.as_str(), record);
+        self.client
+            .put(
+                group.as_str(),
+                GROUP_ROW_KEY,
+                &RecordKey::Group,
+                &entity,
+                &mode,
+            )
+            .await
+    }
 }
 
 #[cfg(test)]
@@ -460,5 +491,87 @@ mod tests {
             matches!(outcome, BatchOutcome::Refused(StoreError::Conflict { .. })),
             "{outcome:?}"
         );
+    }
+
+    /// A version this store never issued (a number, not an ETag) fails like a stale one:
+    /// not found without a record, a conflict with one.
+    #[tokio::test]
+    async fn a_version_that_is_no_etag_fails_as_a_stale_one() {
+        let Some(store) = azurite().await else {
+            return;
+        };
+        let group = unique_group("foreign-version");
+        let foreign = Version::from_number(3);
+        let missing = store
+            .delete_lease(&group, PartitionId(0), &foreign)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(missing, StoreError::NotFound { .. }),
+            "{missing:?}"
+        );
+        store
+            .put_lease(
+                &group,
+                PartitionId(0),
+                &LeaseRecord::released(),
+                PutMode::Create,
+            )
+            .await
+            .unwrap();
+        let present = store
+            .put_lease(
+                &group,
+                PartitionId(0),
+                &LeaseRecord::released(),
+                PutMode::Update(foreign.clone()),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(present, StoreError::Conflict { .. }),
+            "{present:?}"
+        );
+        let present = store
+            .delete_lease(&group, PartitionId(0), &foreign)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(present, StoreError::Conflict { .. }),
+            "{present:?}"
+        );
+    }
+
+    /// A group record damaged in a table explorer is reported as the group record, and the
+    /// lease and member listings, which share its PartitionKey, neither list nor report it.
+    #[tokio::test]
+    async fn a_damaged_group_record_is_corrupt_and_stays_out_of_listings() {
+        let Some(store) = azurite().await else {
+            return;
+        };
+        let group = unique_group("damaged-group");
+        store
+            .put_group(&group, &GroupRecord::default(), PutMode::Create)
+            .await
+            .unwrap();
+        let damage = serde_json::json!({
+            "PartitionKey": group.as_str(),
+            "RowKey": GROUP_ROW_KEY,
+            "record": "{not json",
+        });
+        store
+            .client
+            .merge_unconditionally(group.as_str(), GROUP_ROW_KEY, &RecordKey::Group, &damage)
+            .await
+            .unwrap();
+        let error = store.get_group(&group).await.unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Corrupt { key, .. } if *key == RecordKey::Group),
+            "{error:?}"
+        );
+        let leases = store.list_leases(&group).await.unwrap();
+        let members = store.list_members(&group).await.unwrap();
+        assert!(leases.is_empty(), "{leases:?}");
+        assert!(members.is_empty(), "{members:?}");
     }
 }

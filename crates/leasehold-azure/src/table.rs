@@ -54,7 +54,7 @@ impl TableClient {
                     .await?
             }
             PutMode::Update(version) => {
-                let etag = if_match(version, key)?;
+                let etag = self.if_match(partition_key, row_key, version, key).await?;
                 let url = self.entity_url(partition_key, row_key);
                 self.send(Method::PUT, url, Some((JSON, body)), &[("If-Match", etag)])
                     .await?
@@ -77,7 +77,7 @@ impl TableClient {
         key: &RecordKey,
         version: &Version,
     ) -> Result<(), StoreError> {
-        let etag = if_match(version, key)?;
+        let etag = self.if_match(partition_key, row_key, version, key).await?;
         let url = self.entity_url(partition_key, row_key);
         let reply = self
             .send(Method::DELETE, url, None, &[("If-Match", etag)])
@@ -112,6 +112,26 @@ impl TableClient {
         } else {
             Err(reply.error(key))
         }
+    }
+
+    /// The ETag for `If-Match`. A version of another kind was never issued by this store and
+    /// can never match, so the condition fails as a stale version's would: a conflict, or
+    /// not found when there is no entity, which only a read can tell.
+    async fn if_match(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        version: &Version,
+        key: &RecordKey,
+    ) -> Result<String, StoreError> {
+        if let Some(tag) = version.as_tag() {
+            return Ok(tag.to_owned());
+        }
+        let key = key.clone();
+        Err(match self.get(partition_key, row_key, &key).await? {
+            Some(_) => StoreError::Conflict { key },
+            None => StoreError::NotFound { key },
+        })
     }
 
     /// One entity, or `None` if it does not exist.
@@ -219,14 +239,6 @@ fn entity(
     })
 }
 
-/// An ETag for `If-Match`; a version of another kind can never match one of ours.
-fn if_match(version: &Version, key: &RecordKey) -> Result<String, StoreError> {
-    version
-        .as_tag()
-        .map(str::to_owned)
-        .ok_or_else(|| StoreError::Conflict { key: key.clone() })
-}
-
 fn missing_etag(key: &RecordKey) -> StoreError {
     StoreError::Unavailable {
         message: format!("Azure Table Storage sent no ETag for {key}"),
@@ -257,19 +269,12 @@ pub(crate) fn percent_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use leasehold::PartitionId;
 
     #[test]
     fn filters_are_percent_encoded() {
         assert_eq!(
             percent_encode("PartitionKey eq 'a.b'"),
             "PartitionKey%20eq%20%27a.b%27"
-        );
-        assert_eq!(
-            if_match(&Version::from_number(3), &RecordKey::Lease(PartitionId(3)))
-                .unwrap_err()
-                .to_string(),
-            "version conflict on lease 3"
         );
     }
 }

@@ -59,7 +59,7 @@ impl GroupTable {
 
 /// Runs one of the table-changing commands.
 pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
-    if let Command::Destroy { yes: false } = command {
+    if let Command::Destroy { yes: false, .. } = command {
         anyhow::bail!(
             "destroy deletes every record of group {}; add --yes to confirm",
             cli.group
@@ -68,10 +68,25 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
     let table = GroupTable::open(cli).await?;
     let group = &table.group;
     match command {
-        Command::Init { partitions } => init(&table, *partitions).await?,
-        Command::Destroy { .. } => {
-            let removed = admin::destroy(&*table.store, group).await?;
-            crate::say(&format!("group {group}: removed {removed} records"))?;
+        Command::Init {
+            partitions,
+            timings,
+        } => {
+            init(&table, *partitions).await?;
+            if let Some(timings) = timings.timings() {
+                crate::group_commands::set(&table, timings, false).await?;
+            }
+        }
+        Command::Destroy { force, .. } => {
+            let mode = if *force {
+                admin::Destroy::Force
+            } else {
+                admin::Destroy::IfNoMembers
+            };
+            let removed = admin::destroy(&*table.store, group, mode).await?;
+            crate::say(&format!(
+                "group {group}: removed {removed} records; the group record keeps its epoch floor"
+            ))?;
         }
         Command::Kick { partition } => {
             let record = change(&table, *partition, admin::kick).await?;
@@ -112,6 +127,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             crate::say(&format!("node {node}: no longer draining"))?;
         }
         Command::Status(_)
+        | Command::Timings(_)
         | Command::Stale(_)
         | Command::Node(_)
         | Command::Demo(_)

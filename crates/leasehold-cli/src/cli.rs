@@ -57,13 +57,25 @@ pub enum Command {
         /// How many partitions the group has.
         #[arg(long)]
         partitions: u32,
+        /// The timings every node must fit (otherwise the first node to join sets them).
+        #[command(flatten)]
+        timings: TimingArgs,
     },
-    /// Delete every lease and member record of the group.
+    /// Delete every lease and member record of the group. The group record stays, so a
+    /// group built out again issues fencing tokens above every earlier one.
     Destroy {
         /// Confirm the deletion.
         #[arg(long)]
         yes: bool,
+        /// Delete even while member records are present (nodes that may be running).
+        #[arg(long)]
+        force: bool,
     },
+    /// Show the group record (record format, the timings every node must fit, epoch floor),
+    /// or change its timings with --lease-validity and --acquire-after. A change is made
+    /// only if every member's timings fit the new ones.
+    #[command(after_help = duration::help())]
+    Timings(TimingsArgs),
     /// Show the lease table: owner, epoch, state, prohibited nodes, note, version, age.
     Status(StatusArgs),
     /// Sample the table twice and report problems: unrenewed leases, unowned, missing or
@@ -121,6 +133,46 @@ pub enum Command {
     /// command that replays it.
     #[command(after_help = duration::help())]
     Sim(Box<SimArgs>),
+}
+
+/// Timings for the group record.
+#[derive(Debug, Args)]
+pub struct TimingArgs {
+    /// The longest any node may keep a lease after the renewal that wrote it.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "acquire_after")]
+    pub lease_validity: Option<Duration>,
+    /// The shortest any node may wait on an unchanged record before taking it.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "lease_validity")]
+    pub acquire_after: Option<Duration>,
+    /// Bound on clock-rate drift between nodes [default: 0.01].
+    #[arg(long, requires = "lease_validity")]
+    pub max_clock_drift: Option<f64>,
+}
+
+impl TimingArgs {
+    /// The timings given, if any.
+    pub fn timings(&self) -> Option<leasehold::GroupTimings> {
+        Some(leasehold::GroupTimings {
+            lease_validity: self.lease_validity?,
+            acquire_after: self.acquire_after?,
+            max_clock_drift: self.max_clock_drift.unwrap_or(0.01),
+        })
+    }
+}
+
+/// Options of `timings`.
+#[derive(Debug, Args)]
+pub struct TimingsArgs {
+    /// The new timings; without them, the group record is shown.
+    #[command(flatten)]
+    pub timings: TimingArgs,
+    /// Change them even if members publish no timings or do not fit (only for members known
+    /// to be stopped).
+    #[arg(long, requires = "lease_validity")]
+    pub force: bool,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `status`.

@@ -19,6 +19,7 @@ mod append_log;
 mod cli;
 mod demo;
 mod duration;
+mod group_commands;
 mod node;
 mod output;
 mod sim;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
 async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     match &cli.command {
         Command::Status(args) => status::run(cli, args).await,
+        Command::Timings(args) => group_commands::run(cli, args).await,
         Command::Stale(args) => stale::run(cli, args).await,
         Command::Node(args) => node::run(cli, args).await,
         Command::Demo(args) => demo::run(cli, args).await,

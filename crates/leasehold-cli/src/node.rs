@@ -66,7 +66,10 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         _ = terminate.recv() => "SIGTERM",
         _ = interrupt.recv() => "SIGINT",
         // Nothing renews the leases any more: exit, so that a supervisor restarts the node.
-        _ = participant.stopped() => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
+        _ = participant.stopped() => match participant.refusal() {
+            Some(refusal) => anyhow::bail!("{refusal}"),
+            None => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
+        },
     };
     tracing::info!(%node, signal = signal_name, held = participant.owned().len(), "releasing leases and stopping");
     match worker {

@@ -8,6 +8,14 @@ use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, StaleArgs};
 use crate::Outcome;
 
+/// A partition whose epoch went back, and the epoch it should be above.
+#[derive(Debug, Serialize)]
+struct EpochBack {
+    partition: u32,
+    epoch: u64,
+    above: u64,
+}
+
 #[derive(Debug, Serialize)]
 struct Unrenewed {
     partition: u32,
@@ -26,6 +34,7 @@ struct StaleDocument {
     missing_count: u64,
     offline: Vec<u32>,
     corrupt: Vec<String>,
+    epochs_back: Vec<EpochBack>,
     live_nodes: Vec<String>,
     draining_nodes: Vec<String>,
     min_nodes: usize,
@@ -74,6 +83,15 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
         missing_count: report.missing_count,
         offline: numbers(&report.offline),
         corrupt: report.corrupt.clone(),
+        epochs_back: report
+            .epochs_back
+            .iter()
+            .map(|(partition, epoch, above)| EpochBack {
+                partition: partition.0,
+                epoch: epoch.0,
+                above: above.0,
+            })
+            .collect(),
         live_nodes: report.live_nodes.iter().map(|n| n.to_string()).collect(),
         draining_nodes: report.draining.iter().map(|n| n.to_string()).collect(),
         min_nodes: report.min_nodes,
@@ -118,6 +136,22 @@ fn render(document: &StaleDocument) -> String {
     }
     for corrupt in &document.corrupt {
         lines.push(corrupt.clone());
+    }
+    if !document.epochs_back.is_empty() {
+        let entries: Vec<String> = document
+            .epochs_back
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} (epoch {}, expected above {})",
+                    e.partition, e.epoch, e.above
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "epochs gone back (records re-created outside leasehold; nodes issue higher tokens): {}",
+            entries.join(", ")
+        ));
     }
     let below = document.live_nodes.len() < document.min_nodes;
     lines.push(format!(

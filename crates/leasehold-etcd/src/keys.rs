@@ -1,8 +1,10 @@
 //! Where records live in the etcd key space.
 //!
-//! `<prefix>/<group>/lease/<partition, zero-padded to 10 digits>` and
-//! `<prefix>/<group>/member/<node>`: padding makes etcd's byte order the numeric order, and
-//! group names cannot hold `/`, so one group's range never reaches into another's.
+//! `<prefix>/<group>/lease/<partition, zero-padded to 10 digits>`,
+//! `<prefix>/<group>/member/<node>` and the group record at `<prefix>/<group>/group`: padding
+//! makes etcd's byte order the numeric order, and group names cannot hold `/`, so one group's
+//! range never reaches into another's. The group record's key has no trailing `/`, so neither
+//! the lease nor the member prefix scan reaches it.
 
 use leasehold::{GroupName, NodeId, PartitionId};
 
@@ -38,13 +40,21 @@ impl Keys {
     pub(crate) fn member(&self, group: &GroupName, node: &NodeId) -> String {
         format!("{}{node}", self.members(group))
     }
+
+    pub(crate) fn group_record(&self, group: &GroupName) -> String {
+        format!("{}/{group}/{GROUP_RECORD}", self.prefix)
+    }
 }
+
+/// The name of the group record's key below the group's prefix.
+const GROUP_RECORD: &str = "group";
 
 /// What a key below a group's prefix names, for change hints and listings.
 #[derive(Debug, PartialEq)]
 pub(crate) enum KeyName {
     Lease(PartitionId),
     Member(NodeId),
+    Group,
     Other,
 }
 
@@ -53,6 +63,9 @@ pub(crate) fn parse_in_group(rest: &[u8]) -> KeyName {
     let Ok(rest) = std::str::from_utf8(rest) else {
         return KeyName::Other;
     };
+    if rest == GROUP_RECORD {
+        return KeyName::Group;
+    }
     if let Some(number) = rest.strip_prefix("lease/") {
         if let Some(partition) = parse_partition(number) {
             return KeyName::Lease(partition);
@@ -98,5 +111,19 @@ mod tests {
             KeyName::Member(NodeId::new("node-1").unwrap())
         );
         assert_eq!(parse_in_group(b"member/a b"), KeyName::Other);
+    }
+
+    #[test]
+    fn the_group_record_is_outside_the_lease_and_member_ranges() {
+        let keys = Keys::new("/apps/leases");
+        let group = GroupName::new("orders").unwrap();
+        let record = keys.group_record(&group);
+        assert_eq!(record, "/apps/leases/orders/group");
+        assert!(record.starts_with(&keys.group(&group)));
+        assert!(!record.starts_with(&keys.leases(&group)));
+        assert!(!record.starts_with(&keys.members(&group)));
+        let rest = &record.as_bytes()[keys.group(&group).len()..];
+        assert_eq!(parse_in_group(rest), KeyName::Group);
+        assert_eq!(parse_in_group(b"group/x"), KeyName::Other);
     }
 }

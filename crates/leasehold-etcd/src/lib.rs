@@ -1,5 +1,5 @@
-//! An etcd v3 backend for [leasehold](leasehold): [`EtcdStore`] keeps each lease and member
-//! record as JSON under its own key and changes it only in transactions that compare the
+//! An etcd v3 backend for [leasehold]: [`EtcdStore`] keeps each lease, member and
+//! group record as JSON under its own key and changes it only in transactions that compare the
 //! key's `mod_revision`, so every node of a fleet spread over many machines sees one lease
 //! table with compare-and-set.
 //!
@@ -8,6 +8,7 @@
 //! ```text
 //! <prefix>/<group>/lease/0000000007     {"owner":"node-1","epoch":3,"state":"held",...}
 //! <prefix>/<group>/member/node-1        {"weight":1,"draining":false,...}
+//! <prefix>/<group>/group                {"format":1,"timings":{...},"epoch_floor":0,...}
 //! ```
 //!
 //! Partition numbers are zero-padded to ten digits so etcd's key order is numeric order.

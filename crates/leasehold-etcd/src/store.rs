@@ -10,9 +10,9 @@ use etcd_client::{
 };
 use leasehold::batch::{put_in_parts, put_one_by_one};
 use leasehold::{
-    codec, ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored, StoredLease, StoredMember,
-    Version,
+    codec, ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing,
+    MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored, StoredGroup,
+    StoredLease, StoredMember, Version,
 };
 
 use crate::error::{is_unreachable, map_error, never_sent};
@@ -468,6 +468,30 @@ impl LeaseStore for EtcdStore {
     ) -> Result<(), StoreError> {
         let key = self.keys.member(group, node);
         self.delete_value(key, || RecordKey::from(node), version)
+            .await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let found = self.get_one(self.keys.group_record(group)).await?;
+        found
+            .map(|kv| {
+                Ok(Stored {
+                    key: group.clone(),
+                    value: codec::decode(RecordKey::Group, kv.value())?,
+                    version: version_of(&kv),
+                })
+            })
+            .transpose()
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let key = self.keys.group_record(group);
+        self.put_value(key, || RecordKey::Group, codec::encode(record), &mode)
             .await
     }
 

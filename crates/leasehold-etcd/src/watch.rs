@@ -128,6 +128,9 @@ async fn forward(
                     Change::MemberUpdated(node)
                 }
                 KeyName::Member(node) => Change::Member(node),
+                // Nodes read the group record when they join, not on a scan: a rescan
+                // prompted by its writes would learn nothing.
+                KeyName::Group => continue,
                 KeyName::Other => Change::Unknown,
             };
             // A full channel already holds a pending hint, which is all a reader needs.

@@ -1,22 +1,27 @@
 //! A PostgreSQL backend for [leasehold](leasehold): [`PostgresStore`] keeps one row per
-//! partition and one per member in plain, readable tables, and changes a row only with an
-//! `UPDATE … WHERE version = $expected`, so every node of a fleet spread over many machines
-//! sees one lease table with compare-and-set.
+//! partition, one per member and one per group in plain, readable tables, and changes a row
+//! only with an `UPDATE … WHERE version = $expected`, so every node of a fleet spread over
+//! many machines sees one lease table with compare-and-set.
 //!
 //! The store creates what it needs on first connect (with the default prefix):
 //!
 //! ```text
 //! leasehold_leases   (grp, partition, owner, epoch, state, prohibited text[], load, note,
 //!                     written_at_unix_ms, version)
-//! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms, version)
+//! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms,
+//!                     version, lease_validity_ns, acquire_after_ns)
+//! leasehold_groups   (grp, record, version)   -- the group record, as its JSON text
 //! leasehold_schema   (version)        -- the layout version, checked on every connect
 //! leasehold_version                   -- the sequence every write takes its version from
 //! ```
 //!
+//! A store finding an older layout upgrades it in place (the member timing columns of rows
+//! written before read as NULL: no published timings), and refuses a newer one.
+//!
 //! Operators can read the tables directly (`SELECT * FROM leasehold_leases WHERE grp =
-//! 'orders' ORDER BY partition`). Triggers send a notification on channel
-//! `leasehold_changes` for every change, which [`LeaseStore::watch`](leasehold::LeaseStore::watch)
-//! turns into change hints.
+//! 'orders' ORDER BY partition`, `SELECT record::json FROM leasehold_groups`). Triggers send
+//! a notification on channel `leasehold_changes` for every change of a lease or member,
+//! which [`LeaseStore::watch`](leasehold::LeaseStore::watch) turns into change hints.
 //!
 //! # Connecting
 //!

@@ -1,8 +1,10 @@
 //! Records to statement parameters and rows back to records.
 
+use std::time::Duration;
+
 use leasehold::{
-    Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, RecordKey, StoreError,
-    Stored, StoredLease, StoredMember, Version,
+    codec, Epoch, GroupName, GroupRecord, LeaseRecord, LeaseState, MemberRecord, NodeId,
+    PartitionId, RecordKey, StoreError, Stored, StoredGroup, StoredLease, StoredMember, Version,
 };
 use tokio_postgres::Row;
 
@@ -34,13 +36,15 @@ impl<'a> LeaseParams<'a> {
     }
 }
 
-/// A member record as the values of the member statements' `$3` to `$7`.
+/// A member record as the values of the member statements' `$3` to `$9`.
 pub(crate) struct MemberParams {
     pub(crate) weight: i64,
     pub(crate) draining: bool,
     pub(crate) load: Option<f64>,
     pub(crate) heartbeat: i64,
     pub(crate) written_at_unix_ms: Option<i64>,
+    pub(crate) lease_validity_ns: Option<i64>,
+    pub(crate) acquire_after_ns: Option<i64>,
 }
 
 impl MemberParams {
@@ -54,14 +58,40 @@ impl MemberParams {
                 .written_at_unix_ms
                 .map(|ms| to_column("written_at_unix_ms", ms))
                 .transpose()?,
+            lease_validity_ns: record
+                .lease_validity
+                .map(|value| nanos_column("lease_validity", value))
+                .transpose()?,
+            acquire_after_ns: record
+                .acquire_after
+                .map(|value| nanos_column("acquire_after", value))
+                .transpose()?,
         })
     }
+}
+
+/// A group record as the group statements' `$2`: its JSON text, kept whole so that fields
+/// this build does not know survive.
+pub(crate) fn group_param(record: &GroupRecord) -> Result<String, StoreError> {
+    String::from_utf8(codec::encode(record)).map_err(|error| {
+        StoreError::Invalid(format!("the encoded group record is not text: {error}"))
+    })
 }
 
 /// PostgreSQL has no unsigned 64-bit column; values above `i64::MAX` are refused.
 fn to_column(field: &str, value: u64) -> Result<i64, StoreError> {
     i64::try_from(value)
         .map_err(|_| StoreError::Invalid(format!("{field} {value} does not fit a bigint column")))
+}
+
+/// A duration as whole nanoseconds; one of more than about 292 years, which no real timing
+/// comes near, is refused.
+fn nanos_column(field: &str, value: Duration) -> Result<i64, StoreError> {
+    i64::try_from(value.as_nanos()).map_err(|_| {
+        StoreError::Invalid(format!(
+            "{field} {value:?} does not fit a bigint column in nanoseconds"
+        ))
+    })
 }
 
 /// The version to compare against: one that is not a row version matches no row.
@@ -177,16 +207,58 @@ pub(crate) fn member_from_row(row: &Row) -> Result<StoredMember, StoreError> {
     let weight = unsigned(column(row, 1, "weight", &key)?, "weight", &key)?;
     let heartbeat = unsigned(column(row, 4, "heartbeat", &key)?, "heartbeat", &key)?;
     let written_at = column(row, 5, "written_at_unix_ms", &key)?;
+    let nanos = |index, name| {
+        let value = optional_unsigned(column(row, index, name, &key)?, name, &key)?;
+        Ok::<_, StoreError>(value.map(Duration::from_nanos))
+    };
     let record = MemberRecord {
         weight,
         draining: column(row, 2, "draining", &key)?,
         load: column(row, 3, "load", &key)?,
         heartbeat,
         written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
+        lease_validity: nanos(6, "lease_validity_ns")?,
+        acquire_after: nanos(7, "acquire_after_ns")?,
     };
     Ok(Stored {
         key: node,
         value: record,
-        version: version(row, 6, &key)?,
+        version: version(row, 8, &key)?,
     })
+}
+
+/// Decodes a row of `GROUP_COLUMNS`, the group record of `group`.
+pub(crate) fn group_from_row(group: &GroupName, row: &Row) -> Result<StoredGroup, StoreError> {
+    let key = RecordKey::Group;
+    let text: String = column(row, 0, "record", &key)?;
+    Ok(Stored {
+        key: group.clone(),
+        value: codec::decode(key.clone(), text.as_bytes())?,
+        version: version(row, 1, &key)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_too_long_for_a_bigint_are_refused_not_wrapped() {
+        let fits = MemberRecord {
+            lease_validity: Some(Duration::from_nanos(i64::MAX as u64)),
+            ..MemberRecord::default()
+        };
+        let params = MemberParams::new(&fits).unwrap();
+        assert_eq!(params.lease_validity_ns, Some(i64::MAX));
+        assert_eq!(params.acquire_after_ns, None);
+        let too_long = MemberRecord {
+            acquire_after: Some(Duration::from_nanos(i64::MAX as u64 + 1)),
+            ..MemberRecord::default()
+        };
+        let error = MemberParams::new(&too_long).err().expect("refused");
+        assert!(
+            matches!(&error, StoreError::Invalid(message) if message.contains("acquire_after")),
+            "{error:?}"
+        );
+    }
 }

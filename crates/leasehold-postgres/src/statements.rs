@@ -8,7 +8,9 @@ use crate::schema::Names;
 
 const LEASE_COLUMNS: &str =
     "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version";
-const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, version";
+const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
+     lease_validity_ns, acquire_after_ns, version";
+const GROUP_COLUMNS: &str = "record, version";
 
 /// Every statement the store runs.
 ///
@@ -26,6 +28,9 @@ pub(crate) struct Statements {
     pub(crate) insert_member: Statement,
     pub(crate) update_member: Statement,
     pub(crate) delete_member: Statement,
+    pub(crate) get_group: Statement,
+    pub(crate) insert_group: Statement,
+    pub(crate) update_group: Statement,
 }
 
 impl Statements {
@@ -52,15 +57,19 @@ impl Statements {
             insert_member: next(),
             update_member: next(),
             delete_member: next(),
+            get_group: next(),
+            insert_group: next(),
+            update_group: next(),
         })
     }
 }
 
 /// The texts, in the order of the fields of [`Statements`].
-fn texts(names: &Names) -> [String; 10] {
+fn texts(names: &Names) -> [String; 13] {
     let Names {
         leases,
         members,
+        groups,
         sequence,
         ..
     } = names;
@@ -93,14 +102,15 @@ fn texts(names: &Names) -> [String; 10] {
         format!("SELECT {MEMBER_COLUMNS} FROM {members} WHERE grp = $1 AND node = $2"),
         format!(
             "INSERT INTO {members} (grp, {MEMBER_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, nextval('{sequence}'))
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nextval('{sequence}'))
              ON CONFLICT (grp, node) DO NOTHING RETURNING version"
         ),
         format!(
             "WITH updated AS (
                  UPDATE {members} SET weight = $3, draining = $4, load = $5, heartbeat = $6,
-                     written_at_unix_ms = $7, version = nextval('{sequence}')
-                 WHERE grp = $1 AND node = $2 AND version = $8
+                     written_at_unix_ms = $7, lease_validity_ns = $8, acquire_after_ns = $9,
+                     version = nextval('{sequence}')
+                 WHERE grp = $1 AND node = $2 AND version = $10
                  RETURNING version)
              SELECT (SELECT version FROM updated),
                  EXISTS (SELECT 1 FROM {members} WHERE grp = $1 AND node = $2)"
@@ -111,6 +121,19 @@ fn texts(names: &Names) -> [String; 10] {
                  RETURNING 1)
              SELECT EXISTS (SELECT 1 FROM deleted),
                  EXISTS (SELECT 1 FROM {members} WHERE grp = $1 AND node = $2)"
+        ),
+        format!("SELECT {GROUP_COLUMNS} FROM {groups} WHERE grp = $1"),
+        format!(
+            "INSERT INTO {groups} (grp, {GROUP_COLUMNS}) VALUES ($1, $2, nextval('{sequence}'))
+             ON CONFLICT (grp) DO NOTHING RETURNING version"
+        ),
+        format!(
+            "WITH updated AS (
+                 UPDATE {groups} SET record = $2, version = nextval('{sequence}')
+                 WHERE grp = $1 AND version = $3
+                 RETURNING version)
+             SELECT (SELECT version FROM updated),
+                 EXISTS (SELECT 1 FROM {groups} WHERE grp = $1)"
         ),
     ]
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold::{
-    ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
-    PartitionId, PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
+    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember,
+    Version,
 };
 use tokio::sync::Mutex;
 use tokio_postgres::{GenericClient, Row};
@@ -16,17 +17,18 @@ use crate::connection::{Session, Slot, Target};
 use crate::error::map_error;
 use crate::options::PostgresOptions;
 use crate::rows::{
-    column, expected_version, lease_from_row, member_from_row, version, LeaseParams, MemberParams,
+    column, expected_version, group_from_row, group_param, lease_from_row, member_from_row,
+    version, LeaseParams, MemberParams,
 };
 use crate::schema::Names;
 use crate::statements::Statements;
 
-/// A [`LeaseStore`] keeping leases and members as rows of two PostgreSQL tables.
+/// A [`LeaseStore`] keeping leases, members and group records as rows of PostgreSQL tables.
 ///
 /// Every write takes its version from one sequence, so versions never repeat, even for a row
 /// deleted and created again. Updates and deletes are conditional on the version in their
 /// `WHERE` clause. Batches of renewals run as one transaction. Change hints come from
-/// `LISTEN`/`NOTIFY`, sent by triggers on the tables.
+/// `LISTEN`/`NOTIFY`, sent by triggers on the lease and member tables.
 ///
 /// Cheap to clone: clones share two connections, one for single statements (pipelined, so
 /// concurrent calls do not wait for each other) and one for batch transactions. A lost
@@ -434,6 +436,8 @@ impl LeaseStore for PostgresStore {
                             &p.load,
                             &p.heartbeat,
                             &p.written_at_unix_ms,
+                            &p.lease_validity_ns,
+                            &p.acquire_after_ns,
                         ],
                     )
                     .await?
@@ -456,6 +460,8 @@ impl LeaseStore for PostgresStore {
                                 &p.load,
                                 &p.heartbeat,
                                 &p.written_at_unix_ms,
+                                &p.lease_validity_ns,
+                                &p.acquire_after_ns,
                                 &expected,
                             ],
                         )
@@ -489,6 +495,56 @@ impl LeaseStore for PostgresStore {
                 column(row, 1, "present", &key)?,
                 key,
             )
+        })
+        .await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        self.bounded(async {
+            let rows = self
+                .query("get the group record", |s| &s.get_group, &[&group.as_str()])
+                .await?;
+            rows.first()
+                .map(|row| group_from_row(group, row))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let text = group_param(record)?;
+        let (grp, key) = (group.as_str(), RecordKey::Group);
+        self.bounded(async {
+            match &mode {
+                PutMode::Create => self
+                    .query(
+                        "create the group record",
+                        |s| &s.insert_group,
+                        &[&grp, &text],
+                    )
+                    .await?
+                    .first()
+                    .map_or_else(
+                        || Err(StoreError::AlreadyExists { key: key.clone() }),
+                        |row| version(row, 0, &key),
+                    ),
+                PutMode::Update(version) => {
+                    let expected = expected_version(version);
+                    let rows = self
+                        .query(
+                            "update the group record",
+                            |s| &s.update_group,
+                            &[&grp, &text, &expected],
+                        )
+                        .await?;
+                    updated(single(&rows)?, key.clone())
+                }
+            }
         })
         .await
     }

@@ -3,8 +3,13 @@
 
 mod common;
 
+use std::time::Duration;
+
 use leasehold::testing::unique_group;
-use leasehold::{LeaseRecord, LeaseStore, LeaseWrite, PartitionId, PutMode, StoreError};
+use leasehold::{
+    Epoch, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, MemberRecord, NodeId,
+    PartitionId, PutMode, StoreError,
+};
 use leasehold_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
 /// Renews every lease of `group` in one batch, in the given partition order.
@@ -112,30 +117,130 @@ async fn postgres_store_refuses_a_newer_schema() {
     }
 }
 
+/// The layout as version 1 created it, before change hints said what changed, group records
+/// and published timings, with one lease (version 1) and one member (version 2) of group
+/// `orders`.
+fn layout_v1(prefix: &str) -> String {
+    format!(
+        "CREATE SEQUENCE {prefix}_version;
+         CREATE TABLE {prefix}_leases (
+             grp text NOT NULL, partition bigint NOT NULL CHECK (partition >= 0), owner text,
+             epoch bigint NOT NULL, state text NOT NULL, prohibited text[] NOT NULL DEFAULT '{{}}',
+             load double precision, note text, written_at_unix_ms bigint,
+             version bigint NOT NULL, PRIMARY KEY (grp, partition));
+         CREATE TABLE {prefix}_members (
+             grp text NOT NULL, node text COLLATE \"C\" NOT NULL, weight bigint NOT NULL,
+             draining boolean NOT NULL, load double precision, heartbeat bigint NOT NULL,
+             written_at_unix_ms bigint, version bigint NOT NULL, PRIMARY KEY (grp, node));
+         CREATE FUNCTION {prefix}_lease_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF TG_OP = 'DELETE' THEN
+                 PERFORM pg_notify('{prefix}_changes', OLD.grp || ' lease ' || OLD.partition);
+             ELSE
+                 PERFORM pg_notify('{prefix}_changes', NEW.grp || ' lease ' || NEW.partition);
+             END IF;
+             RETURN NULL;
+         END $$;
+         CREATE FUNCTION {prefix}_member_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF TG_OP = 'DELETE' THEN
+                 PERFORM pg_notify('{prefix}_changes', OLD.grp || ' member ' || OLD.node);
+             ELSE
+                 PERFORM pg_notify('{prefix}_changes', NEW.grp || ' member ' || NEW.node);
+             END IF;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER {prefix}_lease_changed
+             AFTER INSERT OR UPDATE OR DELETE ON {prefix}_leases
+             FOR EACH ROW EXECUTE FUNCTION {prefix}_lease_changed();
+         CREATE TRIGGER {prefix}_member_changed
+             AFTER INSERT OR UPDATE OR DELETE ON {prefix}_members
+             FOR EACH ROW EXECUTE FUNCTION {prefix}_member_changed();
+         CREATE TABLE {prefix}_schema (
+             singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+             version integer NOT NULL);
+         INSERT INTO {prefix}_schema (version) VALUES (1);
+         INSERT INTO {prefix}_leases VALUES
+             ('orders', 0, 'n1', 5, 'held', '{{}}', NULL, NULL, NULL, nextval('{prefix}_version'));
+         INSERT INTO {prefix}_members VALUES
+             ('orders', 'n1', 2, false, NULL, 17, 1700000000000, nextval('{prefix}_version'));"
+    )
+}
+
+/// What a store connected to an upgraded version 1 layout does: reads the old rows, the
+/// member publishing no timings, and writes a group record and a member's timings.
+async fn use_upgraded_layout(store: PostgresStore) {
+    let group = GroupName::new("orders").unwrap();
+    let n1 = NodeId::new("n1").unwrap();
+    let member = store.get_member(&group, &n1).await.unwrap().unwrap();
+    let old = MemberRecord {
+        weight: 2,
+        heartbeat: 17,
+        written_at_unix_ms: Some(1_700_000_000_000),
+        ..MemberRecord::default()
+    };
+    assert_eq!(member.value.lease_validity, None);
+    assert_eq!((&member.value, member.version.as_number()), (&old, Some(2)));
+    let listed = store.list_members(&group).await.unwrap();
+    assert_eq!((listed.records.len(), listed.corrupt.len()), (1, 0));
+    let lease = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.value.epoch, Epoch(5));
+
+    assert!(store.get_group(&group).await.unwrap().is_none());
+    let created = store
+        .put_group(&group, &GroupRecord::default(), PutMode::Create)
+        .await
+        .expect("a group record in the upgraded layout");
+    let timed = MemberRecord {
+        lease_validity: Some(Duration::from_nanos(30_000_000_007)),
+        acquire_after: Some(Duration::from_secs(45)),
+        ..old
+    };
+    store
+        .put_member(&group, &n1, &timed, PutMode::Update(member.version))
+        .await
+        .expect("rewrite the old member");
+    let got = store.get_member(&group, &n1).await.unwrap().unwrap();
+    assert_eq!(got.value, timed);
+    assert!(
+        created.as_number() > Some(2),
+        "the sequence carries on: {created}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_store_upgrades_a_version_1_layout() {
+async fn postgres_store_upgrades_a_version_1_layout_in_place() {
     let Some(url) = common::url() else {
         return;
     };
     let prefix = format!("upgrade_test_{}", std::process::id());
-    let options = common::test_options(&url).table_prefix(&prefix);
-    PostgresStore::connect(options.clone())
-        .await
-        .expect("creates the layout");
     let client = common::raw_client(&url).await;
     client
-        .execute(&format!("UPDATE {prefix}_schema SET version = 1"), &[])
+        .batch_execute(&layout_v1(&prefix))
         .await
-        .unwrap();
+        .expect("create a version 1 layout");
+    let options = common::test_options(&url).table_prefix(&prefix);
     let store = PostgresStore::connect(options).await;
     let version: i32 = client
         .query_one(&format!("SELECT version FROM {prefix}_schema"), &[])
         .await
         .unwrap()
         .get(0);
+    // The checks run in a task of their own so that the layout is dropped even if one fails.
+    let used = match store {
+        Ok(store) => tokio::spawn(use_upgraded_layout(store)).await,
+        Err(error) => {
+            common::drop_layout(&client, &prefix).await;
+            panic!("a version 1 layout is upgraded, not refused: {error}");
+        }
+    };
     common::drop_layout(&client, &prefix).await;
-    store.expect("a version 1 layout is upgraded, not refused");
     assert_eq!(version, SCHEMA_VERSION);
+    used.expect("the upgraded layout works");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, MemoryStore,
-    NodeId, PartitionId, PutMode, StoreError, StoredLease, StoredMember, Version,
+    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    MemoryStore, NodeId, PartitionId, PutMode, StoreError, StoredGroup, StoredLease, StoredMember,
+    Version,
 };
 use tokio::sync::mpsc;
 
@@ -276,6 +277,31 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
             }
         };
         let call = self.inner().delete_member(group, node, version);
+        self.write(1, call, later).await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        self.read(self.inner().get_group(group)).await
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let later = || {
+            let (store, g, r, m) = (
+                self.inner().clone(),
+                group.clone(),
+                record.clone(),
+                mode.clone(),
+            );
+            async move {
+                let _ = store.put_group(&g, &r, m).await;
+            }
+        };
+        let call = self.inner().put_group(group, record, mode.clone());
         self.write(1, call, later).await
     }
 

@@ -1,4 +1,5 @@
-//! The embedded store of leasehold: lease and member records in one SQLite database file.
+//! The embedded store of leasehold: lease, member and group records in one SQLite database
+//! file.
 //!
 //! [`SqliteStore`] is the default store for a fleet that lives on **one host**: several
 //! processes (workers, the `leasehold` command-line tool, an agent) open the same file and
@@ -52,9 +53,16 @@
 //!        PRIMARY KEY (grp, partition))
 //! members(grp TEXT, node TEXT, weight INTEGER, draining INTEGER (0 | 1), load REAL NULL,
 //!         heartbeat INTEGER, written_at_unix_ms INTEGER NULL, version INTEGER,
+//!         lease_validity_ns INTEGER NULL, acquire_after_ns INTEGER NULL,
 //!         PRIMARY KEY (grp, node))
+//! groups(grp TEXT PRIMARY KEY, record TEXT (the group record's JSON), version INTEGER)
 //! meta(key TEXT PRIMARY KEY, value INTEGER)   -- 'next_version': the version counter
 //! ```
+//!
+//! The group record is kept whole as JSON, so that fields written by a newer version survive
+//! a rewrite by an older one. Upgrading a file from schema version 1 adds the `groups` table
+//! and the two timing columns of `members` (whole nanoseconds); rows written before read as
+//! publishing no timings.
 //!
 //! Every write takes its version from the single `next_version` counter in the same
 //! transaction, so a version is never handed out twice, even to a record deleted and created

@@ -5,8 +5,8 @@
 //! other writer, in this process or another.
 
 use leasehold::{
-    GroupName, Listing, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredLease,
-    StoredMember, Version,
+    GroupName, Listing, NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored, StoredGroup,
+    StoredLease, StoredMember, Version,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{
@@ -15,7 +15,8 @@ use rusqlite::{
 
 use crate::error::Context;
 use crate::rows::{
-    decode_lease, decode_member, decode_version, lease_columns, member_columns, LeaseRow, MemberRow,
+    decode_group, decode_lease, decode_member, decode_version, group_columns, lease_columns,
+    member_columns, LeaseRow, MemberRow,
 };
 
 const LIST_LEASES: &str = concat!(
@@ -49,10 +50,17 @@ const GET_MEMBER: &str = concat!(
 );
 const MEMBER_VERSION: &str = "SELECT version FROM members WHERE grp = ?1 AND node = ?2";
 const INSERT_MEMBER: &str = "INSERT INTO members (grp, node, weight, draining, load, \
-     heartbeat, written_at_unix_ms, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+     heartbeat, written_at_unix_ms, lease_validity_ns, acquire_after_ns, version) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 const UPDATE_MEMBER: &str = "UPDATE members SET weight = ?3, draining = ?4, load = ?5, \
-     heartbeat = ?6, written_at_unix_ms = ?7, version = ?8 WHERE grp = ?1 AND node = ?2";
+     heartbeat = ?6, written_at_unix_ms = ?7, lease_validity_ns = ?8, acquire_after_ns = ?9, \
+     version = ?10 WHERE grp = ?1 AND node = ?2";
 const DELETE_MEMBER: &str = "DELETE FROM members WHERE grp = ?1 AND node = ?2";
+
+const GET_GROUP: &str = concat!("SELECT ", group_columns!(), " FROM groups WHERE grp = ?1");
+const GROUP_VERSION: &str = "SELECT version FROM groups WHERE grp = ?1";
+const INSERT_GROUP: &str = "INSERT INTO groups (grp, record, version) VALUES (?1, ?2, ?3)";
+const UPDATE_GROUP: &str = "UPDATE groups SET record = ?2, version = ?3 WHERE grp = ?1";
 
 // One counter for every record of every group: a version is never handed out twice, so a
 // record deleted and created again can never repeat a version someone still holds.
@@ -131,6 +139,26 @@ pub(crate) fn get_member(
     let context = format!("reading {}", RecordKey::from(node).in_group(group));
     let key = params![group.as_str(), node.as_str()];
     get(connection, GET_MEMBER, key, &context, decode_member)
+}
+
+/// The group record of `group`, or `None`.
+pub(crate) fn get_group(
+    connection: &Connection,
+    group: &GroupName,
+) -> Result<Option<StoredGroup>, StoreError> {
+    let context = format!("reading {}", RecordKey::Group.in_group(group));
+    let found = get(
+        connection,
+        GET_GROUP,
+        [group.as_str()],
+        &context,
+        decode_group,
+    )?;
+    Ok(found.map(|(value, version)| Stored {
+        key: group.clone(),
+        value,
+        version,
+    }))
 }
 
 /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits what it did, unless it fails
@@ -305,8 +333,36 @@ pub(crate) fn put_member(
             row.load,
             row.heartbeat,
             row.written_at_unix_ms,
+            row.lease_validity_ns,
+            row.acquire_after_ns,
             version,
         ])
+        .context(&context)?;
+    changed_one_row(changed, &context)?;
+    decode_version(version).map_err(StoreError::Invalid)
+}
+
+/// Writes the group record of `group` (its JSON text) under `mode`, in the caller's
+/// transaction.
+pub(crate) fn put_group(
+    transaction: &Transaction<'_>,
+    group: &GroupName,
+    record: &str,
+    mode: &PutMode,
+) -> Result<Version, StoreError> {
+    let context = format!("writing {}", RecordKey::Group.in_group(group));
+    let current = current_version(transaction, GROUP_VERSION, [group.as_str()], &context)?;
+    check_condition(current, mode, || RecordKey::Group)?;
+    let version = take_version(transaction, current)?;
+    let sql = if current.is_some() {
+        UPDATE_GROUP
+    } else {
+        INSERT_GROUP
+    };
+    let changed = transaction
+        .prepare_cached(sql)
+        .context(&context)?
+        .execute(params![group.as_str(), record, version])
         .context(&context)?;
     changed_one_row(changed, &context)?;
     decode_version(version).map_err(StoreError::Invalid)

@@ -3,9 +3,11 @@
 //! Rows can be edited by hand with the `sqlite3` shell, so decoding trusts nothing: a value
 //! of the wrong type or out of range makes that one row [`StoreError::Corrupt`].
 
+use std::time::Duration;
+
 use leasehold::{
-    Epoch, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, RecordKey, StoreError,
-    StoredLease, StoredMember, Version,
+    codec, Epoch, GroupRecord, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId,
+    RecordKey, StoreError, StoredLease, StoredMember, Version,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
@@ -21,10 +23,19 @@ pub(crate) use lease_columns;
 /// The columns [`decode_member`] reads, in order, as a literal for `concat!`.
 macro_rules! member_columns {
     () => {
-        "node, weight, draining, load, heartbeat, written_at_unix_ms, version"
+        "node, weight, draining, load, heartbeat, written_at_unix_ms, version, \
+         lease_validity_ns, acquire_after_ns"
     };
 }
 pub(crate) use member_columns;
+
+/// The columns [`decode_group`] reads, in order, as a literal for `concat!`.
+macro_rules! group_columns {
+    () => {
+        "record, version"
+    };
+}
+pub(crate) use group_columns;
 
 /// A lease record as the values of its columns, ready to bind.
 #[derive(Debug, Clone)]
@@ -46,12 +57,29 @@ pub(crate) struct MemberRow {
     pub(crate) load: Option<f64>,
     pub(crate) heartbeat: i64,
     pub(crate) written_at_unix_ms: Option<i64>,
+    pub(crate) lease_validity_ns: Option<i64>,
+    pub(crate) acquire_after_ns: Option<i64>,
 }
 
 fn storable(value: u64, field: &str, key: impl FnOnce() -> RecordKey) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| {
         StoreError::Invalid(format!(
             "{}: {field} {value} is larger than SQLite's integers can hold",
+            key()
+        ))
+    })
+}
+
+/// A duration as whole nanoseconds, refusing one too long for SQLite's integers (about 292
+/// years), which no real timing comes near.
+fn storable_nanos(
+    value: Duration,
+    field: &str,
+    key: impl FnOnce() -> RecordKey,
+) -> Result<i64, StoreError> {
+    i64::try_from(value.as_nanos()).map_err(|_| {
+        StoreError::Invalid(format!(
+            "{}: {field} {value:?} is longer than SQLite's integers can hold in nanoseconds",
             key()
         ))
     })
@@ -91,6 +119,25 @@ pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<Memb
             .written_at_unix_ms
             .map(|ms| storable(ms, "written_at_unix_ms", key))
             .transpose()?,
+        lease_validity_ns: record
+            .lease_validity
+            .map(|value| storable_nanos(value, "lease_validity", key))
+            .transpose()?,
+        acquire_after_ns: record
+            .acquire_after
+            .map(|value| storable_nanos(value, "acquire_after", key))
+            .transpose()?,
+    })
+}
+
+/// Encodes a group record as the JSON text kept in its row, whole, so that fields this build
+/// does not know survive.
+pub(crate) fn encode_group(record: &GroupRecord) -> Result<String, StoreError> {
+    String::from_utf8(codec::encode(record)).map_err(|error| {
+        StoreError::Invalid(format!(
+            "{}: the encoded record is not text: {error}",
+            RecordKey::Group
+        ))
     })
 }
 
@@ -155,6 +202,10 @@ impl<'row> Column<'row, '_> {
     fn unsigned(&self) -> Result<u64, String> {
         self.optional_unsigned()?
             .ok_or_else(|| format!("{} is NULL", self.name))
+    }
+
+    fn optional_nanos(&self) -> Result<Option<Duration>, String> {
+        Ok(self.optional_unsigned()?.map(Duration::from_nanos))
     }
 
     fn optional_real(&self) -> Result<Option<f64>, String> {
@@ -275,6 +326,8 @@ fn decode_member_fields(row: &Row<'_>) -> Result<(MemberRecord, Version), String
         load: column(row, 3, "load").optional_real()?,
         heartbeat: column(row, 4, "heartbeat").unsigned()?,
         written_at_unix_ms: column(row, 5, "written_at_unix_ms").optional_unsigned()?,
+        lease_validity: column(row, 7, "lease_validity_ns").optional_nanos()?,
+        acquire_after: column(row, 8, "acquire_after_ns").optional_nanos()?,
     };
     let version = decode_version(column(row, 6, "version").integer()?)?;
     Ok((record, version))
@@ -302,4 +355,46 @@ pub(crate) fn decode_member(row: &Row<'_>) -> Result<StoredMember, StoreError> {
             key: RecordKey::Member(node),
             reason,
         })
+}
+
+/// Decodes a row of [`group_columns`]: the record's JSON and its version. A bad value makes
+/// it [`StoreError::Corrupt`].
+pub(crate) fn decode_group(row: &Row<'_>) -> Result<(GroupRecord, Version), StoreError> {
+    let corrupt = |reason| StoreError::Corrupt {
+        key: RecordKey::Group,
+        reason,
+    };
+    let text = column(row, 0, "record").text().map_err(corrupt)?;
+    let record = codec::decode(RecordKey::Group, text.as_bytes())?;
+    let version = column(row, 1, "version")
+        .integer()
+        .and_then(decode_version)
+        .map_err(corrupt)?;
+    Ok((record, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_too_long_for_an_integer_are_refused_not_wrapped() {
+        let node = NodeId::new("n1").unwrap();
+        let fits = MemberRecord {
+            lease_validity: Some(Duration::from_nanos(i64::MAX as u64)),
+            ..MemberRecord::default()
+        };
+        let row = encode_member(&node, &fits).unwrap();
+        assert_eq!(row.lease_validity_ns, Some(i64::MAX));
+        assert_eq!(row.acquire_after_ns, None);
+        let too_long = MemberRecord {
+            acquire_after: Some(Duration::from_nanos(i64::MAX as u64 + 1)),
+            ..MemberRecord::default()
+        };
+        let error = encode_member(&node, &too_long).unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Invalid(message) if message.contains("acquire_after")),
+            "{error:?}"
+        );
+    }
 }

@@ -9,10 +9,10 @@ use crate::error::Context;
 use crate::options::SqliteOptions;
 
 /// The schema version this build writes and understands (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// `MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`; version 0 is a new file.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [CREATE_V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [CREATE_V1, MIGRATE_TO_V2];
 
 // Plain CREATE TABLE (no IF NOT EXISTS): a file that already has a `leases` table but no
 // leasehold schema version belongs to something else, and must not be written into.
@@ -46,6 +46,19 @@ CREATE TABLE meta (
     value INTEGER NOT NULL
 );
 INSERT INTO meta (key, value) VALUES ('next_version', 1);
+";
+
+// The group record is kept whole as JSON, so fields of newer versions survive a rewrite. The
+// timing columns are nullable: rows written before them, and by nodes that publish no
+// timings, read as none.
+const MIGRATE_TO_V2: &str = "
+CREATE TABLE groups (
+    grp     TEXT    NOT NULL PRIMARY KEY,
+    record  TEXT    NOT NULL,
+    version INTEGER NOT NULL
+);
+ALTER TABLE members ADD COLUMN lease_validity_ns INTEGER NULL;
+ALTER TABLE members ADD COLUMN acquire_after_ns  INTEGER NULL;
 ";
 
 /// Opens a connection to `path`, creating the file if absent, with the store's settings:

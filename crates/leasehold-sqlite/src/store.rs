@@ -7,14 +7,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::store_url::{split_scheme, UrlError, UrlPart};
 use leasehold::{
-    GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
-    PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
+    GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
+    PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember, Version,
 };
 
 use crate::operations;
 use crate::options::SqliteOptions;
 use crate::pool::Pool;
-use crate::rows::{encode_lease, encode_member};
+use crate::rows::{encode_group, encode_lease, encode_member};
 use crate::schema;
 
 /// A [`LeaseStore`] kept in a SQLite database file on local disk, shared by every process of
@@ -282,6 +282,31 @@ impl LeaseStore for SqliteStore {
                 let context = format!("deleting {}", RecordKey::from(&node).in_group(&group));
                 operations::write(connection, &context, |transaction| {
                     operations::delete_member(transaction, &group, &node, &version)
+                })
+            })
+            .await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let group = group.clone();
+        self.pool
+            .run(move |connection| operations::get_group(connection, &group))
+            .await
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let text = encode_group(record)?;
+        let group = group.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("writing {}", RecordKey::Group.in_group(&group));
+                operations::write(connection, &context, |transaction| {
+                    operations::put_group(transaction, &group, &text, &mode)
                 })
             })
             .await

@@ -54,7 +54,8 @@ impl Harness for SqliteHarness {
         let member = |node: &str, values: &str| {
             format!(
                 "INSERT INTO members (grp, node, weight, draining, load, heartbeat, \
-                 written_at_unix_ms, version) VALUES (?1, '{node}', {values})"
+                 written_at_unix_ms, version, lease_validity_ns, acquire_after_ns) \
+                 VALUES (?1, '{node}', {values})"
             )
         };
         let bad_member = |node: &str, damage: &str| {
@@ -104,16 +105,30 @@ impl Harness for SqliteHarness {
                 stored(Listed::Leases, "lease ten", "text as the partition"),
             ),
             (
-                member("bad-weight", "4294967296, 0, NULL, 0, NULL, 900008"),
+                member(
+                    "bad-weight",
+                    "4294967296, 0, NULL, 0, NULL, 900008, NULL, NULL",
+                ),
                 bad_member("bad-weight", "a weight beyond u32"),
             ),
             (
-                member("bad-draining", "1, 'yes', NULL, 0, NULL, 900009"),
+                member(
+                    "bad-draining",
+                    "1, 'yes', NULL, 0, NULL, 900009, NULL, NULL",
+                ),
                 bad_member("bad-draining", "text in the draining column"),
             ),
             (
-                member("bad name", "1, 0, NULL, 0, NULL, 900010"),
+                member("bad name", "1, 0, NULL, 0, NULL, 900010, NULL, NULL"),
                 stored(Listed::Members, "member bad name", "not a node name"),
+            ),
+            (
+                member("bad-validity", "1, 0, NULL, 0, NULL, 900011, -1, 5"),
+                bad_member("bad-validity", "a negative lease_validity_ns"),
+            ),
+            (
+                member("bad-after", "1, 0, NULL, 0, NULL, 900012, 5, '45s'"),
+                bad_member("bad-after", "text in the acquire_after_ns column"),
             ),
         ];
         let path = self.path.clone();

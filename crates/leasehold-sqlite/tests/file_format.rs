@@ -2,11 +2,12 @@
 //! version, reopening, refusal of newer schemas, and rows damaged by hand.
 
 use std::path::Path;
+use std::time::Duration;
 
 use leasehold::testing::unique_group;
 use leasehold::{
-    Epoch, GroupName, LeaseRecord, LeaseState, LeaseStore, MemberRecord, NodeId, PartitionId,
-    PutMode, RecordKey, StoreError, Version,
+    Epoch, GroupName, GroupRecord, LeaseRecord, LeaseState, LeaseStore, MemberRecord, NodeId,
+    PartitionId, PutMode, RecordKey, StoreError, Version,
 };
 use leasehold_sqlite::SqliteStore;
 use rusqlite::Connection;
@@ -275,10 +276,91 @@ async fn a_damaged_row_can_be_repaired_by_a_conditional_write() {
     assert_eq!(repaired.unwrap().value, LeaseRecord::released());
 }
 
-/// An empty SQLite file (schema version 0) gets the schema; a file holding someone else's
-/// `leases` table is not written into.
+/// The schema as schema version 1 created it, before group records and published timings,
+/// with one lease (version 1) and one member (version 2) of group `orders`.
+const VERSION_1_FILE: &str = "
+CREATE TABLE leases (
+    grp TEXT NOT NULL, partition INTEGER NOT NULL, owner TEXT NULL, epoch INTEGER NOT NULL,
+    state TEXT NOT NULL, prohibited TEXT NOT NULL DEFAULT '', load REAL NULL, note TEXT NULL,
+    written_at_unix_ms INTEGER NULL, version INTEGER NOT NULL, PRIMARY KEY (grp, partition));
+CREATE TABLE members (
+    grp TEXT NOT NULL, node TEXT NOT NULL, weight INTEGER NOT NULL, draining INTEGER NOT NULL,
+    load REAL NULL, heartbeat INTEGER NOT NULL, written_at_unix_ms INTEGER NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (grp, node));
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO leases VALUES ('orders', 0, 'n1', 5, 'held', '', NULL, NULL, NULL, 1);
+INSERT INTO members VALUES ('orders', 'n1', 2, 0, NULL, 17, 1700000000000, 2);
+INSERT INTO meta (key, value) VALUES ('next_version', 3);
+PRAGMA user_version = 1;
+";
+
+/// A file of schema version 1 is upgraded in place: its rows read as before, its member
+/// publishing no timings, and the version counter carries on.
+async fn check_version_1_upgrade(path: &Path) {
+    raw(path).execute_batch(VERSION_1_FILE).unwrap();
+    let store = SqliteStore::open(path)
+        .await
+        .expect("upgrade from version 1");
+    let user_version: i64 = raw(path)
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, SqliteStore::SCHEMA_VERSION);
+    let group = GroupName::new("orders").unwrap();
+    let member = store
+        .get_member(&group, &node("n1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let old = MemberRecord {
+        weight: 2,
+        heartbeat: 17,
+        written_at_unix_ms: Some(1_700_000_000_000),
+        ..MemberRecord::default()
+    };
+    assert_eq!(
+        (member.value.lease_validity, member.value.acquire_after),
+        (None, None)
+    );
+    assert_eq!((&member.value, member.version.as_number()), (&old, Some(2)));
+    let listed = store.list_members(&group).await.unwrap();
+    assert_eq!((listed.records.len(), listed.corrupt.len()), (1, 0));
+    let lease = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (lease.value.epoch, lease.version.as_number()),
+        (Epoch(5), Some(1))
+    );
+
+    assert!(store.get_group(&group).await.unwrap().is_none());
+    let created = store
+        .put_group(&group, &GroupRecord::default(), PutMode::Create)
+        .await
+        .expect("a group record in the upgraded file");
+    assert_eq!(created.as_number(), Some(3), "the counter carries on");
+    let timed = MemberRecord {
+        lease_validity: Some(Duration::from_nanos(30_000_000_007)),
+        acquire_after: Some(Duration::from_secs(45)),
+        ..old
+    };
+    store
+        .put_member(&group, &node("n1"), &timed, PutMode::Update(member.version))
+        .await
+        .expect("rewrite the old member");
+    let got = store
+        .get_member(&group, &node("n1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, timed);
+}
+
+/// An empty SQLite file (schema version 0) gets the schema, a file of schema version 1 is
+/// upgraded in place, and a file holding someone else's `leases` table is not written into.
 #[tokio::test]
-async fn an_empty_file_is_upgraded_and_a_foreign_one_refused() {
+async fn older_files_are_upgraded_and_a_foreign_one_refused() {
     let directory = tempfile::tempdir().expect("temporary directory");
     let empty = directory.path().join("empty.db");
     raw(&empty)
@@ -289,6 +371,7 @@ async fn an_empty_file_is_upgraded_and_a_foreign_one_refused() {
         .expect("upgrade from version 0");
     let group = unique_group("upgraded");
     write_partitions(&store, &group, 1).await;
+    check_version_1_upgrade(&directory.path().join("version-1.db")).await;
 
     let foreign = directory.path().join("foreign.db");
     raw(&foreign)
@@ -306,4 +389,46 @@ async fn an_empty_file_is_upgraded_and_a_foreign_one_refused() {
         )
         .unwrap();
     assert_eq!(columns, 2, "the foreign table is untouched");
+}
+
+/// The group record is one row of readable JSON; a hand edit that breaks it makes it
+/// `Corrupt` under its own key, and it never shows in the lease or member listings.
+#[tokio::test]
+async fn the_group_record_is_plain_json_and_a_damaged_one_is_corrupt() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("group.db");
+    let group = unique_group("group");
+    let store = SqliteStore::open(&path).await.expect("create the file");
+    let record = GroupRecord {
+        epoch_floor: Epoch(12),
+        ..GroupRecord::default()
+    };
+    store
+        .put_group(&group, &record, PutMode::Create)
+        .await
+        .expect("create the group record");
+    let connection = raw(&path);
+    let floor: i64 = connection
+        .query_row(
+            "SELECT json_extract(record, '$.epoch_floor') FROM groups WHERE grp = ?1",
+            [group.as_str()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(floor, 12);
+    connection
+        .execute(
+            "UPDATE groups SET record = '{not json' WHERE grp = ?1",
+            [group.as_str()],
+        )
+        .unwrap();
+    drop(connection);
+
+    let error = store.get_group(&group).await.unwrap_err();
+    assert!(
+        matches!(&error, StoreError::Corrupt { key, .. } if *key == RecordKey::Group),
+        "{error:?}"
+    );
+    assert!(store.list_leases(&group).await.unwrap().is_empty());
+    assert!(store.list_members(&group).await.unwrap().is_empty());
 }

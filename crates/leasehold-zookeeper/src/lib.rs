@@ -6,6 +6,7 @@
 //! ```text
 //! <prefix>/<group>/lease/0000000007     one per partition, zero-padded to 10 digits
 //! <prefix>/<group>/member/<node>        one per live node
+//! <prefix>/<group>/group                the group record: timings, format, epoch floor
 //! ```
 //!
 //! A record's version is the znode's `mzxid`, the id of the transaction that last modified

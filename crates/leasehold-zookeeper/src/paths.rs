@@ -5,8 +5,13 @@ use leasehold::{GroupName, NodeId, PartitionId};
 /// Partition numbers are zero-padded so that znode names sort the way numbers do.
 const PARTITION_DIGITS: usize = 10;
 
+/// The name of the group record's znode, a sibling of the `lease` and `member` directories so
+/// that neither child listing includes it.
+pub(crate) const GROUP_RECORD: &str = "group";
+
 /// The znode layout under one prefix:
-/// `<prefix>/<group>/lease/<partition, 10 digits>` and `<prefix>/<group>/member/<node>`.
+/// `<prefix>/<group>/lease/<partition, 10 digits>`, `<prefix>/<group>/member/<node>` and the
+/// group record at `<prefix>/<group>/group`.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     prefix: String,
@@ -36,6 +41,10 @@ impl Layout {
 
     pub(crate) fn member(&self, group: &GroupName, node: &NodeId) -> String {
         format!("{}/{node}", self.members(group))
+    }
+
+    pub(crate) fn group_record(&self, group: &GroupName) -> String {
+        format!("{}/{group}/{GROUP_RECORD}", self.prefix)
     }
 }
 
@@ -96,6 +105,7 @@ mod tests {
             layout.member(&group, &node),
             "/apps/leasehold/orders/member/n1:7000"
         );
+        assert_eq!(layout.group_record(&group), "/apps/leasehold/orders/group");
         assert_eq!(Layout::new(String::new()).group(&group), "/orders");
         assert!(check_prefix("").is_ok());
         assert!(check_prefix("/leasehold").is_ok());

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::codec::{decode, encode};
 use leasehold::{
-    ChangeFeed, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
-    PartitionId, PutMode, RecordKey, StoreError, StoredLease, StoredMember, Version,
+    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember,
+    Version,
 };
 use tokio::time::Instant;
 
@@ -21,8 +22,9 @@ use crate::{batch, watch};
 /// A [`LeaseStore`] in ZooKeeper.
 ///
 /// Each record is a persistent znode holding the record as JSON
-/// (`<prefix>/<group>/lease/<partition, 10 digits>`, `<prefix>/<group>/member/<node>`), and
-/// its version is the znode's `mzxid`. Cloning is cheap and shares the session.
+/// (`<prefix>/<group>/lease/<partition, 10 digits>`, `<prefix>/<group>/member/<node>`, and
+/// the group record at `<prefix>/<group>/group`), and its version is the znode's `mzxid`.
+/// Cloning is cheap and shares the session.
 ///
 /// The ZooKeeper session only carries requests: leases are ordinary records renewed by
 /// compare-and-set, never ephemeral znodes, so a session that expires or moves does not
@@ -91,6 +93,11 @@ impl ZookeeperStore {
     /// The znode path of a lease record, for operators and tests.
     pub fn lease_path(&self, group: &GroupName, partition: PartitionId) -> String {
         self.shared.layout.lease(group, partition)
+    }
+
+    /// The znode path of a group's group record, for operators and tests.
+    pub fn group_record_path(&self, group: &GroupName) -> String {
+        self.shared.layout.group_record(group)
     }
 
     /// Replaces the data of the znode at `path` whatever its version. For repair tools and
@@ -299,6 +306,27 @@ impl LeaseStore for ZookeeperStore {
     ) -> Result<(), StoreError> {
         let path = self.shared.layout.member(group, node);
         self.delete(path, RecordKey::from(node), version).await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let Some((data, stat)) = self.read(self.shared.layout.group_record(group)).await? else {
+            return Ok(None);
+        };
+        Ok(Some(StoredGroup {
+            key: group.clone(),
+            value: decode(RecordKey::Group, &data)?,
+            version: version_of(&stat),
+        }))
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let path = self.shared.layout.group_record(group);
+        self.put(path, RecordKey::Group, encode(record), mode).await
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent};
 
 use crate::connection::map_error;
-use crate::paths::parse_partition;
+use crate::paths::{parse_partition, GROUP_RECORD};
 use crate::shared::Shared;
 
 /// Attempts to watch again after the session expired, about a minute in all, before the feed
@@ -99,8 +99,9 @@ async fn rewatch(shared: &Shared, path: &str) -> Option<PersistentWatcher> {
 }
 
 /// The hint for an event at `<group path>/lease/<partition>` or `<group path>/member/<node>`;
-/// `None` for the group's own directories. ZooKeeper events carry no data, so a lease hint
-/// cannot tell a renewal from a release: readers treat it as "look soon".
+/// `None` for the group's own directories and its group record, which nodes read when they
+/// join rather than on a scan. ZooKeeper events carry no data, so a lease hint cannot tell a
+/// renewal from a release: readers treat it as "look soon".
 fn change_for(group_path: &str, event: &WatchedEvent) -> Option<Change> {
     let relative = event
         .path
@@ -120,7 +121,7 @@ fn change_for(group_path: &str, event: &WatchedEvent) -> Option<Change> {
             Ok(node) => Change::Member(node),
             Err(_) => Change::Unknown,
         }),
-        None if relative == "lease" || relative == "member" => None,
+        None if relative == "lease" || relative == "member" || relative == GROUP_RECORD => None,
         _ => Some(Change::Unknown),
     }
 }

@@ -8,13 +8,13 @@
 //! [`TimeoutStore`](crate::TimeoutStore) (as the command-line tool does) so that a hung store
 //! fails an operation instead of hanging it.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeSet;
 
 use crate::error::StoreError;
+use crate::group::{GroupMismatch, GroupTimings};
 use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease};
 use crate::store::{LeaseStore, Listing, PutMode};
-use crate::types::{GroupName, NodeId, PartitionId, Version};
+use crate::types::{GroupName, NodeId, PartitionId};
 
 /// Attempts for one read-modify-write against participants renewing the same record.
 const MAX_ATTEMPTS: usize = 16;
@@ -57,6 +57,45 @@ pub enum AdminError {
         /// The count asked for.
         requested: u32,
     },
+    /// The group's record refuses the change (an unknown format, say).
+    #[error(transparent)]
+    Group(#[from] GroupMismatch),
+    /// `destroy` found member records: nodes that may still be running.
+    #[error(
+        "group {group} has members ({}): stop them first (a node removes its record when it \
+         stops; a crashed one is forgotten after forget_members_after), or force it",
+        names(nodes)
+    )]
+    MembersPresent {
+        /// The group.
+        group: GroupName,
+        /// The members found.
+        nodes: Vec<NodeId>,
+    },
+    /// The timings asked for break the safety rule.
+    #[error(
+        "unsafe timings: acquire_after × (1 − ρ) must exceed lease_validity × (1 + ρ), but {0}"
+    )]
+    UnsafeTimings(GroupTimings),
+    /// Members' timings do not fit the timings asked for, or are not known.
+    #[error(
+        "group {group} keeps its timings: members {} do not fit {timings}; restart them with \
+         timings inside it first{}",
+        names(misfits),
+        if unknown.is_empty() { String::new() } else {
+            format!(", and members {} publish no timings (an older version; force the change once you know theirs fit)", names(unknown))
+        }
+    )]
+    TimingsRefused {
+        /// The group.
+        group: GroupName,
+        /// The timings asked for.
+        timings: GroupTimings,
+        /// Members whose published timings do not fit.
+        misfits: Vec<NodeId>,
+        /// Members that publish no timings.
+        unknown: Vec<NodeId>,
+    },
     /// Participants kept writing the record; the change was not made.
     #[error("{key} kept changing; gave up after {MAX_ATTEMPTS} attempts")]
     Contended {
@@ -74,9 +113,12 @@ pub struct InitOutcome {
     pub existing: u32,
 }
 
-/// Creates released lease records `0..partitions` in `group` (initial build-out). Running it
-/// again with the same count creates whatever is missing; a group that already has records
-/// beyond `partitions` is refused rather than silently shrunk.
+/// Creates released lease records `0..partitions` in `group` (initial build-out), and the
+/// group record if there is none ([`crate::GroupRecord`], with no timings: the first node to
+/// join sets them, unless [`set_timings`] does first). Running it again with the same count
+/// creates whatever is missing, at an epoch no lower than any the group issued (see
+/// [`destroy`]); a group that already has records beyond `partitions` is refused rather
+/// than silently shrunk.
 pub async fn init(
     store: &dyn LeaseStore,
     group: &GroupName,
@@ -108,8 +150,21 @@ pub async fn init_listed(
         created: 0,
         existing: present.len() as u32,
     };
+    let group_record = ensure_group(store, group).await?;
+    if present.len() as u64 >= u64::from(partitions) {
+        return Ok(outcome);
+    }
+    // Records created again start at the group's floor and, in a group in use, at its
+    // highest epoch: the record that was there may have been deleted behind leasehold's
+    // back, and the next acquisition must issue a token above any it issued.
+    let listed_highest = listing.records.iter().map(|r| r.value.epoch).max();
+    let start = group_record
+        .value
+        .epoch_floor
+        .max(listed_highest.unwrap_or_default());
     for partition in (0..partitions).filter(|p| !present.contains(&PartitionId(*p))) {
         let record = LeaseRecord {
+            epoch: start,
             written_at_unix_ms: Some(unix_ms_now()),
             ..LeaseRecord::released()
         };
@@ -125,25 +180,13 @@ pub async fn init_listed(
     Ok(outcome)
 }
 
-/// Deletes every lease and member record of `group`. Returns how many records were removed.
-pub async fn destroy(store: &dyn LeaseStore, group: &GroupName) -> Result<usize, AdminError> {
-    let mut removed = 0;
-    for lease in store.list_leases(group).await?.records {
-        match store.delete_lease(group, lease.key, &lease.version).await {
-            Ok(()) | Err(StoreError::NotFound { .. }) => removed += 1,
-            Err(error) => return Err(error.into()),
-        }
+/// Names for a message: `a, b, c`, or `none`.
+fn names(nodes: &[NodeId]) -> String {
+    if nodes.is_empty() {
+        return "none".to_owned();
     }
-    for member in store.list_members(group).await?.records {
-        match store
-            .delete_member(group, &member.key, &member.version)
-            .await
-        {
-            Ok(()) | Err(StoreError::NotFound { .. }) => removed += 1,
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Ok(removed)
+    let names: Vec<&str> = nodes.iter().map(NodeId::as_str).collect();
+    names.join(", ")
 }
 
 /// Applies `change` to the lease record of `partition` with compare-and-set, re-reading and
@@ -154,6 +197,7 @@ pub async fn update_lease(
     partition: PartitionId,
     change: impl Fn(&mut LeaseRecord),
 ) -> Result<LeaseRecord, AdminError> {
+    check_format(store, group).await?;
     for _ in 0..MAX_ATTEMPTS {
         let Some(current) = store.get_lease(group, partition).await? else {
             return Err(AdminError::NoSuchPartition {
@@ -199,6 +243,7 @@ pub async fn nudge(store: &dyn LeaseStore, group: &GroupName) -> Result<(), Admi
         load: None,
         heartbeat: current.as_ref().map_or(1, |c| c.value.heartbeat + 1),
         written_at_unix_ms: Some(unix_ms_now()),
+        ..MemberRecord::default()
     };
     let mode = match current {
         Some(current) => PutMode::Update(current.version),
@@ -294,6 +339,7 @@ pub async fn set_draining(
     node: &NodeId,
     draining: bool,
 ) -> Result<MemberRecord, AdminError> {
+    check_format(store, group).await?;
     for _ in 0..MAX_ATTEMPTS {
         // The operator's record is not a node, and draining it would mean nothing.
         let current = if node.is_operator() {
@@ -324,135 +370,17 @@ pub async fn set_draining(
 }
 
 /// The partitions that have a record in `listing`, readable or not.
-fn present_partitions(listing: &Listing<StoredLease>) -> BTreeSet<PartitionId> {
+pub(crate) fn present_partitions(listing: &Listing<StoredLease>) -> BTreeSet<PartitionId> {
     let keys = listing.records.iter().map(|record| Some(record.key));
     let corrupt = listing.corrupt.iter().map(|e| e.key()?.partition());
     keys.chain(corrupt).flatten().collect()
 }
 
-/// What one [`stale_check`] found.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StaleReport {
-    /// Partitions held in both samples with the same version: their holder did not renew.
-    pub unrenewed: Vec<(PartitionId, Option<NodeId>)>,
-    /// Partitions held by nobody (released, or held with no owner) in the second sample.
-    pub unowned: Vec<PartitionId>,
-    /// Partitions below `expected` with no record at all: the first
-    /// [`StaleReport::MISSING_LISTED`] of them.
-    pub missing: Vec<PartitionId>,
-    /// How many partitions below `expected` have no record at all, listed or not: a stray
-    /// record for a huge partition number makes the inferred count huge.
-    pub missing_count: u64,
-    /// Partitions taken out of service by an operator.
-    pub offline: Vec<PartitionId>,
-    /// Records that could not be read.
-    pub corrupt: Vec<String>,
-    /// Members whose record changed between the two samples.
-    pub live_nodes: Vec<NodeId>,
-    /// Members marked draining, live or not: not a problem, but a manual control that is
-    /// easy to forget after an incident.
-    pub draining: Vec<NodeId>,
-    /// The member count below which the report counts as a problem.
-    pub min_nodes: usize,
-}
+mod group;
+mod stale;
 
-impl StaleReport {
-    /// The most missing partitions listed in [`StaleReport::missing`].
-    pub const MISSING_LISTED: usize = 1000;
-
-    /// Whether anything needs an operator's attention.
-    pub fn has_problems(&self) -> bool {
-        !self.unrenewed.is_empty()
-            || !self.unowned.is_empty()
-            || self.missing_count > 0
-            || !self.corrupt.is_empty()
-            || self.live_nodes.len() < self.min_nodes
-    }
-}
-
-/// Samples the table twice, `watch` apart, and reports unrenewed leases, unowned and missing
-/// partitions and the live node count, as a monitoring probe would. `watch` should exceed the
-/// heartbeat so that every live holder renews in between. `expected` is the partition count
-/// (defaults to one past the highest partition seen).
-pub async fn stale_check(
-    store: &dyn LeaseStore,
-    group: &GroupName,
-    watch: Duration,
-    min_nodes: usize,
-    expected: Option<u32>,
-) -> Result<StaleReport, AdminError> {
-    let first_leases = store.list_leases(group).await?;
-    let first_members = store.list_members(group).await?;
-    if first_leases.is_empty() {
-        return Err(AdminError::NoSuchGroup(group.clone()));
-    }
-    tokio::time::sleep(watch).await;
-    let second_leases = store.list_leases(group).await?;
-    let second_members = store.list_members(group).await?;
-
-    let before: BTreeMap<PartitionId, &StoredLease> =
-        first_leases.records.iter().map(|r| (r.key, r)).collect();
-    let versions_before: BTreeMap<&NodeId, &Version> = first_members
-        .records
-        .iter()
-        .map(|m| (&m.key, &m.version))
-        .collect();
-    let mut report = StaleReport {
-        min_nodes,
-        corrupt: second_leases
-            .corrupt
-            .iter()
-            .map(|e| e.to_string())
-            .collect(),
-        ..StaleReport::default()
-    };
-    let expected = expected.unwrap_or_else(|| second_leases.partition_count());
-    for lease in &second_leases.records {
-        let record = &lease.value;
-        match record.state {
-            LeaseState::Offline => report.offline.push(lease.key),
-            LeaseState::Released => report.unowned.push(lease.key),
-            LeaseState::Held if record.owner.is_none() => report.unowned.push(lease.key),
-            LeaseState::Held => {
-                if before
-                    .get(&lease.key)
-                    .is_some_and(|b| b.version == lease.version)
-                {
-                    report.unrenewed.push((lease.key, record.owner.clone()));
-                }
-            }
-        }
-    }
-    let present = present_partitions(&second_leases);
-    let below = |p: &&PartitionId| p.0 < expected;
-    report.missing_count = u64::from(expected) - present.iter().filter(below).count() as u64;
-    // Walks the gaps between present partitions, so the work follows what is there and what
-    // is listed, never the partition numbers themselves.
-    let mut next = 0u32;
-    for bound in present.iter().filter(below).map(|p| p.0).chain([expected]) {
-        let room = StaleReport::MISSING_LISTED - report.missing.len();
-        report
-            .missing
-            .extend((next..bound).take(room).map(PartitionId));
-        next = bound.saturating_add(1);
-    }
-    // The operator's record (see `nudge`) is not a node.
-    let members = || {
-        second_members
-            .records
-            .iter()
-            .filter(|m| !m.key.is_operator())
-    };
-    report.live_nodes = members()
-        .filter(|m| versions_before.get(&m.key) != Some(&&m.version))
-        .map(|m| m.key.clone())
-        .collect();
-    report.draining = members()
-        .filter(|m| m.value.draining)
-        .map(|m| m.key.clone())
-        .collect();
-    Ok(report)
-}
+pub use group::{check_format, destroy, ensure_group, raise_epoch_floor, set_timings, Destroy};
+pub use stale::{stale_check, StaleReport};
 
 #[cfg(test)]
 mod tests;

@@ -63,6 +63,7 @@ mod clock;
 pub mod codec;
 mod config;
 mod error;
+pub mod group;
 mod memory;
 mod participant;
 pub mod planner;
@@ -77,9 +78,11 @@ mod types;
 pub use clock::{Clock, DriftClock, SeededRng, Sleep, TokioClock};
 pub use config::{ConfigError, ParticipantConfig};
 pub use error::{BoxError, StoreError};
+pub use group::{GroupMismatch, GroupRecord, GroupTimings, LeaseMode, StoredGroup, FORMAT_VERSION};
 pub use memory::MemoryStore;
 pub use participant::{
-    Callbacks, Environment, LeaseGuard, Loss, LossReason, Participant, Status, WorkPermit,
+    Callbacks, Environment, JoinError, LeaseGuard, Loss, LossReason, Participant, Status,
+    WorkPermit,
 };
 pub use record::{
     unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, Stored, StoredLease,

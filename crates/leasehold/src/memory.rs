@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use crate::error::StoreError;
+use crate::group::{GroupRecord, StoredGroup};
 use crate::record::{LeaseRecord, MemberRecord, RecordKey, Stored, StoredLease, StoredMember};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
@@ -54,6 +55,7 @@ struct Inner {
 struct Tables {
     leases: Table<PartitionId, LeaseRecord>,
     members: Table<NodeId, MemberRecord>,
+    group: Option<(GroupRecord, u64)>,
 }
 
 /// Records of one kind, sorted by key. A vector rather than a tree: a group's partitions are
@@ -433,6 +435,50 @@ impl LeaseStore for MemoryStore {
         delete_entry(&mut inner.tables(group).members, node, version)?;
         inner.notify(group, Change::Member(node.clone()));
         Ok(())
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let inner = self.lock();
+        let stored = inner.groups.get(group).and_then(|t| t.group.as_ref());
+        Ok(stored.map(|(record, version)| Stored {
+            key: group.clone(),
+            value: record.clone(),
+            version: Version::from_number(*version),
+        }))
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let mut inner = self.lock();
+        let version = inner.next_version + 1;
+        let slot = &mut inner.tables(group).group;
+        match (&slot, &mode) {
+            (Some(_), PutMode::Create) => {
+                return Err(StoreError::AlreadyExists {
+                    key: RecordKey::Group,
+                })
+            }
+            (None, PutMode::Update(_)) => {
+                return Err(StoreError::NotFound {
+                    key: RecordKey::Group,
+                })
+            }
+            (Some((_, current)), PutMode::Update(expected))
+                if expected.as_number() != Some(*current) =>
+            {
+                return Err(StoreError::Conflict {
+                    key: RecordKey::Group,
+                })
+            }
+            _ => {}
+        }
+        *slot = Some((record.clone(), version));
+        inner.next_version = version;
+        Ok(Version::from_number(version))
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {

@@ -146,7 +146,8 @@ pub struct Acquisition {
     pub partition: PartitionId,
     /// The version observed, which must still be current for the write to succeed.
     pub expected: Version,
-    /// The record to write: owner = this node, state held, epoch + 1.
+    /// The record to write: owner = this node, state held, and an epoch above any seen on the
+    /// partition and the group's floor ([`LeaseView::next_epoch`]).
     pub record: LeaseRecord,
 }
 
@@ -335,7 +336,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // on the last one no longer applies.
         let record = LeaseRecord {
             owner: Some(config.node.clone()),
-            epoch: seen.epoch.next(),
+            epoch: observed.leases.next_epoch(seen),
             state: LeaseState::Held,
             prohibited: observed.leases.prohibited(partition).to_vec(),
             ..LeaseRecord::default()

@@ -105,6 +105,24 @@ pub struct MemberRecord {
     /// The writer's wall-clock time of the last write, in milliseconds since the Unix epoch.
     #[serde(default)]
     pub written_at_unix_ms: Option<u64>,
+    /// The node's `lease_validity`, published so that a change of the group's timings can
+    /// check every member against it ([`crate::admin::set_timings`]). `None` in records of
+    /// older versions and of the operator's record.
+    #[serde(
+        default,
+        rename = "lease_validity_ns",
+        with = "crate::group::nanos::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lease_validity: Option<std::time::Duration>,
+    /// The node's `acquire_after`, published with `lease_validity`.
+    #[serde(
+        default,
+        rename = "acquire_after_ns",
+        with = "crate::group::nanos::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub acquire_after: Option<std::time::Duration>,
 }
 
 impl Default for MemberRecord {
@@ -115,6 +133,8 @@ impl Default for MemberRecord {
             load: None,
             heartbeat: 0,
             written_at_unix_ms: None,
+            lease_validity: None,
+            acquire_after: None,
         }
     }
 }
@@ -140,6 +160,8 @@ pub enum RecordKey {
     /// program), or a record of the backend's own bookkeeping: its key as the backend stores
     /// it, for messages only.
     Stored(String),
+    /// The group record ([`crate::GroupRecord`]).
+    Group,
 }
 
 impl RecordKey {
@@ -177,6 +199,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Lease(partition) => write!(f, "lease {partition}"),
             RecordKey::Member(node) => write!(f, "member {node}"),
             RecordKey::Stored(key) => write!(f, "record {key:?}"),
+            RecordKey::Group => f.write_str("group record"),
         }
     }
 }

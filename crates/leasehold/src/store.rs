@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use crate::error::StoreError;
+use crate::group::{GroupRecord, StoredGroup};
 use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
@@ -213,6 +214,9 @@ impl ChangeFeed {
 ///   record it cannot decode as a [`StoreError::Corrupt`] in [`Listing::corrupt`] while still
 ///   listing the others; `get_*` returns it as the error.
 /// - MUST keep groups apart: nothing written in one group is visible in another.
+/// - MUST keep one group record per group under the same compare-and-set rules, naming it
+///   [`RecordKey::Group`](crate::RecordKey::Group) in errors, and MUST store it whole, as
+///   the JSON of [`crate::codec::encode`], so that fields it does not know survive.
 /// - MUST return a successful write's version only once the write is durable in the store's
 ///   own terms, and MUST be linearizable: a read that starts after a write's reply sees it.
 /// - MUST bound every call in time (client timeouts), returning [`StoreError::Timeout`] or
@@ -293,6 +297,19 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError>;
+
+    /// The group record of `group` ([`GroupRecord`]), or `None` if it has none.
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError>;
+
+    /// Writes the group record of `group` under `mode`, returning its new version. A
+    /// backend keeps the whole record, fields it does not know included (it stores the JSON
+    /// of [`crate::codec::encode`]).
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError>;
 
     /// Change hints for `group`, if this store can push them. The default says
     /// [`StoreError::NotSupported`], and callers poll.
@@ -403,6 +420,19 @@ impl LeaseStore for TimeoutStore {
     ) -> Result<(), StoreError> {
         self.bound(self.inner.delete_member(group, node, version))
             .await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        self.bound(self.inner.get_group(group)).await
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.bound(self.inner.put_group(group, record, mode)).await
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {

@@ -24,7 +24,9 @@ impl From<u32> for PartitionId {
 
 /// The fencing token of one tenure of a lease.
 ///
-/// Every acquisition writes `epoch + 1`, so a resource that remembers the highest epoch it
+/// Every acquisition writes an epoch above every one issued for the partition in its group —
+/// the record's own plus one, or more when the record was deleted and created again (see
+/// [`crate::GroupRecord::epoch_floor`]) — so a resource that remembers the highest epoch it
 /// has accepted for a partition can refuse work from an owner whose lease has since moved on
 /// (Chubby's sequencers).
 #[derive(
@@ -37,7 +39,9 @@ impl Epoch {
     /// The epoch the next acquisition writes.
     #[must_use]
     pub fn next(self) -> Epoch {
-        Epoch(self.0 + 1)
+        // Saturating: a damaged record at u64::MAX must not panic the taker; a take that
+        // cannot raise the epoch still changes the record's version.
+        Epoch(self.0.saturating_add(1))
     }
 }
 

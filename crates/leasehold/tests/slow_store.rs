@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    admin, GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, MemoryStore,
-    NodeId, Participant, ParticipantConfig, PartitionId, PutMode, StoreError, StoredLease,
-    StoredMember, Version,
+    admin, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode, StoreError,
+    StoredGroup, StoredLease, StoredMember, Version,
 };
 use tokio::time::sleep;
 
@@ -63,6 +63,21 @@ impl LeaseStore for SlowReads {
         version: &Version,
     ) -> Result<(), StoreError> {
         self.inner.delete_lease(group, partition, version).await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let reply = self.inner.get_group(group).await;
+        sleep(self.read_delay).await;
+        reply
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.inner.put_group(group, record, mode).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {

@@ -96,7 +96,7 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Outcome> {
         }
     };
     if !demo_store.private {
-        admin::destroy(&**store, group).await?;
+        admin::destroy(&**store, group, admin::Destroy::Force).await?;
     }
     outcome
 }

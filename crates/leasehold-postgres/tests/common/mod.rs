@@ -88,7 +88,7 @@ pub async fn raw_client(url: &str) -> tokio_postgres::Client {
 pub async fn drop_layout(client: &tokio_postgres::Client, prefix: &str) {
     client
         .batch_execute(&format!(
-            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members;
+            "DROP TABLE {prefix}_schema, {prefix}_leases, {prefix}_members, {prefix}_groups;
              DROP SEQUENCE {prefix}_version;
              DROP FUNCTION {prefix}_lease_changed, {prefix}_member_changed;"
         ))
@@ -148,7 +148,8 @@ impl PostgresHarness {
 
 const LEASE_COLUMNS: &str =
     "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version";
-const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, version";
+const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
+     lease_validity_ns, acquire_after_ns, version";
 
 fn member(node: &str, damage: &str) -> Malformed {
     let node = NodeId::new(node).expect("a valid name");
@@ -206,6 +207,8 @@ impl Harness for PostgresHarness {
                 "NULL".to_owned(),
                 "0".to_owned(),
                 "NULL".to_owned(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
                 version.clone(),
             ];
             values[column] = value.to_owned();
@@ -249,6 +252,14 @@ impl Harness for PostgresHarness {
             (
                 healthy("bad-heartbeat", 4, "-1"),
                 member("bad-heartbeat", "a negative heartbeat"),
+            ),
+            (
+                healthy("bad-validity", 6, "-1"),
+                member("bad-validity", "a negative lease_validity_ns"),
+            ),
+            (
+                healthy("bad-after", 7, "-30000000000"),
+                member("bad-after", "a negative acquire_after_ns"),
             ),
             (
                 healthy("bad name", 0, "'bad name'"),

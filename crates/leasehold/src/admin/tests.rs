@@ -1,4 +1,8 @@
+use std::time::Duration;
+
 use super::*;
+use crate::group::{GroupRecord, FORMAT_VERSION};
+use crate::types::Epoch;
 use crate::MemoryStore;
 
 #[tokio::test]
@@ -83,5 +87,174 @@ fn contended_names_the_record() {
     assert_eq!(
         error.to_string(),
         format!("lease 7 kept changing; gave up after {MAX_ATTEMPTS} attempts")
+    );
+}
+
+fn timings(lease_validity: u64, acquire_after: u64) -> GroupTimings {
+    GroupTimings {
+        lease_validity: Duration::from_secs(lease_validity),
+        acquire_after: Duration::from_secs(acquire_after),
+        max_clock_drift: 0.01,
+    }
+}
+
+async fn add_member(store: &MemoryStore, group: &GroupName, name: &str, t: Option<GroupTimings>) {
+    let record = MemberRecord {
+        lease_validity: t.map(|t| t.lease_validity),
+        acquire_after: t.map(|t| t.acquire_after),
+        ..MemberRecord::default()
+    };
+    let node = NodeId::new(name).unwrap();
+    store
+        .put_member(group, &node, &record, PutMode::Create)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn destroy_refuses_while_members_are_present_and_keeps_the_epoch_floor() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    update_lease(&store, &group, PartitionId(1), |r| r.epoch = Epoch(57))
+        .await
+        .unwrap();
+    add_member(&store, &group, "server-1", None).await;
+    let refused = destroy(&store, &group, Destroy::IfNoMembers).await;
+    assert!(
+        matches!(&refused, Err(AdminError::MembersPresent { nodes, .. }) if nodes.len() == 1),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap_err().to_string().contains("server-1"));
+    assert_eq!(
+        store.list_leases(&group).await.unwrap().len(),
+        2,
+        "nothing deleted"
+    );
+
+    // Two leases, the member and the operator's record written by the update.
+    assert_eq!(destroy(&store, &group, Destroy::Force).await.unwrap(), 4);
+    let kept = store
+        .get_group(&group)
+        .await
+        .unwrap()
+        .expect("the group record stays");
+    assert_eq!(kept.value.epoch_floor, Epoch(57));
+    init(&store, &group, 2).await.unwrap();
+    let recreated = store.list_leases(&group).await.unwrap();
+    assert!(recreated.records.iter().all(|r| r.value.epoch == Epoch(57)));
+}
+
+#[tokio::test]
+async fn timings_change_only_when_every_member_fits_them() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    set_timings(&store, &group, timings(30, 45), false)
+        .await
+        .unwrap();
+    add_member(&store, &group, "old", Some(timings(30, 45))).await;
+    add_member(&store, &group, "new", Some(timings(10, 45))).await;
+
+    let refused = set_timings(&store, &group, timings(10, 15), false)
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        matches!(&refused, AdminError::TimingsRefused { misfits, .. } if misfits.len() == 1),
+        "{message}"
+    );
+    assert!(
+        message.contains("old") && !message.contains("new,"),
+        "{message}"
+    );
+    let record = store.get_group(&group).await.unwrap().unwrap().value;
+    assert_eq!(record.timings, Some(timings(30, 45)), "unchanged");
+    assert_eq!(
+        record.pending_timings, None,
+        "the pending change is withdrawn"
+    );
+
+    // Once the last node restarted inside both, the change goes through.
+    let old = NodeId::new("old").unwrap();
+    let stored = store.get_member(&group, &old).await.unwrap().unwrap();
+    store
+        .delete_member(&group, &old, &stored.version)
+        .await
+        .unwrap();
+    let changed = set_timings(&store, &group, timings(10, 15), false)
+        .await
+        .unwrap();
+    assert_eq!(changed.timings, Some(timings(10, 15)));
+
+    // Members that publish no timings hold a change back unless it is forced.
+    add_member(&store, &group, "legacy", None).await;
+    let unknown = set_timings(&store, &group, timings(5, 15), false).await;
+    assert!(
+        matches!(unknown, Err(AdminError::TimingsRefused { ref unknown, .. }) if unknown.len() == 1)
+    );
+    set_timings(&store, &group, timings(5, 15), true)
+        .await
+        .unwrap();
+
+    let unsafe_timings = set_timings(&store, &group, timings(10, 10), true).await;
+    assert!(matches!(unsafe_timings, Err(AdminError::UnsafeTimings(_))));
+}
+
+#[tokio::test]
+async fn operator_commands_refuse_a_group_of_a_newer_format() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    let current = store.get_group(&group).await.unwrap().unwrap();
+    let newer = GroupRecord {
+        format: FORMAT_VERSION + 1,
+        ..current.value
+    };
+    store
+        .put_group(&group, &newer, PutMode::Update(current.version))
+        .await
+        .unwrap();
+    let kicked = kick(&store, &group, PartitionId(0)).await;
+    assert!(matches!(kicked, Err(AdminError::Group(_))), "{kicked:?}");
+    assert!(init(&store, &group, 2).await.is_err());
+}
+
+#[tokio::test]
+async fn stale_reports_epochs_that_went_back() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 3).await.unwrap();
+    raise_epoch_floor(&store, &group, Epoch(10)).await.unwrap();
+    // Partition 2 re-created by hand at epoch 0, below the floor.
+    let lease = store
+        .get_lease(&group, PartitionId(2))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .delete_lease(&group, PartitionId(2), &lease.version)
+        .await
+        .unwrap();
+    store
+        .put_lease(
+            &group,
+            PartitionId(2),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
+    let report = stale_check(&store, &group, Duration::ZERO, 0, Some(3))
+        .await
+        .unwrap();
+    assert!(report.has_problems());
+    assert_eq!(
+        report.epochs_back,
+        vec![
+            (PartitionId(0), Epoch(0), Epoch(10)),
+            (PartitionId(1), Epoch(0), Epoch(10)),
+            (PartitionId(2), Epoch(0), Epoch(10)),
+        ]
     );
 }

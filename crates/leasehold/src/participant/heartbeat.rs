@@ -124,6 +124,8 @@ impl Runner {
                 load: None,
                 heartbeat: self.heartbeats,
                 written_at_unix_ms: self.write_stamp(),
+                lease_validity: Some(self.config.lease_validity),
+                acquire_after: Some(self.config.acquire_after),
             };
             let mode = match &self.member_version {
                 Some(version) => PutMode::Update(version.clone()),
@@ -143,6 +145,9 @@ impl Runner {
                     self.member_syncs += 1;
                     let now = self.clock.now();
                     self.schedule.member_written(now);
+                    if std::mem::take(&mut self.recheck_group) {
+                        self.check_again().await;
+                    }
                     return;
                 }
                 // Deleted while this node was away (see `forget_dead_members`, which never
@@ -151,6 +156,7 @@ impl Runner {
                 Err(StoreError::NotFound { .. }) => {
                     self.member_version = None;
                     self.set_draining(false);
+                    self.recheck_group = true;
                 }
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
                     self.adopt_member_record().await

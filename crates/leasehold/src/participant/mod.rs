@@ -4,6 +4,7 @@
 mod guard;
 mod handoff;
 mod heartbeat;
+mod join;
 mod runner;
 mod scan;
 
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 
 use crate::clock::{Clock, SeededRng, TokioClock};
 use crate::config::{ConfigError, ParticipantConfig};
+use crate::group::GroupMismatch;
 use crate::store::{LeaseStore, TimeoutStore};
 use crate::types::{NodeId, PartitionId};
 
@@ -44,6 +46,21 @@ impl Default for Environment {
             seed: SeededRng::from_entropy().next_u64(),
         }
     }
+}
+
+/// Why [`Participant::join`] did not join its group.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JoinError {
+    /// The configuration is invalid on its own.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The group record does not admit this node.
+    #[error(transparent)]
+    Group(#[from] GroupMismatch),
+    /// The participant was shut down or dropped before it joined.
+    #[error("the participant stopped before it joined its group")]
+    Stopped,
 }
 
 /// A snapshot of what a participant's background loop last decided.
@@ -77,6 +94,8 @@ struct Shared {
     aborted: AtomicBool,
     /// Turns true when the task has ended, for whatever reason.
     stopped: watch::Sender<bool>,
+    /// `None` while the node is joining; then whether the group record admitted it.
+    joined: watch::Sender<Option<Result<(), GroupMismatch>>>,
 }
 
 /// The tenures held, those being handed off included, with a counter of changes to them
@@ -208,6 +227,46 @@ impl Participant {
         Participant::start_with(store, config, callbacks, Environment::default())
     }
 
+    /// Starts like [`Participant::start`] and waits until the node has checked the group
+    /// record: returns the participant once the group admits it, or why it did not. Waits
+    /// through store outages (the check is retried); bound it with a timeout if needed.
+    pub async fn join(
+        store: Arc<dyn LeaseStore>,
+        config: ParticipantConfig,
+        callbacks: impl Callbacks,
+    ) -> Result<Participant, JoinError> {
+        let participant = Participant::start(store, config, callbacks)?;
+        participant.joined().await?;
+        Ok(participant)
+    }
+
+    /// Resolves once the node has checked the group record: `Ok` while the group admits it,
+    /// the refusal otherwise ([`Participant::start`] returns before the check; the node takes
+    /// nothing until it passes, and its task ends if it fails).
+    pub async fn joined(&self) -> Result<(), JoinError> {
+        let mut joined = self.inner.shared.joined.subscribe();
+        let mut stopped = self.inner.shared.stopped.subscribe();
+        loop {
+            if let Some(result) = joined.borrow_and_update().clone() {
+                return result.map_err(JoinError::Group);
+            }
+            if *stopped.borrow_and_update() {
+                return Err(JoinError::Stopped);
+            }
+            // Both senders live in the shared state this handle keeps: neither can close.
+            tokio::select! {
+                _ = joined.changed() => {}
+                _ = stopped.changed() => {}
+            }
+        }
+    }
+
+    /// Why the group record refused this node, if it did: at start, or later when the node
+    /// had to register again and no longer fitted.
+    pub fn refusal(&self) -> Option<GroupMismatch> {
+        self.inner.shared.joined.borrow().clone()?.err()
+    }
+
     /// Like [`Participant::start`], with an injected clock and seed (tests, simulation).
     pub fn start_with(
         store: Arc<dyn LeaseStore>,
@@ -251,6 +310,7 @@ impl Participant {
             progress: Arc::new(Notify::new()),
             aborted: AtomicBool::new(false),
             stopped: watch::Sender::new(false),
+            joined: watch::Sender::new(None),
         });
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::clock::{Clock, SeededRng};
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
+use crate::group::GroupMismatch;
 use crate::planner::{Holding, Observed, ScanSchedule};
 use crate::record::unix_ms_now;
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite};
@@ -78,6 +79,11 @@ pub(crate) struct Runner {
     pub(super) wake_at: Option<Instant>,
     pub(super) reported_corrupt: BTreeSet<String>,
     pub(super) last_stamp: u64,
+    /// Set when this node no longer fits the group record: the task ends.
+    pub(super) refused: Option<GroupMismatch>,
+    /// The group record must be checked again at the next member write (this node had to
+    /// register again).
+    pub(super) recheck_group: bool,
 }
 
 impl Runner {
@@ -114,6 +120,8 @@ impl Runner {
             wake_at: None,
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
+            refused: None,
+            recheck_group: false,
         }
     }
 
@@ -123,6 +131,9 @@ impl Runner {
             Ok(feed) => self.feed = Some(feed),
             Err(StoreError::NotSupported(_)) => {}
             Err(error) => tracing::warn!(%error, "change notifications unavailable; polling"),
+        }
+        if !self.join().await {
+            return;
         }
         let progress = Arc::clone(&self.shared.progress);
         loop {
@@ -162,6 +173,12 @@ impl Runner {
                 }
                 Event::Change(None) => self.feed = None,
                 Event::Tick => self.tick().await,
+            }
+            if let Some(mismatch) = self.refused.take() {
+                // Held leases end with the task (see `Drop`); they are not released, as the
+                // group no longer vouches for this node's timings.
+                self.shared.joined.send_replace(Some(Err(mismatch)));
+                return;
             }
             if self.stopping.is_some() && self.holdings.is_empty() {
                 self.remove_member().await;

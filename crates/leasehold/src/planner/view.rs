@@ -69,6 +69,48 @@ pub struct LeaseView {
     rows: Vec<SeenLease>,
     /// The prohibited lists of the rows marked restricted.
     prohibited: BTreeMap<PartitionId, Vec<NodeId>>,
+    /// The group's epoch floor: no acquisition issues an epoch at or below it.
+    epoch_floor: Epoch,
+    /// Epochs of rows that vanished or went back.
+    epochs: EpochMemory,
+}
+
+/// The highest epoch seen on partitions whose record vanished or went back to a lower epoch
+/// (deleted and re-created behind leasehold's back): few, so kept apart from the rows.
+#[derive(Debug, Clone, Default)]
+struct EpochMemory {
+    highest: BTreeMap<PartitionId, Epoch>,
+    /// How many times a record was seen with a lower epoch than this node saw before.
+    gone_back: u64,
+}
+
+impl EpochMemory {
+    /// A row left the view: its record was deleted, or is being replaced.
+    fn vanished(&mut self, row: &SeenLease) {
+        let highest = self.highest.entry(row.partition).or_insert(row.epoch);
+        *highest = (*highest).max(row.epoch);
+    }
+
+    /// A record was seen at `epoch` where the view showed `before` (if anything).
+    fn seen(&mut self, partition: PartitionId, before: Option<Epoch>, epoch: Epoch) {
+        let remembered = if self.highest.is_empty() {
+            None
+        } else {
+            self.highest.get(&partition).copied()
+        };
+        let Some(highest) = before.max(remembered) else {
+            return;
+        };
+        if epoch >= highest {
+            if remembered.is_some() {
+                self.highest.remove(&partition);
+            }
+            return;
+        }
+        self.gone_back += 1;
+        self.highest.insert(partition, highest);
+        tracing::warn!(%partition, %epoch, seen = %highest, "lease record's epoch went back (deleted and re-created outside leasehold?); the next acquisition issues a higher one");
+    }
 }
 
 impl LeaseView {
@@ -103,6 +145,28 @@ impl LeaseView {
         seen.restricted && self.prohibited(seen.partition).contains(node)
     }
 
+    /// Sets the group's epoch floor ([`crate::GroupRecord::epoch_floor`]).
+    pub fn set_epoch_floor(&mut self, floor: Epoch) {
+        self.epoch_floor = floor;
+    }
+
+    /// The epoch the next acquisition of `seen` writes: above its record's, above every
+    /// epoch this node saw on the partition before, and above the group's floor. A record
+    /// deleted and created again behind leasehold's back therefore never makes this node
+    /// issue a fencing token it issued before.
+    pub fn next_epoch(&self, seen: &SeenLease) -> Epoch {
+        let before = self.epochs.highest.get(&seen.partition).copied();
+        seen.epoch
+            .max(before.unwrap_or_default())
+            .max(self.epoch_floor)
+            .next()
+    }
+
+    /// How many times a listing showed a partition's epoch lower than this node had seen.
+    pub fn epochs_gone_back(&self) -> u64 {
+        self.epochs.gone_back
+    }
+
     /// Records that `partition` is `record` at `version`, unchanged since `first_seen`: what
     /// this node knows after writing the row itself.
     pub fn insert(
@@ -120,8 +184,15 @@ impl LeaseView {
             &mut self.prohibited,
         );
         match self.position(partition) {
-            Ok(index) => self.rows[index] = row,
-            Err(index) => self.rows.insert(index, row),
+            Ok(index) => {
+                let before = Some(self.rows[index].epoch);
+                self.epochs.seen(partition, before, row.epoch);
+                self.rows[index] = row
+            }
+            Err(index) => {
+                self.epochs.seen(partition, None, row.epoch);
+                self.rows.insert(index, row)
+            }
         }
     }
 
@@ -149,6 +220,7 @@ impl LeaseView {
     pub fn merge(&mut self, now: Instant, mut records: Vec<Stored<PartitionId, LeaseRecord>>) {
         super::in_key_order(&mut records);
         let prohibited = &mut self.prohibited;
+        let epochs = &mut self.epochs;
         let mut records = records.into_iter();
         let mut aligned = 0;
         for stored in records.by_ref() {
@@ -156,9 +228,9 @@ impl LeaseView {
                 // The listing is longer than the view (on a first listing, all of it): the
                 // rest is new.
                 self.rows.reserve_exact(1 + records.len());
-                let row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
-                self.rows.push(row);
-                self.rows.extend(records.by_ref().map(|stored| {
+                let new = std::iter::once(stored).chain(records.by_ref());
+                self.rows.extend(new.map(|stored| {
+                    epochs.seen(stored.key, None, stored.value.epoch);
                     SeenLease::new(stored.key, stored.value, stored.version, now, prohibited)
                 }));
                 return;
@@ -170,11 +242,13 @@ impl LeaseView {
                 return;
             }
             if row.forgotten || row.version != stored.version {
+                epochs.seen(stored.key, Some(row.epoch), stored.value.epoch);
                 *row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
             }
             aligned += 1;
         }
         for vanished in self.rows.drain(aligned..) {
+            epochs.vanished(&vanished);
             if vanished.restricted {
                 prohibited.remove(&vanished.partition);
             }
@@ -190,29 +264,32 @@ impl LeaseView {
     ) {
         self.rows.reserve(records.size_hint().0);
         let prohibited = &mut self.prohibited;
+        let epochs = &mut self.epochs;
         let mut old = old.into_iter().peekable();
-        let vanish = |row: SeenLease, prohibited: &mut BTreeMap<_, _>| {
+        let vanish = |row: SeenLease, prohibited: &mut BTreeMap<_, _>, epochs: &mut EpochMemory| {
+            epochs.vanished(&row);
             if row.restricted {
                 prohibited.remove(&row.partition);
             }
         };
         for stored in records {
             while let Some(row) = old.next_if(|row| row.partition < stored.key) {
-                vanish(row, prohibited);
+                vanish(row, prohibited, epochs);
             }
-            match old.next_if(|row| row.partition == stored.key) {
-                Some(row) if !row.forgotten && row.version == stored.version => self.rows.push(row),
-                _ => self.rows.push(SeenLease::new(
-                    stored.key,
-                    stored.value,
-                    stored.version,
-                    now,
-                    prohibited,
-                )),
-            }
+            let before = match old.next_if(|row| row.partition == stored.key) {
+                Some(row) if !row.forgotten && row.version == stored.version => {
+                    self.rows.push(row);
+                    continue;
+                }
+                Some(row) => Some(row.epoch),
+                None => None,
+            };
+            epochs.seen(stored.key, before, stored.value.epoch);
+            let row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
+            self.rows.push(row);
         }
         for row in old {
-            vanish(row, prohibited);
+            vanish(row, prohibited, epochs);
         }
     }
 }

@@ -262,6 +262,8 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
         load: Some(0.75),
         heartbeat: 42,
         written_at_unix_ms: Some(1_700_000_000_000),
+        lease_validity: Some(std::time::Duration::from_nanos(30_000_000_007)),
+        acquire_after: Some(std::time::Duration::from_secs(45)),
     };
     let v_b = store
         .put_member(&group, &node("node-b"), &record, PutMode::Create)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::StoreError;
+use crate::group::{GroupRecord, StoredGroup};
 use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
 use crate::store::{ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
@@ -169,6 +170,21 @@ impl LeaseStore for FaultyStore {
     ) -> Result<(), StoreError> {
         self.gate().await;
         self.inner.delete_lease(group, partition, version).await
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        self.gate().await;
+        self.inner.get_group(group).await
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.gate().await;
+        self.inner.put_group(group, record, mode).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {

@@ -14,6 +14,7 @@
 
 mod checks;
 mod faulty;
+mod group_checks;
 pub mod scenarios;
 mod urls;
 
@@ -30,6 +31,7 @@ use crate::types::{GroupName, NodeId, PartitionId};
 
 pub use checks::*;
 pub use faulty::FaultyStore;
+pub use group_checks::*;
 pub use urls::assert_urls_refused;
 
 /// What the suite needs from a backend under test.
@@ -242,6 +244,8 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(delete_then_recreate_gets_new_version, harness.store());
     check!(groups_are_isolated, harness.store());
     check!(members_round_trip, harness.store());
+    check!(group_record_compare_and_set, harness.store());
+    check!(epochs_never_go_back, harness.store());
     check!(batch_write_reports_each_result, harness.store());
     check!(corrupt_record_is_reported_alone, harness);
     check!(malformed_records_are_reported_not_fatal, harness);

@@ -25,7 +25,7 @@ fn member(node: NodeId, heartbeat: u64) -> Stored<NodeId, MemberRecord> {
             draining: false,
             load: None,
             heartbeat,
-            written_at_unix_ms: None,
+            ..MemberRecord::default()
         },
         version: Version::from_number(heartbeat),
     }

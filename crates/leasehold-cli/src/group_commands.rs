@@ -1,0 +1,79 @@
+//! `timings`: the group record, and changing the timings every node must fit.
+
+use leasehold::admin;
+use leasehold::{GroupRecord, GroupTimings};
+
+use crate::admin_commands::GroupTable;
+use crate::cli::{Cli, TimingsArgs};
+use crate::duration::format_duration;
+use crate::Outcome;
+
+/// Shows the group record, or changes its timings.
+pub async fn run(cli: &Cli, args: &TimingsArgs) -> anyhow::Result<Outcome> {
+    let table = GroupTable::open(cli).await?;
+    let record = match args.timings.timings() {
+        Some(timings) => set(&table, timings, args.force).await?,
+        None => {
+            let stored = table.store.get_group(&table.group).await?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "group {} has no group record (create the group with init)",
+                    table.group
+                )
+            })?;
+            stored.value
+        }
+    };
+    if args.json {
+        crate::say(&serde_json::to_string_pretty(&record)?)?;
+    } else {
+        show(&table, &record)?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// Changes the group's timings, saying what changed.
+pub async fn set(
+    table: &GroupTable,
+    timings: GroupTimings,
+    force: bool,
+) -> anyhow::Result<GroupRecord> {
+    let record = admin::set_timings(&*table.store, &table.group, timings, force).await?;
+    crate::say(&format!(
+        "group {}: every node must now fit {}",
+        table.group,
+        describe(&timings)
+    ))?;
+    Ok(record)
+}
+
+fn describe(timings: &GroupTimings) -> String {
+    format!(
+        "lease_validity at most {}, acquire_after at least {} (ρ = {})",
+        format_duration(timings.lease_validity),
+        format_duration(timings.acquire_after),
+        timings.max_clock_drift
+    )
+}
+
+fn show(table: &GroupTable, record: &GroupRecord) -> anyhow::Result<()> {
+    let timings = record.timings.as_ref().map_or_else(
+        || "not set yet (the first node to join sets them)".to_owned(),
+        describe,
+    );
+    let mut lines = vec![
+        format!("group {}", table.group),
+        format!("  record format  {}", record.format),
+        format!("  timings        {timings}"),
+    ];
+    if let Some(pending) = &record.pending_timings {
+        lines.push(format!(
+            "  changing to    {} (a change under way, or one cut short: run it again)",
+            describe(pending)
+        ));
+    }
+    lines.push(format!("  epoch floor    {}", record.epoch_floor));
+    for line in lines {
+        crate::say(&line)?;
+    }
+    Ok(())
+}

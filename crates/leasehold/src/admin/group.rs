@@ -1,0 +1,248 @@
+//! Operator actions on the group record: creating it, the epoch floor that outlives deleted
+//! records, and changing the timings every node must fit.
+
+use crate::error::StoreError;
+use crate::group::{GroupRecord, GroupTimings, StoredGroup};
+use crate::record::RecordKey;
+use crate::store::{LeaseStore, PutMode};
+use crate::types::{Epoch, GroupName};
+
+use super::{AdminError, MAX_ATTEMPTS};
+
+/// The group record of `group`, created (with no timings) if there is none.
+pub async fn ensure_group(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+) -> Result<StoredGroup, AdminError> {
+    for _ in 0..MAX_ATTEMPTS {
+        if let Some(stored) = store.get_group(group).await? {
+            stored.value.check_format(group)?;
+            return Ok(stored);
+        }
+        match store
+            .put_group(group, &GroupRecord::default(), PutMode::Create)
+            .await
+        {
+            Ok(version) => {
+                return Ok(StoredGroup {
+                    key: group.clone(),
+                    value: GroupRecord::default(),
+                    version,
+                })
+            }
+            Err(StoreError::AlreadyExists { .. }) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(AdminError::Contended {
+        key: RecordKey::Group,
+    })
+}
+
+/// Refuses to write into a group whose record format this build does not know: it would
+/// rewrite records from structs that lack the newer fields, and strip them.
+pub async fn check_format(store: &dyn LeaseStore, group: &GroupName) -> Result<(), AdminError> {
+    match store.get_group(group).await? {
+        Some(stored) => Ok(stored.value.check_format(group)?),
+        None => Ok(()),
+    }
+}
+
+/// Applies `change` to the group record (created if missing) with compare-and-set, retrying
+/// when another writer got in first. `change` returns `false` to leave the record as it is.
+async fn update_group(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    change: impl Fn(&mut GroupRecord) -> Result<bool, AdminError>,
+) -> Result<GroupRecord, AdminError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let current = ensure_group(store, group).await?;
+        let mut record = current.value;
+        if !change(&mut record)? {
+            return Ok(record);
+        }
+        match store
+            .put_group(group, &record, PutMode::Update(current.version))
+            .await
+        {
+            Ok(_) => return Ok(record),
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(AdminError::Contended {
+        key: RecordKey::Group,
+    })
+}
+
+/// Raises the group's epoch floor to at least `epoch`, so that lease records created again
+/// later start there. Never lowers it.
+pub async fn raise_epoch_floor(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    epoch: Epoch,
+) -> Result<GroupRecord, AdminError> {
+    update_group(store, group, |record| {
+        let raise = record.epoch_floor < epoch;
+        record.epoch_floor = record.epoch_floor.max(epoch);
+        Ok(raise)
+    })
+    .await
+}
+
+/// Whether [`destroy`] may run while the group has members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destroy {
+    /// Refuse while any member record is present: a node may still be serving.
+    IfNoMembers,
+    /// Delete whatever is there. Running nodes lose their leases at their next renewal.
+    Force,
+}
+
+/// Deletes every lease and member record of `group`, returning how many were removed.
+///
+/// The group record stays, with its epoch floor raised to the highest epoch deleted, so that
+/// a group built out again under the same name issues fencing tokens above every one it
+/// issued before: a resource that remembers the highest token it accepted keeps accepting
+/// the new owners, and keeps refusing the old ones.
+pub async fn destroy(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    mode: Destroy,
+) -> Result<usize, AdminError> {
+    let members = store.list_members(group).await?;
+    let nodes: Vec<_> = members
+        .records
+        .iter()
+        .map(|m| m.key.clone())
+        .filter(|node| !node.is_operator())
+        .collect();
+    if mode == Destroy::IfNoMembers && !nodes.is_empty() {
+        return Err(AdminError::MembersPresent {
+            group: group.clone(),
+            nodes,
+        });
+    }
+    let leases = store.list_leases(group).await?;
+    let mut floor = leases.records.iter().map(|r| r.value.epoch).max();
+    if let Some(highest) = floor {
+        raise_epoch_floor(store, group, highest).await?;
+    }
+    let mut removed = 0;
+    for lease in leases.records {
+        let mut current = lease;
+        // A node may take or renew the record between the listing and the delete: the floor
+        // must cover the epoch actually deleted.
+        for attempt in 0.. {
+            if floor < Some(current.value.epoch) {
+                raise_epoch_floor(store, group, current.value.epoch).await?;
+                floor = Some(current.value.epoch);
+            }
+            match store
+                .delete_lease(group, current.key, &current.version)
+                .await
+            {
+                Ok(()) => {
+                    removed += 1;
+                    break;
+                }
+                Err(StoreError::NotFound { .. }) => break,
+                Err(StoreError::Conflict { .. }) if attempt + 1 < MAX_ATTEMPTS => {
+                    match store.get_lease(group, current.key).await? {
+                        Some(now) => current = now,
+                        None => break,
+                    }
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(AdminError::Contended {
+                        key: RecordKey::Lease(current.key),
+                    })
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+    for member in members.records {
+        match store
+            .delete_member(group, &member.key, &member.version)
+            .await
+        {
+            Ok(()) | Err(StoreError::NotFound { .. }) => removed += 1,
+            // Rewritten meanwhile by a running node (a forced destroy): it will notice its
+            // record and leases gone at its next heartbeat.
+            Err(StoreError::Conflict { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(removed)
+}
+
+/// Changes the timings every node of `group` must fit, staying safe while nodes run.
+///
+/// Every running node fits the group's current timings (it checked at start). The change is
+/// made in two steps: the new timings are first written as *pending*, so that from then on a
+/// joining node must fit both; then every member record is read, and the change is made only
+/// if every member's published timings fit the new ones — otherwise the pending timings are
+/// withdrawn and the error names the members in the way. A node writes its member record
+/// before its last check of the group record, and this reads the members after writing the
+/// pending timings, so of any node joining meanwhile, either the node sees the pending
+/// timings or this sees the node.
+///
+/// So a change of timings is a rolling restart in two phases: to shorten them from
+/// (30 s, 45 s) to (10 s, 15 s), restart the nodes one by one with `lease_validity = 10 s`
+/// and `acquire_after = 45 s` (which fit both), change the group's timings, then restart them
+/// with the new `acquire_after`. `force` changes them even when members publish no timings
+/// (nodes of an older version) or do not fit: only for members known to be stopped.
+pub async fn set_timings(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    timings: GroupTimings,
+    force: bool,
+) -> Result<GroupRecord, AdminError> {
+    if !timings.is_safe() {
+        return Err(AdminError::UnsafeTimings(timings));
+    }
+    update_group(store, group, |record| {
+        record.pending_timings = Some(timings);
+        Ok(true)
+    })
+    .await?;
+    let members = store.list_members(group).await;
+    let verdict = members.map_err(AdminError::from).and_then(|members| {
+        let mut misfits = Vec::new();
+        let mut unknown = Vec::new();
+        for member in members.records.iter().filter(|m| !m.key.is_operator()) {
+            match member.value.fits(&timings) {
+                Some(true) => {}
+                Some(false) => misfits.push(member.key.clone()),
+                None => unknown.push(member.key.clone()),
+            }
+        }
+        if force || (misfits.is_empty() && unknown.is_empty()) {
+            Ok(())
+        } else {
+            Err(AdminError::TimingsRefused {
+                group: group.clone(),
+                timings,
+                misfits,
+                unknown,
+            })
+        }
+    });
+    let outcome = verdict.is_ok();
+    let written = update_group(store, group, |record| {
+        if record.pending_timings != Some(timings) {
+            // Another change took over meanwhile; it decides.
+            return Err(AdminError::Contended {
+                key: RecordKey::Group,
+            });
+        }
+        record.pending_timings = None;
+        if outcome {
+            record.timings = Some(timings);
+        }
+        Ok(true)
+    })
+    .await?;
+    verdict.map(|()| written)
+}

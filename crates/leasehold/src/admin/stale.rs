@@ -1,0 +1,148 @@
+//! The stale check: two samples of the table, and what a monitoring probe should alert on.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::record::{LeaseState, StoredLease};
+use crate::store::LeaseStore;
+use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
+
+use super::{present_partitions, AdminError};
+
+/// What one [`stale_check`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StaleReport {
+    /// Partitions held in both samples with the same version: their holder did not renew.
+    pub unrenewed: Vec<(PartitionId, Option<NodeId>)>,
+    /// Partitions held by nobody (released, or held with no owner) in the second sample.
+    pub unowned: Vec<PartitionId>,
+    /// Partitions below `expected` with no record at all: the first
+    /// [`StaleReport::MISSING_LISTED`] of them.
+    pub missing: Vec<PartitionId>,
+    /// How many partitions below `expected` have no record at all, listed or not: a stray
+    /// record for a huge partition number makes the inferred count huge.
+    pub missing_count: u64,
+    /// Partitions taken out of service by an operator.
+    pub offline: Vec<PartitionId>,
+    /// Records that could not be read.
+    pub corrupt: Vec<String>,
+    /// Partitions whose epoch went back: below the group's epoch floor, or lower in the
+    /// second sample than in the first — a record deleted and created again outside
+    /// leasehold. With the epoch found and the higher one it should be above.
+    pub epochs_back: Vec<(PartitionId, Epoch, Epoch)>,
+    /// Members whose record changed between the two samples.
+    pub live_nodes: Vec<NodeId>,
+    /// Members marked draining, live or not: not a problem, but a manual control that is
+    /// easy to forget after an incident.
+    pub draining: Vec<NodeId>,
+    /// The member count below which the report counts as a problem.
+    pub min_nodes: usize,
+}
+
+impl StaleReport {
+    /// The most missing partitions listed in [`StaleReport::missing`].
+    pub const MISSING_LISTED: usize = 1000;
+
+    /// Whether anything needs an operator's attention.
+    pub fn has_problems(&self) -> bool {
+        !self.unrenewed.is_empty()
+            || !self.unowned.is_empty()
+            || self.missing_count > 0
+            || !self.corrupt.is_empty()
+            || !self.epochs_back.is_empty()
+            || self.live_nodes.len() < self.min_nodes
+    }
+}
+
+/// Samples the table twice, `watch` apart, and reports unrenewed leases, unowned and missing
+/// partitions and the live node count, as a monitoring probe would. `watch` should exceed the
+/// heartbeat so that every live holder renews in between. `expected` is the partition count
+/// (defaults to one past the highest partition seen).
+pub async fn stale_check(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    watch: Duration,
+    min_nodes: usize,
+    expected: Option<u32>,
+) -> Result<StaleReport, AdminError> {
+    let first_leases = store.list_leases(group).await?;
+    let first_members = store.list_members(group).await?;
+    if first_leases.is_empty() {
+        return Err(AdminError::NoSuchGroup(group.clone()));
+    }
+    let floor = match store.get_group(group).await? {
+        Some(stored) => stored.value.epoch_floor,
+        None => Epoch(0),
+    };
+    tokio::time::sleep(watch).await;
+    let second_leases = store.list_leases(group).await?;
+    let second_members = store.list_members(group).await?;
+
+    let before: BTreeMap<PartitionId, &StoredLease> =
+        first_leases.records.iter().map(|r| (r.key, r)).collect();
+    let versions_before: BTreeMap<&NodeId, &Version> = first_members
+        .records
+        .iter()
+        .map(|m| (&m.key, &m.version))
+        .collect();
+    let mut report = StaleReport {
+        min_nodes,
+        corrupt: second_leases
+            .corrupt
+            .iter()
+            .map(|e| e.to_string())
+            .collect(),
+        ..StaleReport::default()
+    };
+    let expected = expected.unwrap_or_else(|| second_leases.partition_count());
+    for lease in &second_leases.records {
+        let record = &lease.value;
+        let before_epoch = before.get(&lease.key).map(|b| b.value.epoch);
+        let above = before_epoch.unwrap_or_default().max(floor);
+        if record.epoch < above {
+            report.epochs_back.push((lease.key, record.epoch, above));
+        }
+        match record.state {
+            LeaseState::Offline => report.offline.push(lease.key),
+            LeaseState::Released => report.unowned.push(lease.key),
+            LeaseState::Held if record.owner.is_none() => report.unowned.push(lease.key),
+            LeaseState::Held => {
+                if before
+                    .get(&lease.key)
+                    .is_some_and(|b| b.version == lease.version)
+                {
+                    report.unrenewed.push((lease.key, record.owner.clone()));
+                }
+            }
+        }
+    }
+    let present = present_partitions(&second_leases);
+    let below = |p: &&PartitionId| p.0 < expected;
+    report.missing_count = u64::from(expected) - present.iter().filter(below).count() as u64;
+    // Walks the gaps between present partitions, so the work follows what is there and what
+    // is listed, never the partition numbers themselves.
+    let mut next = 0u32;
+    for bound in present.iter().filter(below).map(|p| p.0).chain([expected]) {
+        let room = StaleReport::MISSING_LISTED - report.missing.len();
+        report
+            .missing
+            .extend((next..bound).take(room).map(PartitionId));
+        next = bound.saturating_add(1);
+    }
+    // The operator's record (see `nudge`) is not a node.
+    let members = || {
+        second_members
+            .records
+            .iter()
+            .filter(|m| !m.key.is_operator())
+    };
+    report.live_nodes = members()
+        .filter(|m| versions_before.get(&m.key) != Some(&&m.version))
+        .map(|m| m.key.clone())
+        .collect();
+    report.draining = members()
+        .filter(|m| m.value.draining)
+        .map(|m| m.key.clone())
+        .collect();
+    Ok(report)
+}

@@ -1,0 +1,368 @@
+//! The group record: what every node of a group must agree on, kept once per group.
+//!
+//! Safety rests on a relation between two nodes' settings — every taker's `acquire_after`
+//! must exceed every holder's `lease_validity` with the drift bound — and on fencing tokens
+//! that never go back. Neither can be checked by one node from its own configuration, so the
+//! group keeps one record with:
+//!
+//! - the **timings** every node must fit: no node may hold a lease longer than the group's
+//!   `lease_validity` or take one sooner than its `acquire_after`, and the two are safe with
+//!   the group's drift bound, so any two nodes that fit are safe against each other;
+//! - the **record-format version**: a node that does not know the group's format refuses to
+//!   start, rather than rewrite records from a struct that would strip fields it does not know;
+//! - the **epoch floor**: every epoch issued in the group before its lease records were
+//!   deleted, so that records created again start above it;
+//! - the **lease mode**, for when there is more than one.
+//!
+//! Unknown fields are kept when the record is rewritten, so a newer version's additions
+//! survive an older version's update.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ParticipantConfig;
+use crate::record::{MemberRecord, Stored};
+use crate::types::{Epoch, GroupName, NodeId};
+
+/// The record-format version this build reads and writes.
+///
+/// Raised when lease or member records gain fields that an older build would strip on
+/// rewriting them; a node refuses to start in a group whose format is higher.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A stored group record, keyed by its group.
+pub type StoredGroup = Stored<GroupName, GroupRecord>;
+
+/// How leases are renewed in a group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LeaseMode {
+    /// Each lease record is renewed on its own.
+    #[default]
+    PerPartition,
+}
+
+/// The timings safety depends on, as a group's bounds or as one node's settings.
+///
+/// Stored in whole nanoseconds, so a bound written from a node's settings admits exactly that
+/// node.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GroupTimings {
+    /// The longest any node may keep a lease after sending the renewal that wrote it.
+    #[serde(rename = "lease_validity_ns", with = "nanos")]
+    pub lease_validity: Duration,
+    /// The shortest any node may wait, on a record seen unchanged, before taking it.
+    #[serde(rename = "acquire_after_ns", with = "nanos")]
+    pub acquire_after: Duration,
+    /// The bound ρ on clock-rate drift that the two are checked with.
+    pub max_clock_drift: f64,
+}
+
+impl GroupTimings {
+    /// The timings of one node's configuration.
+    pub fn of(config: &ParticipantConfig) -> GroupTimings {
+        GroupTimings {
+            lease_validity: config.lease_validity,
+            acquire_after: config.acquire_after,
+            max_clock_drift: config.max_clock_drift,
+        }
+    }
+
+    /// Whether a taker waiting `acquire_after` cannot start before a holder keeping
+    /// `lease_validity` has stopped: `acquire_after × (1 − ρ) > lease_validity × (1 + ρ)`,
+    /// with ρ at least [`ParticipantConfig::MIN_CLOCK_DRIFT`].
+    pub fn is_safe(&self) -> bool {
+        let rho = self.max_clock_drift;
+        (ParticipantConfig::MIN_CLOCK_DRIFT..0.5).contains(&rho)
+            && self.acquire_after.as_secs_f64() * (1.0 - rho)
+                > self.lease_validity.as_secs_f64() * (1.0 + rho)
+    }
+
+    /// Whether a node with these settings fits the group's `bounds`: it holds no longer and
+    /// takes no sooner than they allow.
+    pub fn fits(&self, bounds: &GroupTimings) -> bool {
+        self.lease_validity <= bounds.lease_validity && self.acquire_after >= bounds.acquire_after
+    }
+}
+
+impl fmt::Display for GroupTimings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lease_validity = {:?}, acquire_after = {:?}, ρ = {}",
+            self.lease_validity, self.acquire_after, self.max_clock_drift
+        )
+    }
+}
+
+/// What a group's nodes must agree on (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// The record-format version of the group's lease and member records.
+    pub format: u32,
+    /// The bounds every node's timings must fit; `None` until set at `init` or adopted from
+    /// the first node that joins.
+    #[serde(default)]
+    pub timings: Option<GroupTimings>,
+    /// Timings being changed to: while set, a joining node must fit both these and
+    /// `timings`, and the change is made only if every member fits these too
+    /// ([`crate::admin::set_timings`]).
+    #[serde(default)]
+    pub pending_timings: Option<GroupTimings>,
+    /// At least every epoch issued in the group whose lease record was since deleted:
+    /// records created again start here, so the next acquisition issues a higher one.
+    #[serde(default)]
+    pub epoch_floor: Epoch,
+    /// How leases are renewed.
+    #[serde(default)]
+    pub lease_mode: LeaseMode,
+    /// Fields written by a newer version, kept as they are when this record is rewritten.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Default for GroupRecord {
+    fn default() -> Self {
+        GroupRecord {
+            format: FORMAT_VERSION,
+            timings: None,
+            pending_timings: None,
+            epoch_floor: Epoch(0),
+            lease_mode: LeaseMode::PerPartition,
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a node or an operator command does not fit a group's record.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GroupMismatch {
+    /// The group's records are in a format this build does not know.
+    #[error(
+        "group {group} uses record format {group_format}; this build knows formats up to \
+         {FORMAT_VERSION}: upgrade leasehold before joining or changing it"
+    )]
+    UnknownFormat {
+        /// The group.
+        group: GroupName,
+        /// The group's format.
+        group_format: u32,
+    },
+    /// The node's timings are outside the group's bounds.
+    #[error(
+        "node {node} does not fit group {group}: it has lease_validity = {:?} and \
+         acquire_after = {:?}, but the group allows lease_validity up to {:?} and \
+         acquire_after from {:?}; start it with timings inside those, or change the group's \
+         with `leasehold timings`",
+        node_timings.lease_validity, node_timings.acquire_after,
+        group_timings.lease_validity, group_timings.acquire_after
+    )]
+    UnsafeTimings {
+        /// The group.
+        group: GroupName,
+        /// The node.
+        node: NodeId,
+        /// The node's timings.
+        node_timings: GroupTimings,
+        /// The group's bounds it failed.
+        group_timings: GroupTimings,
+    },
+    /// The group runs in a lease mode this node does not use.
+    #[error("group {group} uses lease mode {mode:?}, which this node does not")]
+    LeaseMode {
+        /// The group.
+        group: GroupName,
+        /// The group's mode.
+        mode: LeaseMode,
+    },
+}
+
+impl GroupRecord {
+    /// A record for a new group, with the given bounds if any.
+    pub fn new(timings: Option<GroupTimings>) -> GroupRecord {
+        GroupRecord {
+            timings,
+            ..GroupRecord::default()
+        }
+    }
+
+    /// Refuses a group whose record format this build does not know.
+    pub fn check_format(&self, group: &GroupName) -> Result<(), GroupMismatch> {
+        if self.format > FORMAT_VERSION {
+            return Err(GroupMismatch::UnknownFormat {
+                group: group.clone(),
+                group_format: self.format,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a node with `config` may take part: it knows the format, uses the group's
+    /// lease mode, and its timings fit the bounds and the pending bounds of a change under
+    /// way. A group with no bounds yet admits any valid configuration.
+    pub fn admits(&self, config: &ParticipantConfig) -> Result<(), GroupMismatch> {
+        self.check_format(&config.group)?;
+        if self.lease_mode != LeaseMode::PerPartition {
+            return Err(GroupMismatch::LeaseMode {
+                group: config.group.clone(),
+                mode: self.lease_mode,
+            });
+        }
+        let node_timings = GroupTimings::of(config);
+        for bounds in [self.timings, self.pending_timings].into_iter().flatten() {
+            if !node_timings.fits(&bounds) {
+                return Err(GroupMismatch::UnsafeTimings {
+                    group: config.group.clone(),
+                    node: config.node.clone(),
+                    node_timings,
+                    group_timings: bounds,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MemberRecord {
+    /// The timings this member published, if its version publishes them.
+    pub fn timings(&self) -> Option<(Duration, Duration)> {
+        Some((self.lease_validity?, self.acquire_after?))
+    }
+
+    /// Whether this member's published timings fit `bounds`; `None` when it published none
+    /// (a node of an older version).
+    pub fn fits(&self, bounds: &GroupTimings) -> Option<bool> {
+        let (lease_validity, acquire_after) = self.timings()?;
+        Some(lease_validity <= bounds.lease_validity && acquire_after >= bounds.acquire_after)
+    }
+}
+
+/// Durations as whole nanoseconds.
+pub(crate) mod nanos {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        let nanos = u64::try_from(value.as_nanos()).unwrap_or(u64::MAX);
+        serializer.serialize_u64(nanos)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_nanos(u64::deserialize(deserializer)?))
+    }
+
+    /// The same for an optional duration, absent when `None`.
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(
+            value: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(value) => super::serialize(value, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_nanos))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(lease_validity: u64, acquire_after: u64) -> ParticipantConfig {
+        ParticipantConfig {
+            lease_validity: Duration::from_secs(lease_validity),
+            acquire_after: Duration::from_secs(acquire_after),
+            ..ParticipantConfig::new(NodeId::new("n1").unwrap(), 8)
+        }
+    }
+
+    #[test]
+    fn a_node_fits_bounds_it_holds_no_longer_and_takes_no_sooner_than() {
+        let group = GroupRecord::new(Some(GroupTimings::of(&config(30, 45))));
+        assert!(group.admits(&config(30, 45)).is_ok());
+        assert!(group.admits(&config(10, 45)).is_ok(), "shorter leases fit");
+        assert!(group.admits(&config(10, 60)).is_ok(), "longer waits fit");
+        let error = group.admits(&config(40, 60)).unwrap_err();
+        assert!(matches!(error, GroupMismatch::UnsafeTimings { .. }));
+        let message = error.to_string();
+        assert!(
+            message.contains("40s") && message.contains("30s"),
+            "{message}"
+        );
+        assert!(group.admits(&config(10, 15)).is_err(), "takes too soon");
+    }
+
+    #[test]
+    fn a_pending_change_must_be_fitted_too() {
+        let group = GroupRecord {
+            pending_timings: Some(GroupTimings::of(&config(10, 15))),
+            ..GroupRecord::new(Some(GroupTimings::of(&config(30, 45))))
+        };
+        assert!(group.admits(&config(10, 45)).is_ok());
+        assert!(group.admits(&config(30, 45)).is_err());
+        assert!(group.admits(&config(10, 15)).is_err());
+    }
+
+    #[test]
+    fn an_unknown_format_is_refused_and_no_bounds_admit_any_node() {
+        let newer = GroupRecord {
+            format: FORMAT_VERSION + 1,
+            ..GroupRecord::default()
+        };
+        assert!(matches!(
+            newer.admits(&config(30, 45)),
+            Err(GroupMismatch::UnknownFormat { .. })
+        ));
+        assert!(GroupRecord::default().admits(&config(1, 2)).is_ok());
+    }
+
+    #[test]
+    fn fields_of_a_newer_version_survive_a_rewrite() {
+        let stored =
+            br#"{"format":1,"epoch_floor":7,"lease_mode":"per_partition","quorum":{"size":3}}"#;
+        let mut record: GroupRecord = serde_json::from_slice(stored).unwrap();
+        assert_eq!(record.epoch_floor, Epoch(7));
+        record.epoch_floor = Epoch(9);
+        let written: serde_json::Value = serde_json::to_value(&record).unwrap();
+        assert_eq!(written["quorum"]["size"], 3);
+        assert_eq!(written["epoch_floor"], 9);
+    }
+
+    #[test]
+    fn timings_round_trip_exactly_and_safety_uses_the_drift_bound() {
+        let timings = GroupTimings {
+            lease_validity: Duration::from_nanos(1_000_000_001),
+            acquire_after: Duration::from_millis(1500),
+            max_clock_drift: 0.01,
+        };
+        let json = serde_json::to_string(&timings).unwrap();
+        assert!(json.contains("\"lease_validity_ns\":1000000001"), "{json}");
+        assert_eq!(
+            serde_json::from_str::<GroupTimings>(&json).unwrap(),
+            timings
+        );
+        assert!(timings.is_safe());
+        let tight = GroupTimings {
+            acquire_after: Duration::from_millis(1010),
+            ..timings
+        };
+        assert!(!tight.is_safe(), "1.01 s × 0.99 < 1 s × 1.01");
+    }
+}

@@ -1,0 +1,177 @@
+//! Joining a group: before it takes anything, a node checks that it fits the group record
+//! ([`crate::GroupRecord`]) — the format, the lease mode and the timings every node must fit.
+
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::group::{GroupMismatch, GroupRecord, GroupTimings, StoredGroup};
+use crate::store::PutMode;
+
+use super::runner::{Command, Runner};
+
+/// Attempts at one read-modify-write of the group record against other joining nodes.
+const MAX_ATTEMPTS: usize = 16;
+
+/// Why a check of the group record did not admit this node.
+enum Failure {
+    /// The node does not fit the group: final.
+    Refused(GroupMismatch),
+    /// The store could not be read or written: tried again after a pause.
+    Store(StoreError),
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        Failure::Store(error)
+    }
+}
+
+impl Runner {
+    /// Checks this node against the group record and registers its member record, retrying
+    /// with back-off while the store fails. Returns whether the node may go on; a refusal is
+    /// published for [`crate::Participant::join`] and the task ends.
+    ///
+    /// The record is checked once before the member record is written, so that a node that
+    /// does not fit never shows up as a member, and once after: a change of the group's
+    /// timings ([`crate::admin::set_timings`]) writes its pending timings before it reads the
+    /// members, so either it sees this node or this node sees its pending timings.
+    pub(super) async fn join(&mut self) -> bool {
+        // Store calls here are made directly: nothing is held yet, and no heartbeat may write
+        // the member record before the first check.
+        self.beating = true;
+        let mut pause = self.config.scan_interval;
+        let outcome = loop {
+            match self.check_and_register().await {
+                Ok(()) => break Ok(()),
+                Err(Failure::Refused(mismatch)) => break Err(mismatch),
+                Err(Failure::Store(error)) => {
+                    tracing::warn!(node = %self.config.node, %error, "could not read the group record; trying again");
+                }
+            }
+            let wait = self.clock.sleep_until(self.clock.now() + pause);
+            pause = (pause * 2).min(self.config.max_scan_backoff());
+            tokio::select! {
+                command = self.commands.recv() => {
+                    if let Some(Command::Shutdown(done)) = command {
+                        self.remove_member().await;
+                        let _ = done.send(());
+                    }
+                    self.beating = false;
+                    return false;
+                }
+                _ = wait => {}
+            }
+        };
+        self.beating = false;
+        match outcome {
+            Ok(()) => {
+                self.shared.joined.send_replace(Some(Ok(())));
+                true
+            }
+            Err(mismatch) => {
+                tracing::error!(node = %self.config.node, error = %mismatch, "refused by the group record");
+                self.shared.joined.send_replace(Some(Err(mismatch)));
+                false
+            }
+        }
+    }
+
+    async fn check_and_register(&mut self) -> Result<(), Failure> {
+        self.admitted().await?;
+        self.write_member().await;
+        if self.member_version.is_none() {
+            return Err(Failure::Store(StoreError::Unavailable {
+                message: "the member record could not be written".to_owned(),
+                source: None,
+            }));
+        }
+        if let Err(failure) = self.admitted().await {
+            if matches!(failure, Failure::Refused(_)) {
+                self.remove_member().await;
+            }
+            return Err(failure);
+        }
+        Ok(())
+    }
+
+    /// Reads the group record (creating it, or adopting this node's timings when it sets
+    /// none) and checks this node against it; keeps its epoch floor for acquisitions.
+    async fn admitted(&mut self) -> Result<(), Failure> {
+        let group = self.group_record().await?;
+        group.value.admits(&self.config).map_err(Failure::Refused)?;
+        self.observed
+            .leases
+            .set_epoch_floor(group.value.epoch_floor);
+        Ok(())
+    }
+
+    async fn group_record(&mut self) -> Result<StoredGroup, Failure> {
+        let group = self.config.group.clone();
+        let own = GroupTimings::of(&self.config);
+        for _ in 0..MAX_ATTEMPTS {
+            let (store, name) = (Arc::clone(&self.store), group.clone());
+            let current = self
+                .call(async move { store.get_group(&name).await })
+                .await?;
+            let (record, mode) = match current {
+                Some(stored) if stored.value.timings.is_some() => return Ok(stored),
+                Some(stored) => {
+                    // A group built out before its first node: it adopts this node's
+                    // timings, unless it is of a format this node cannot write.
+                    stored
+                        .value
+                        .check_format(&group)
+                        .map_err(Failure::Refused)?;
+                    let record = GroupRecord {
+                        timings: Some(own),
+                        ..stored.value
+                    };
+                    (record, PutMode::Update(stored.version))
+                }
+                None => (GroupRecord::new(Some(own)), PutMode::Create),
+            };
+            let (store, name, written) = (Arc::clone(&self.store), group.clone(), record.clone());
+            let result = self
+                .call(async move { store.put_group(&name, &written, mode).await })
+                .await;
+            match result {
+                Ok(version) => {
+                    tracing::info!(node = %self.config.node, %group, timings = %own, "the group adopts this node's timings");
+                    return Ok(StoredGroup {
+                        key: group,
+                        value: record,
+                        version,
+                    });
+                }
+                Err(
+                    StoreError::Conflict { .. }
+                    | StoreError::AlreadyExists { .. }
+                    | StoreError::NotFound { .. },
+                ) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(Failure::Store(StoreError::Unavailable {
+            message: "the group record kept changing".to_owned(),
+            source: None,
+        }))
+    }
+
+    /// After this node had to register again (its member record was deleted while it was
+    /// away, which a long pause allows), the group's timings may have changed meanwhile:
+    /// checks again, and stops the node if it no longer fits.
+    pub(super) async fn check_again(&mut self) {
+        match self.admitted().await {
+            Ok(()) => {}
+            Err(Failure::Refused(mismatch)) => {
+                tracing::error!(node = %self.config.node, error = %mismatch, "no longer fits the group record; stopping");
+                self.refused = Some(mismatch);
+            }
+            Err(Failure::Store(error)) => {
+                // Checked at the next registration, or the next attempt.
+                tracing::warn!(node = %self.config.node, %error, "could not check the group record again");
+                self.recheck_group = true;
+            }
+        }
+    }
+}
