@@ -29,6 +29,10 @@ impl Harness for AzureHarness {
             .await
     }
 
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError> {
+        self.store.overwrite_group_record(group, "{not json").await
+    }
+
     /// Properties as a table explorer could leave them: Azure Tables keeps whatever type a
     /// client sends, so a number may come back as text.
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {

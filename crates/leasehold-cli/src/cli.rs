@@ -326,6 +326,10 @@ pub struct SimArgs {
     /// which the work-overlap check must catch.
     #[arg(long = "unsafe-release")]
     pub unsafe_release: bool,
+    /// Negative control: nodes restarted with timings unsafe against the fleet's skip the
+    /// group record's check, which the single-owner check must catch.
+    #[arg(long = "unsafe-mixed-timings")]
+    pub unsafe_mixed_timings: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

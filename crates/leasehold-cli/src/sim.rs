@@ -18,6 +18,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.timings.relist_after = args.relist_after;
     config.unsafe_timings = args.unsafe_timings;
     config.unsafe_release = args.unsafe_release;
+    config.unsafe_mixed_timings = args.unsafe_mixed_timings;
     config
 }
 
@@ -127,12 +128,7 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
             config.partitions,
             config.duration.as_secs_f64(),
             config.profile,
-            match (config.unsafe_timings, config.unsafe_release) {
-                (true, true) => " (unsafe timings and releases)",
-                (true, false) => " (unsafe timings)",
-                (false, true) => " (unsafe releases)",
-                (false, false) => "",
-            },
+            unsafe_note(config),
             summary.passed,
             summary.violations.len(),
             summary.simulated.as_secs_f64(),
@@ -146,6 +142,23 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
     };
     write_out(&text)?;
     Ok(!summary.is_clean())
+}
+
+/// What a negative control changed, for the summary line.
+fn unsafe_note(config: &SimConfig) -> String {
+    let parts: Vec<&str> = [
+        (config.unsafe_timings, "unsafe timings"),
+        (config.unsafe_release, "unsafe releases"),
+        (config.unsafe_mixed_timings, "unchecked mixed timings"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,14 @@ impl Timings {
         self
     }
 
+    /// A mis-set node's timings: lease validity and wait both tripled. Valid alone, but the
+    /// node serves a lease for twice as long as the fleet waits before taking it.
+    pub fn mis_set(mut self) -> Timings {
+        self.lease_validity *= 3;
+        self.acquire_after *= 3;
+        self
+    }
+
     /// The participant configuration for `node` in a group of `partitions`. Member records
     /// are forgotten as soon as the configuration allows, so that paused and crashed nodes
     /// exercise coming back to a deleted record.
@@ -191,6 +199,11 @@ pub struct FaultConfig {
     /// zero for none. Whatever they leave offline or prohibited is undone when the faults
     /// stop, so that liveness and balance are checked on the whole table.
     pub operator_every: Duration,
+    /// Probability that a crashed node restarts mis-set: its lease validity and its wait
+    /// before taking over both tripled, which is valid on its own but lets it serve a lease
+    /// after the others may have taken it. The group record must refuse it; it is started
+    /// again with the fleet's timings when the faults stop.
+    pub misconfigured_restart_rate: f64,
 }
 
 impl FaultConfig {
@@ -212,12 +225,14 @@ impl FaultConfig {
             clock_drift: true,
             churn_every: lease * 4,
             operator_every: lease * 6,
+            misconfigured_restart_rate: 0.25,
         };
         match profile {
             FaultProfile::All => all,
             FaultProfile::Membership => FaultConfig {
                 pause_every: Duration::ZERO,
                 operator_every: Duration::ZERO,
+                misconfigured_restart_rate: 0.0,
                 lost_reply_rate: 0.0,
                 delayed_write_rate: 0.0,
                 outage_every: Duration::ZERO,
@@ -255,6 +270,10 @@ pub struct SimConfig {
     /// in flight, bypassing validation: the negative control, which the work-overlap check
     /// must catch.
     pub unsafe_release: bool,
+    /// Negative control: mis-set restarts (see
+    /// [`FaultConfig::misconfigured_restart_rate`]) skip the group record's check of their
+    /// timings, which lets two nodes hold one partition at once.
+    pub unsafe_mixed_timings: bool,
     /// How often every node's leases are sampled for the checks, besides at every callback
     /// and store call.
     pub sample_every: Duration,
@@ -281,6 +300,7 @@ impl SimConfig {
             timings,
             unsafe_timings: false,
             unsafe_release: false,
+            unsafe_mixed_timings: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
@@ -331,6 +351,9 @@ impl SimConfig {
         }
         if self.unsafe_release {
             command.push_str(" --unsafe-release");
+        }
+        if self.unsafe_mixed_timings {
+            command.push_str(" --unsafe-mixed-timings");
         }
         command
     }

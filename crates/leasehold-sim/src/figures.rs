@@ -69,6 +69,8 @@ pub struct FaultCounts {
     pub drains: u64,
     /// Operator commands on lease records: kicks, offline, online, prohibit, allow.
     pub operator: u64,
+    /// Restarts with timings that break the safety rule against the fleet's.
+    pub misconfigured: u64,
 }
 
 impl FaultCounts {
@@ -85,6 +87,7 @@ impl FaultCounts {
         self.leaves += other.leaves;
         self.drains += other.drains;
         self.operator += other.operator;
+        self.misconfigured += other.misconfigured;
     }
 }
 

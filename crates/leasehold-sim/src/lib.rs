@@ -18,13 +18,18 @@
 //! - **clock drift**: each node's clock runs at its own rate within the configured ±ρ;
 //! - **membership churn**: joins, graceful leaves, drains and undrains;
 //! - **operator commands**: kicks, offline and online, prohibit and allow, made through
-//!   [`leasehold::admin`] as the command-line tool makes them.
+//!   [`leasehold::admin`] as the command-line tool makes them;
+//! - **mis-set restarts**: a crashed node restarting with timings that break the safety
+//!   rule against the fleet's, which the group record must refuse.
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
 //! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop, and
 //! balance once settled. A [`Violation`] names the invariant, the seed, the simulated time
 //! and the command that replays it. A deliberately unsafe configuration
-//! ([`SimConfig::unsafe_timings`]) is the negative control the single-owner check must catch.
+//! ([`SimConfig::unsafe_timings`]) is the negative control the single-owner check must catch;
+//! so are releases that do not wait for work ([`SimConfig::unsafe_release`]) for the
+//! work-overlap check, and mis-set restarts that skip the group record's check
+//! ([`SimConfig::unsafe_mixed_timings`]) for the single-owner check.
 //!
 //! ```
 //! use std::time::Duration;

@@ -17,8 +17,14 @@ use crate::invariants::Holder;
 use crate::store::FaultyStore;
 use crate::world::{Life, Process, Slot, State, World};
 
-/// Starts a new process for node `index` (its first, or a restart).
+/// Starts a new process for node `index` (its first, or a restart) with the fleet's timings.
 pub(crate) fn start(world: &Arc<World>, index: usize) {
+    start_as(world, index, false);
+}
+
+/// Starts a new process for node `index`, mis-set (see
+/// [`crate::FaultConfig::misconfigured_restart_rate`]) or with the fleet's timings.
+fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     let mut state = world.lock();
     let rho = world.timings.max_clock_drift;
     let rate = if world.config.faults.clock_drift {
@@ -33,16 +39,26 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
         life: Life::Crashed,
         draining: false,
         leaving: false,
+        misconfigured: false,
     });
     slot.incarnation += 1;
+    slot.misconfigured = misconfigured;
     let holder = slot.holder(index);
     let gate = Gate::default();
     let clock = SimClock::new(world.origin, slot.rate, gate.clone());
-    let mut config = world
-        .timings
+    let timings = if misconfigured {
+        world.timings.clone().mis_set()
+    } else {
+        world.timings.clone()
+    };
+    let mut config = timings
         .participant_config(slot.name.clone(), world.config.partitions)
         .with_group(world.group.clone());
     config.unsafe_release_ignores_permits = world.config.unsafe_release;
+    config.unsafe_skip_group_check = misconfigured && world.config.unsafe_mixed_timings;
+    let unchecked = world.config.unsafe_timings
+        || world.config.unsafe_release
+        || config.unsafe_skip_group_check;
     let store: Arc<dyn LeaseStore> =
         Arc::new(FaultyStore::new(Arc::clone(world), holder, gate.clone()));
     let callbacks = NodeCallbacks {
@@ -53,7 +69,7 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
         clock: Arc::new(clock.clone()),
         seed: SeededRng::new(world.seed ^ ((index as u64) << 32) ^ holder.incarnation).next_u64(),
     };
-    let participant = if world.config.unsafe_timings || world.config.unsafe_release {
+    let participant = if unchecked {
         // Unchecked start skips the time limit the checked one adds; add it here.
         let store = Arc::new(TimeoutStore::new(store, config.store_timeout));
         Participant::start_unchecked(store, config, Arc::new(callbacks), environment)
@@ -69,7 +85,14 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
         sampled: None,
     });
     let rate = slot.rate;
-    world.event(&mut state, format!("{holder} started rate={rate:.6}"));
+    let mis_set = if misconfigured { " mis-set" } else { "" };
+    world.event(
+        &mut state,
+        format!("{holder} started{mis_set} rate={rate:.6}"),
+    );
+    if misconfigured {
+        state.counts.misconfigured += 1;
+    }
     if !world.config.work_every.is_zero() {
         let worker = work(
             Arc::clone(world),
@@ -83,15 +106,21 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
     }
 }
 
-/// Starts node `index` again if it is still down from a crash.
-pub(crate) fn restart(world: &Arc<World>, index: usize) {
-    let crashed = matches!(
-        world.lock().nodes.get(&index).map(|s| &s.life),
-        Some(Life::Crashed)
-    );
-    if crashed {
-        start(world, index);
-    }
+/// Starts node `index` again if it is still down from a crash; while `faulty`, mis-set with
+/// the probability the faults give.
+pub(crate) fn restart(world: &Arc<World>, index: usize, faulty: bool) {
+    let misconfigured = {
+        let mut state = world.lock();
+        if !matches!(
+            state.nodes.get(&index).map(|s| &s.life),
+            Some(Life::Crashed)
+        ) {
+            return;
+        }
+        let rate = world.config.faults.misconfigured_restart_rate;
+        faulty && rate > 0.0 && state.rng.next_f64() < rate
+    };
+    start_as(world, index, misconfigured);
 }
 
 /// Ends node `index`'s process, which is then in `life`. A crash aborts it without writing

@@ -200,7 +200,7 @@ impl fmt::Display for Figures {
             f,
             "  {:<22} {} crashes, {} pauses, {} outages ({} calls refused), {} throttled, \
              {} lost replies, {} held-back writes, {} joins, {} leaves, {} drains/undrains, \
-             {} operator commands",
+             {} operator commands, {} mis-set restarts",
             "faults injected",
             c.crashes,
             c.pauses,
@@ -212,7 +212,8 @@ impl fmt::Display for Figures {
             c.joins,
             c.leaves,
             c.drains,
-            c.operator
+            c.operator,
+            c.misconfigured
         )?;
         writeln!(
             f,

@@ -42,6 +42,24 @@ impl Harness for SqliteHarness {
         Ok(())
     }
 
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let group = group.to_string();
+        let changed = tokio::task::spawn_blocking(move || {
+            let connection = rusqlite::Connection::open(path)?;
+            connection.busy_timeout(std::time::Duration::from_secs(5))?;
+            connection.execute(
+                "UPDATE groups SET record = '{not json' WHERE grp = ?1",
+                rusqlite::params![group],
+            )
+        })
+        .await
+        .expect("corrupting thread")
+        .map_err(|error| StoreError::unavailable("corrupting the group row", error))?;
+        assert_eq!(changed, 1, "the row to corrupt exists");
+        Ok(())
+    }
+
     /// Rows as the `sqlite3` shell could leave them: SQLite keeps text in an integer column
     /// and numbers of any size, so every column can hold the wrong thing.
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {

@@ -35,6 +35,13 @@ impl Harness for ZookeeperHarness {
             .await
     }
 
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError> {
+        let path = self.store.group_record_path(group);
+        self.store
+            .overwrite_unconditionally(&path, b"{not json")
+            .await
+    }
+
     /// Data any ZooKeeper client could set, and znodes in the group's directories whose names
     /// are no partition or node. (ZooKeeper paths are always UTF-8.)
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {

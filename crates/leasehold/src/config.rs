@@ -80,6 +80,11 @@ pub struct ParticipantConfig {
     /// [`ParticipantConfig::validate`].
     #[doc(hidden)]
     pub unsafe_release_ignores_permits: bool,
+    /// Negative control for the simulator: join whatever the group record's timings, which
+    /// lets a node whose timings break the safety rule against the others' take part.
+    /// Refused by [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_skip_group_check: bool,
 }
 
 impl ParticipantConfig {
@@ -124,6 +129,7 @@ impl ParticipantConfig {
             },
             drain_timeout: Duration::from_secs(30),
             unsafe_release_ignores_permits: false,
+            unsafe_skip_group_check: false,
         }
     }
 
@@ -261,6 +267,9 @@ impl ParticipantConfig {
         if self.unsafe_release_ignores_permits {
             return Err(ConfigError::UnsafeRelease);
         }
+        if self.unsafe_skip_group_check {
+            return Err(ConfigError::UnsafeGroupCheck);
+        }
         if self.forget_members_after < self.member_timeout() * 2 {
             return Err(ConfigError::ForgetMembersTooSoon {
                 forget_members_after: self.forget_members_after,
@@ -300,6 +309,9 @@ pub enum ConfigError {
     /// The simulator's negative control was switched on outside the simulator.
     #[error("unsafe_release_ignores_permits lets two nodes work on one partition at once; it is for the simulator's negative control only")]
     UnsafeRelease,
+    /// The simulator's negative control for the group record was switched on outside it.
+    #[error("unsafe_skip_group_check lets nodes with unsafe timings take part; it is for the simulator's negative control only")]
+    UnsafeGroupCheck,
     /// `partitions` was zero.
     #[error("partitions must be at least 1")]
     ZeroPartitions,

@@ -55,7 +55,7 @@ struct Inner {
 struct Tables {
     leases: Table<PartitionId, LeaseRecord>,
     members: Table<NodeId, MemberRecord>,
-    group: Option<(GroupRecord, u64)>,
+    group: Option<Entry<GroupRecord>>,
 }
 
 /// Records of one kind, sorted by key. A vector rather than a tree: a group's partitions are
@@ -310,6 +310,17 @@ impl MemoryStore {
         );
     }
 
+    /// Replaces the group record of `group` with one that cannot be decoded. For tests of
+    /// how readers cope with corruption.
+    pub fn corrupt_group(&self, group: &GroupName) {
+        let mut inner = self.lock();
+        let version = inner.bump();
+        inner.tables(group).group = Some(Entry {
+            value: Err("deliberately corrupted".to_owned()),
+            version,
+        });
+    }
+
     /// The number of lease records across all groups.
     pub fn lease_count(&self) -> usize {
         self.lock().groups.values().map(|t| t.leases.len()).sum()
@@ -440,11 +451,19 @@ impl LeaseStore for MemoryStore {
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
         let inner = self.lock();
         let stored = inner.groups.get(group).and_then(|t| t.group.as_ref());
-        Ok(stored.map(|(record, version)| Stored {
-            key: group.clone(),
-            value: record.clone(),
-            version: Version::from_number(*version),
-        }))
+        stored
+            .map(|entry| match &entry.value {
+                Ok(record) => Ok(Stored {
+                    key: group.clone(),
+                    value: record.clone(),
+                    version: Version::from_number(entry.version),
+                }),
+                Err(reason) => Err(StoreError::Corrupt {
+                    key: RecordKey::Group,
+                    reason: reason.clone(),
+                }),
+            })
+            .transpose()
     }
 
     async fn put_group(
@@ -467,8 +486,8 @@ impl LeaseStore for MemoryStore {
                     key: RecordKey::Group,
                 })
             }
-            (Some((_, current)), PutMode::Update(expected))
-                if expected.as_number() != Some(*current) =>
+            (Some(current), PutMode::Update(expected))
+                if expected.as_number() != Some(current.version) =>
             {
                 return Err(StoreError::Conflict {
                     key: RecordKey::Group,
@@ -476,7 +495,10 @@ impl LeaseStore for MemoryStore {
             }
             _ => {}
         }
-        *slot = Some((record.clone(), version));
+        *slot = Some(Entry {
+            value: Ok(record.clone()),
+            version,
+        });
         inner.next_version = version;
         Ok(Version::from_number(version))
     }

@@ -216,7 +216,8 @@ impl ChangeFeed {
 /// - MUST keep groups apart: nothing written in one group is visible in another.
 /// - MUST keep one group record per group under the same compare-and-set rules, naming it
 ///   [`RecordKey::Group`](crate::RecordKey::Group) in errors, and MUST store it whole, as
-///   the JSON of [`crate::codec::encode`], so that fields it does not know survive.
+///   the JSON of [`crate::codec::encode`], so that fields it does not know survive. It
+///   MUST NOT show in lease or member listings, and its writes MUST NOT produce change hints.
 /// - MUST return a successful write's version only once the write is durable in the store's
 ///   own terms, and MUST be linearizable: a read that starts after a write's reply sees it.
 /// - MUST bound every call in time (client timeouts), returning [`StoreError::Timeout`] or

@@ -169,6 +169,16 @@ impl Harness for EtcdHarness {
         Ok(())
     }
 
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError> {
+        let key = format!("{}/{group}/group", self.prefix);
+        self.client
+            .kv_client()
+            .put(key, "{not json", None)
+            .await
+            .map_err(|e| StoreError::unavailable("corrupt the group record", e))?;
+        Ok(())
+    }
+
     /// Values any etcd client could put, and keys under the group's prefixes that name no
     /// partition or node: etcd keys and values are bytes.
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {

@@ -182,6 +182,20 @@ impl Harness for PostgresHarness {
 
     /// Rows as `psql` could leave them: everything the table's constraints allow, and NULLs
     /// where they were dropped.
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError> {
+        let table = format!("{}_groups", self.prefix);
+        let updated = self
+            .client
+            .execute(
+                &format!("UPDATE {table} SET record = '{{not json' WHERE grp = $1"),
+                &[&group.as_str()],
+            )
+            .await
+            .map_err(|e| StoreError::unavailable("corrupt the group record", e))?;
+        assert_eq!(updated, 1, "the record to corrupt exists");
+        Ok(())
+    }
+
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
         let version = format!("nextval('{}_version')", self.prefix);
         let released = |partition: u64, column: usize, value: &str| {

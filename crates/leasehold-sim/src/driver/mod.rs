@@ -152,7 +152,10 @@ impl Director {
                 self.operate().await;
                 self.next_arrival(faults.operator_every, Action::Operate);
             }
-            Action::Restart(index) => lifecycle::restart(&self.world, index),
+            Action::Restart(index) => {
+                let faulty = Instant::now() < self.quiet_at;
+                lifecycle::restart(&self.world, index, faulty)
+            }
             Action::Resume(holder) => self.resume(holder),
             Action::StopDelays => self.world.lock().faults.delays = false,
             Action::Quiet => {
@@ -196,6 +199,15 @@ impl Director {
                 }
             }
             world.event(&mut state, "faults stop".to_owned());
+            let mis_set: Vec<usize> = state
+                .nodes
+                .iter()
+                .filter(|(_, s)| s.misconfigured && s.process().is_some())
+                .map(|(index, _)| *index)
+                .collect();
+            for index in mis_set {
+                lifecycle::end_process(&world, &mut state, index, Life::Crashed);
+            }
             state
                 .nodes
                 .iter()

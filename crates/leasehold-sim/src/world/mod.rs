@@ -53,6 +53,9 @@ pub(crate) struct Slot {
     pub draining: bool,
     /// Shutting down gracefully: no longer a target for faults.
     pub leaving: bool,
+    /// Started with timings unsafe against the fleet's (refused by the group record unless
+    /// the negative control skips the check); started again properly when faults stop.
+    pub misconfigured: bool,
 }
 
 impl Slot {

@@ -98,7 +98,9 @@ impl Runner {
     /// none) and checks this node against it; keeps its epoch floor for acquisitions.
     async fn admitted(&mut self) -> Result<(), Failure> {
         let group = self.group_record().await?;
-        group.value.admits(&self.config).map_err(Failure::Refused)?;
+        if !self.config.unsafe_skip_group_check {
+            group.value.admits(&self.config).map_err(Failure::Refused)?;
+        }
         self.observed
             .leases
             .set_epoch_floor(group.value.epoch_floor);

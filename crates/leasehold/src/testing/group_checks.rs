@@ -11,7 +11,7 @@ use crate::record::{LeaseRecord, LeaseState, RecordKey};
 use crate::store::{LeaseStore, PutMode};
 use crate::types::{Epoch, GroupName, NodeId, PartitionId};
 
-use super::unique_group;
+use super::{unique_group, Harness};
 
 fn group_failure<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> Option<&'static str> {
     match result.as_ref().err()? {
@@ -72,6 +72,40 @@ pub async fn group_record_compare_and_set(store: Arc<dyn LeaseStore>) {
     assert!(store.get_group(&other).await.unwrap().is_none());
     assert!(store.list_leases(&group).await.unwrap().is_empty());
     assert!(store.list_members(&group).await.unwrap().is_empty());
+}
+
+/// A group record that cannot be decoded is reported as the group record, and the lease
+/// and member listings of its group, which it sits beside, neither list nor report it.
+pub async fn damaged_group_record_is_reported_apart(harness: &dyn Harness) {
+    let store = harness.store();
+    let group = unique_group("damaged-group");
+    store
+        .put_group(&group, &GroupRecord::default(), PutMode::Create)
+        .await
+        .expect("create the group record");
+    store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await
+        .expect("create a lease");
+    harness
+        .corrupt_group(&group)
+        .await
+        .expect("damage the group record");
+    let error = store.get_group(&group).await.unwrap_err();
+    assert!(
+        matches!(&error, StoreError::Corrupt { key, .. } if *key == RecordKey::Group),
+        "{error:?}"
+    );
+    let leases = store.list_leases(&group).await.expect("list leases");
+    assert_eq!(leases.records.len(), 1);
+    assert!(leases.corrupt.is_empty(), "{:?}", leases.corrupt);
+    let members = store.list_members(&group).await.expect("list members");
+    assert!(members.is_empty(), "{members:?}");
 }
 
 /// Takes every partition of `group` once, as a node would: the epoch goes up by one.

@@ -48,6 +48,10 @@ pub trait Harness: Send + Sync {
         partition: PartitionId,
     ) -> Result<(), StoreError>;
 
+    /// Makes the group record of `group` undecodable (text that is not JSON), as a hand edit
+    /// would. The record must exist.
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError>;
+
     /// Writes records into `group` in the backend's own raw format, each damaged the way a
     /// hand edit, another program or a failing disk could leave it (NULLs, wrong types, numbers
     /// out of range, text that is not JSON or not UTF-8, keys that name no partition), and
@@ -199,6 +203,11 @@ impl Harness for MemoryHarness {
         Ok(())
     }
 
+    async fn corrupt_group(&self, group: &GroupName) -> Result<(), StoreError> {
+        self.store.corrupt_group(group);
+        Ok(())
+    }
+
     /// The memory store keeps decoded records, so the one damage it can hold is a record
     /// that does not decode at all.
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
@@ -245,6 +254,7 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(groups_are_isolated, harness.store());
     check!(members_round_trip, harness.store());
     check!(group_record_compare_and_set, harness.store());
+    check!(damaged_group_record_is_reported_apart, harness);
     check!(epochs_never_go_back, harness.store());
     check!(batch_write_reports_each_result, harness.store());
     check!(corrupt_record_is_reported_alone, harness);
