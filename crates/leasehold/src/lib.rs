@@ -49,11 +49,14 @@
 //! clock, whether or not the store answers. Another node takes a lease only after seeing its
 //! record unchanged for `acquire_after`, with `acquire_after × (1 − ρ) > lease_validity ×
 //! (1 + ρ)` for a clock-rate drift bound ρ, or at once when the holder released it. Every
-//! acquisition increments the epoch, a fencing token that lets a resource refuse a holder
-//! that was paused past its lease.
+//! acquisition issues a higher epoch, a fencing token that lets a resource refuse a holder
+//! that was paused past its lease. Because the rule relates two nodes' timings, each group
+//! keeps one [`GroupRecord`] that every node must fit before it takes anything, with the
+//! record format and the epoch floor that keeps tokens rising when records are deleted and
+//! created again.
 //!
 //! The pieces: [`ParticipantConfig`] (timings, validated), [`Participant`] (the background
-//! lease loop), [`planner`] (the pure decision function it runs), [`Router`] (key → owner for
+//! lease loop), [`group`] (the group record), [`planner`] (the pure decision function it runs), [`Router`] (key → owner for
 //! clients), [`admin`] (operator actions), [`store_url`] (what the store crates share to read
 //! their URLs) and, with feature `testing`, the store conformance suite.
 
