@@ -23,7 +23,9 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 ///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]);
 /// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]).
 ///
-/// Counts listings attempted and batch writes made.
+/// Counts the reads attempted (lease listings, member listings, single-record reads) and the
+/// batch writes made, throttled or failed ones included: a test bounds how hard a participant
+/// leans on a store that is refusing it.
 #[derive(Debug)]
 pub struct FaultyStore {
     inner: Arc<dyn LeaseStore>,
@@ -32,6 +34,8 @@ pub struct FaultyStore {
     dropped_batches: AtomicU32,
     reads_throttled: AtomicBool,
     listings: AtomicU64,
+    member_listings: AtomicU64,
+    record_reads: AtomicU64,
     batches: AtomicU64,
     notices_off: AtomicBool,
 }
@@ -46,6 +50,8 @@ impl FaultyStore {
             dropped_batches: AtomicU32::new(0),
             reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
+            member_listings: AtomicU64::new(0),
+            record_reads: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             notices_off: AtomicBool::new(false),
         }
@@ -88,6 +94,21 @@ impl FaultyStore {
         self.listings.load(Ordering::SeqCst)
     }
 
+    /// Member listings attempted so far (throttled or not).
+    pub fn member_listings(&self) -> u64 {
+        self.member_listings.load(Ordering::SeqCst)
+    }
+
+    /// Reads of one lease, member or group record attempted so far.
+    pub fn record_reads(&self) -> u64 {
+        self.record_reads.load(Ordering::SeqCst)
+    }
+
+    /// Every read attempted so far: lease and member listings and single-record reads.
+    pub fn reads(&self) -> u64 {
+        self.listings() + self.member_listings() + self.record_reads()
+    }
+
     /// Batch writes (renewals, acquisitions, releases) attempted so far.
     pub fn batches(&self) -> u64 {
         self.batches.load(Ordering::SeqCst)
@@ -123,6 +144,7 @@ impl LeaseStore for FaultyStore {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
+        self.record_reads.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
         self.inner.get_lease(group, partition).await
     }
@@ -173,6 +195,7 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        self.record_reads.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
         self.inner.get_group(group).await
     }
@@ -188,6 +211,7 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        self.member_listings.fetch_add(1, Ordering::SeqCst);
         self.read_gate().await?;
         self.inner.list_members(group).await
     }
@@ -197,6 +221,7 @@ impl LeaseStore for FaultyStore {
         group: &GroupName,
         node: &NodeId,
     ) -> Result<Option<StoredMember>, StoreError> {
+        self.record_reads.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
         self.inner.get_member(group, node).await
     }

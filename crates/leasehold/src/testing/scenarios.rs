@@ -355,19 +355,62 @@ pub async fn release_latency(store: Arc<dyn LeaseStore>, group: GroupName) -> Du
 /// What [`throttled_scans`] measured while listings were throttled.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThrottleFigures {
-    /// Listings attempted by the whole fleet.
-    pub listings: u64,
-    /// Listings the fleet would have attempted at its normal scan interval.
-    pub listings_unthrottled: u64,
+    /// Reads the whole fleet attempted: member and lease listings and single-record reads. A
+    /// throttled scan stops at its member listing, so each scan counts once.
+    pub reads: u64,
+    /// The most reads scans that back off allow: after a short ramp, one per node per
+    /// `max_scan_backoff`.
+    pub reads_allowed: u64,
+    /// The fewest: throttled scans still come at least every `max_scan_backoff`, so that a
+    /// store that recovers is read again within a few scan intervals.
+    pub reads_required: u64,
+    /// Reads the fleet would have made at its normal scan interval.
+    pub reads_unthrottled: u64,
     /// Batch writes made (renewals).
     pub batches: u64,
     /// Renewal batches expected at the heartbeat.
     pub batches_expected: u64,
 }
 
-/// Two nodes hold 8 partitions; then every listing is throttled for 5 s. Scans must back off
-/// (far fewer listings than the scan interval would make) while renewals keep their schedule
-/// (no lease lost, renewal batches at the heartbeat rate).
+impl ThrottleFigures {
+    /// The bounds for `nodes` nodes with `config`'s timings throttled for `window`, with the
+    /// counts measured.
+    fn new(
+        config: &ParticipantConfig,
+        nodes: u64,
+        window: Duration,
+        reads: u64,
+        batches: u64,
+    ) -> Self {
+        let per = |period: Duration| window.as_nanos() / period.as_nanos().max(1);
+        let count = |scans: u128| u64::try_from(scans).unwrap_or(u64::MAX) * nodes;
+        let backoff = config.max_scan_backoff();
+        // A throttled node's waits double from two scan intervals up to max_scan_backoff,
+        // each spread by the jitter either way. Fastest: the first scan at once, then every
+        // wait spread short. Counting each wait as the longest leaves one scan over for the
+        // first and one for the shorter waits before the longest; one more allows for a
+        // member write that failed against a real server, which ends a back-off early.
+        let allowed = per(backoff.mul_f64(1.0 - config.jitter)) + 3;
+        // Slowest: the first scan a scan interval late, then every wait spread long. Counting
+        // only the longest waits makes up for the first; one fewer allows for time spent on
+        // renewals against a slow server.
+        let required = per(backoff.mul_f64(1.0 + config.jitter)).saturating_sub(1);
+        ThrottleFigures {
+            reads,
+            reads_allowed: count(allowed),
+            reads_required: count(required),
+            reads_unthrottled: count(per(config.scan_interval)),
+            batches,
+            batches_expected: count(per(config.heartbeat)),
+        }
+    }
+}
+
+/// Two nodes hold 8 partitions; then every listing is throttled for 8 s. Scans must back off
+/// to `max_scan_backoff`: every read either node attempts is counted, and there must be far
+/// fewer than the scan interval would make, but still about one per node per back-off.
+/// Renewals keep their schedule meanwhile (no lease lost, renewal batches at the heartbeat
+/// rate).
 pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> ThrottleFigures {
     let throttle = Arc::new(crate::testing::FaultyStore::new(store));
     let fleet = Fleet::start(throttle.clone(), group, 8, 2, |_| {}).await;
@@ -376,8 +419,10 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
         .await
         .expect("two nodes share every partition");
     let config = scenario_config("x", &fleet.group, 8);
-    let window = Duration::from_secs(5);
-    let (listings_before, batches_before) = (throttle.listings(), throttle.batches());
+    // Long enough for several of the longest waits, so that the bounds tell back-off from
+    // none, and a back-off that stops at max_scan_backoff from one that keeps doubling.
+    let window = Duration::from_secs(8);
+    let (reads_before, batches_before) = (throttle.reads(), throttle.batches());
     throttle.set_reads_throttled(true);
     let started = Instant::now();
     let mut lowest_owned = fleet.owned_total();
@@ -385,20 +430,21 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
         lowest_owned = lowest_owned.min(fleet.owned_total());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Counted before the throttle lifts, so that no scan after the window is counted.
+    let (reads, batches) = (
+        throttle.reads() - reads_before,
+        throttle.batches() - batches_before,
+    );
     throttle.set_reads_throttled(false);
-    let nodes = fleet.nodes.len() as u64;
-    let figures = ThrottleFigures {
-        listings: throttle.listings() - listings_before,
-        listings_unthrottled: nodes * window.as_millis() as u64
-            / config.scan_interval.as_millis() as u64,
-        batches: throttle.batches() - batches_before,
-        batches_expected: nodes * window.as_millis() as u64 / config.heartbeat.as_millis() as u64,
-    };
+    let figures = ThrottleFigures::new(&config, fleet.nodes.len() as u64, window, reads, batches);
     println!(
-        "throttled_scans: over {window:?} of throttling, {} listings attempted (about {} without back-off), \
-         {} renewal batches (about {} expected at the heartbeat), every lease kept: {}",
-        figures.listings,
-        figures.listings_unthrottled,
+        "throttled_scans: over {window:?} of throttling, {} reads attempted ({}..={} allowed with \
+         back-off, about {} without), {} renewal batches (about {} expected at the heartbeat), \
+         every lease kept: {}",
+        figures.reads,
+        figures.reads_required,
+        figures.reads_allowed,
+        figures.reads_unthrottled,
         figures.batches,
         figures.batches_expected,
         lowest_owned == 8
@@ -408,8 +454,12 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
         "renewals kept every lease while scans were throttled"
     );
     assert!(
-        figures.listings * 3 <= figures.listings_unthrottled,
+        figures.reads <= figures.reads_allowed,
         "scans backed off: {figures:?}"
+    );
+    assert!(
+        figures.reads >= figures.reads_required,
+        "throttled scans kept retrying at the longest back-off: {figures:?}"
     );
     assert!(
         figures.batches * 2 >= figures.batches_expected,
