@@ -145,18 +145,25 @@ impl Router {
         Ok(())
     }
 
-    /// Re-reads one partition's owner from the store, after a wrong-owner answer.
+    /// Re-reads one partition's owner from the store, after a wrong-owner answer. A
+    /// partition beyond the group's count is read but never added to the map, as
+    /// [`Router::refresh`] leaves stray records out.
     pub async fn invalidate(&self, partition: PartitionId) -> Result<Option<NodeId>, StoreError> {
         let current = self
             .store
             .get_lease(&self.group, partition)
             .await?
             .and_then(|lease| owner(&lease.value));
-        self.map
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(partition, current.clone());
+        self.correct(partition, current.clone());
         Ok(current)
+    }
+
+    /// Sets the owner of a partition the map has; answers about any other are ignored.
+    fn correct(&self, partition: PartitionId, owner: Option<NodeId>) {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = map.get_mut(&partition) {
+            *entry = owner;
+        }
     }
 
     /// Corrects the map after a server answered [`NotOwner`]: takes its hint if it gave one,
@@ -164,10 +171,7 @@ impl Router {
     pub async fn not_owner(&self, answer: &NotOwner) -> Result<Option<NodeId>, StoreError> {
         match &answer.owner_hint {
             Some(hint) => {
-                self.map
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(answer.partition, Some(hint.clone()));
+                self.correct(answer.partition, Some(hint.clone()));
                 Ok(Some(hint.clone()))
             }
             None => self.invalidate(answer.partition).await,

@@ -159,3 +159,27 @@ async fn released_and_offline_partitions_have_no_owner() {
     assert_eq!(router.owner_of_partition(PartitionId(5)), None);
     assert_eq!(router.owner_of_partition(PartitionId(6)), None);
 }
+
+/// Answers about a partition beyond the group's count — a stray record, a confused server —
+/// leave the map as it is, as a refresh does.
+///
+/// Fails if `not_owner` or `invalidate` adds an entry for a partition the group does not have.
+#[tokio::test]
+async fn answers_about_partitions_beyond_the_count_leave_the_map_alone() {
+    let store = store().await;
+    let stray = PartitionId(PARTITIONS + 91);
+    store
+        .put_lease(&group(), stray, &LeaseRecord::released(), PutMode::Create)
+        .await
+        .unwrap();
+    write(&store, stray, LeaseState::Held, "a").await;
+    let router = connect(&store).await;
+    let hinted = NotOwner {
+        partition: stray,
+        owner_hint: Some(node("b")),
+    };
+    router.not_owner(&hinted).await.unwrap();
+    assert_eq!(router.invalidate(stray).await.unwrap(), Some(node("a")));
+    assert_eq!(router.map().len(), PARTITIONS as usize);
+    assert_eq!(router.owner_of_partition(stray), None);
+}
