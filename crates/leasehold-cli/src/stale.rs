@@ -8,34 +8,46 @@ use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, StaleArgs};
 use crate::Outcome;
 
-/// A partition whose epoch went back, and the epoch it should be above.
+/// A partition whose epoch went back, and the epoch it should be at least.
 #[derive(Debug, Serialize)]
 struct EpochBack {
     partition: u32,
     epoch: u64,
-    above: u64,
+    at_least: u64,
 }
 
+/// A lease its holder did not renew between the samples.
 #[derive(Debug, Serialize)]
 struct Unrenewed {
     partition: u32,
     owner: Option<String>,
 }
 
-/// The JSON form of a [`StaleReport`].
+/// The JSON form of a [`StaleReport`]. The field names are what scripts read: keep them.
 #[derive(Debug, Serialize)]
 struct StaleDocument {
     group: String,
     watch_ms: u128,
+    /// False when any of the problems below is present; the exit code is 1 then.
     healthy: bool,
+    /// Problem: held leases whose version stayed the same across the watch.
     unrenewed: Vec<Unrenewed>,
+    /// Problem: released partitions, and partitions held by nobody.
     unowned: Vec<u32>,
+    /// Problem: the first [`StaleReport::MISSING_LISTED`] partitions with no record.
     missing: Vec<u32>,
+    /// Problem when above zero: every partition with no record, listed or not.
     missing_count: u64,
+    /// Not a problem: partitions an operator took out of service.
     offline: Vec<u32>,
+    /// Problem: lease and member records that cannot be read, each naming its record.
     corrupt: Vec<String>,
+    /// Problem: partitions whose epoch went back.
     epochs_back: Vec<EpochBack>,
+    /// Members that renewed their record across the watch; a problem when fewer than
+    /// `min_nodes`.
     live_nodes: Vec<String>,
+    /// Not a problem: members marked draining, live or not.
     draining_nodes: Vec<String>,
     min_nodes: usize,
 }
@@ -86,10 +98,10 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
         epochs_back: report
             .epochs_back
             .iter()
-            .map(|(partition, epoch, above)| EpochBack {
+            .map(|(partition, epoch, at_least)| EpochBack {
                 partition: partition.0,
                 epoch: epoch.0,
-                above: above.0,
+                at_least: at_least.0,
             })
             .collect(),
         live_nodes: report.live_nodes.iter().map(|n| n.to_string()).collect(),
@@ -143,8 +155,8 @@ fn render(document: &StaleDocument) -> String {
             .iter()
             .map(|e| {
                 format!(
-                    "{} (epoch {}, expected above {})",
-                    e.partition, e.epoch, e.above
+                    "{} (epoch {}, expected at least {})",
+                    e.partition, e.epoch, e.at_least
                 )
             })
             .collect();

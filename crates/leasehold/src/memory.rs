@@ -310,6 +310,20 @@ impl MemoryStore {
         );
     }
 
+    /// Replaces the member record of `node` with one that cannot be decoded, as a damaged row
+    /// would be. For tests of how readers cope with corruption.
+    pub fn corrupt_member(&self, group: &GroupName, node: &NodeId) {
+        let mut inner = self.lock();
+        let version = inner.bump();
+        inner.tables(group).members.insert(
+            node.clone(),
+            Entry {
+                value: Err("deliberately corrupted".to_owned()),
+                version,
+            },
+        );
+    }
+
     /// Replaces the group record of `group` with one that cannot be decoded. For tests of
     /// how readers cope with corruption.
     pub fn corrupt_group(&self, group: &GroupName) {

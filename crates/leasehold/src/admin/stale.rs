@@ -24,11 +24,14 @@ pub struct StaleReport {
     pub missing_count: u64,
     /// Partitions taken out of service by an operator.
     pub offline: Vec<PartitionId>,
-    /// Records that could not be read.
+    /// Lease and member records that could not be read, each as the store's error, which
+    /// names the record (`lease 3`, `member server-1`) and what is wrong with it. An
+    /// unreadable member record hides a node from every participant's balancing, and an
+    /// unreadable lease record a partition from every taker: neither heals by itself.
     pub corrupt: Vec<String>,
     /// Partitions whose epoch went back: below the group's epoch floor, or lower in the
     /// second sample than in the first — a record deleted and created again outside
-    /// leasehold. With the epoch found and the higher one it should be above.
+    /// leasehold. With the epoch found and the one it should be at least.
     pub epochs_back: Vec<(PartitionId, Epoch, Epoch)>,
     /// Members whose record changed between the two samples.
     pub live_nodes: Vec<NodeId>,
@@ -55,9 +58,10 @@ impl StaleReport {
 }
 
 /// Samples the table twice, `watch` apart, and reports unrenewed leases, unowned and missing
-/// partitions and the live node count, as a monitoring probe would. `watch` should exceed the
-/// heartbeat so that every live holder renews in between. `expected` is the partition count
-/// (defaults to one past the highest partition seen).
+/// partitions, unreadable lease and member records, epochs gone back and the live node
+/// count, as a monitoring probe would. `watch` should exceed the heartbeat so that every
+/// live holder renews in between. `expected` is the partition count (defaults to one past
+/// the highest partition seen).
 pub async fn stale_check(
     store: &dyn LeaseStore,
     group: &GroupName,
@@ -85,22 +89,19 @@ pub async fn stale_check(
         .iter()
         .map(|m| (&m.key, &m.version))
         .collect();
+    let unreadable = second_leases.corrupt.iter().chain(&second_members.corrupt);
     let mut report = StaleReport {
         min_nodes,
-        corrupt: second_leases
-            .corrupt
-            .iter()
-            .map(|e| e.to_string())
-            .collect(),
+        corrupt: unreadable.map(|e| e.to_string()).collect(),
         ..StaleReport::default()
     };
     let expected = expected.unwrap_or_else(|| second_leases.partition_count());
     for lease in &second_leases.records {
         let record = &lease.value;
         let before_epoch = before.get(&lease.key).map(|b| b.value.epoch);
-        let above = before_epoch.unwrap_or_default().max(floor);
-        if record.epoch < above {
-            report.epochs_back.push((lease.key, record.epoch, above));
+        let at_least = before_epoch.unwrap_or_default().max(floor);
+        if record.epoch < at_least {
+            report.epochs_back.push((lease.key, record.epoch, at_least));
         }
         match record.state {
             LeaseState::Offline => report.offline.push(lease.key),
@@ -146,3 +147,6 @@ pub async fn stale_check(
         .collect();
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests;

@@ -205,3 +205,301 @@ proptest! {
 fn empty_node_id_is_rejected() {
     assert!(NodeId::new("").is_err());
 }
+
+/// The next representable value below `x` (zero or a positive finite value), for the
+/// boundaries of half-open ranges.
+fn just_below(x: f64) -> f64 {
+    if x == 0.0 {
+        -f64::from_bits(1)
+    } else {
+        f64::from_bits(x.to_bits() - 1)
+    }
+}
+
+const NANOSECOND: Duration = Duration::from_nanos(1);
+
+/// Fails if a drift bound outside `[MIN_CLOCK_DRIFT, 0.5)` — negative, NaN, infinite, one
+/// step below the minimum, or 0.5 itself — is accepted or refused without its value named,
+/// or if the ends of the range are refused.
+#[test]
+fn max_clock_drift_outside_its_range_is_refused_with_the_value_named() {
+    let min = ParticipantConfig::MIN_CLOCK_DRIFT;
+    let outside = [
+        -0.01,
+        -0.0,
+        0.0,
+        just_below(min),
+        0.5,
+        1.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for value in outside {
+        let bad = ParticipantConfig {
+            max_clock_drift: value,
+            ..config()
+        };
+        let message = bad.validate().unwrap_err().to_string();
+        let named = format!("max_clock_drift = {value} must be in [{min}, 0.5)");
+        assert_eq!(message, named, "{value:e}");
+    }
+    // Near one half, a taker must wait more than three validities.
+    let slow_taker = ParticipantConfig {
+        acquire_after: Duration::from_secs(100),
+        ..config()
+    };
+    for value in [min, 0.01, just_below(0.5)] {
+        let good = ParticipantConfig {
+            max_clock_drift: value,
+            ..slow_taker.clone()
+        };
+        assert_eq!(good.validate(), Ok(()), "{value:e}");
+    }
+}
+
+/// Fails if a jitter outside `[0, 0.5)` — negative however slightly, NaN, infinite, or 0.5
+/// itself — is accepted or refused without its value named, or if the ends of the range
+/// are refused.
+#[test]
+fn jitter_outside_its_range_is_refused_with_the_value_named() {
+    let outside = [
+        -0.1,
+        just_below(0.0),
+        0.5,
+        0.9,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for value in outside {
+        let bad = ParticipantConfig {
+            jitter: value,
+            ..config()
+        };
+        let message = bad.validate().unwrap_err().to_string();
+        assert_eq!(message, format!("jitter = {value} must be in [0, 0.5)"));
+    }
+    for value in [0.0, 0.1, just_below(0.5)] {
+        let good = ParticipantConfig {
+            jitter: value,
+            ..config()
+        };
+        assert_eq!(good.validate(), Ok(()), "{value:e}");
+    }
+}
+
+/// A duration field of [`ParticipantConfig`] by name.
+type DurationField = (&'static str, fn(&mut ParticipantConfig) -> &mut Duration);
+
+const DURATIONS: [DurationField; 8] = [
+    ("heartbeat", |c| &mut c.heartbeat),
+    ("lease_validity", |c| &mut c.lease_validity),
+    ("acquire_after", |c| &mut c.acquire_after),
+    ("scan_interval", |c| &mut c.scan_interval),
+    ("store_timeout", |c| &mut c.store_timeout),
+    ("forget_members_after", |c| &mut c.forget_members_after),
+    ("relist_after", |c| &mut c.relist_after),
+    ("drain_timeout", |c| &mut c.drain_timeout),
+];
+
+fn with(name: &str, value: Duration, base: ParticipantConfig) -> ParticipantConfig {
+    let (_, field) = DURATIONS.iter().find(|(n, _)| *n == name).unwrap();
+    let mut config = base;
+    *field(&mut config) = value;
+    config
+}
+
+/// Fails if a duration one nanosecond over [`ParticipantConfig::MAX_DURATION`] is accepted
+/// or refused without its name and value, or if `MAX_DURATION` itself is refused by that
+/// bound. Heartbeat, validity, scan interval and store time-out have tighter bounds (half a
+/// validity, and the member timeout), so for them `MAX_DURATION` is refused by another rule.
+#[test]
+fn each_duration_is_at_most_max_duration() {
+    let max = ParticipantConfig::MAX_DURATION;
+    for (name, _) in DURATIONS {
+        let over = with(name, max + NANOSECOND, config()).validate();
+        let value = max + NANOSECOND;
+        assert_eq!(
+            over,
+            Err(ConfigError::DurationTooLong { name, value, max }),
+            "{name}"
+        );
+        let at = with(name, max, config()).validate();
+        let bounded_tighter = [
+            "heartbeat",
+            "lease_validity",
+            "scan_interval",
+            "store_timeout",
+        ];
+        if bounded_tighter.contains(&name) {
+            assert!(
+                !matches!(at, Ok(()) | Err(ConfigError::DurationTooLong { .. })),
+                "{name}: {at:?}"
+            );
+        } else {
+            assert_eq!(at, Ok(()), "{name}");
+        }
+    }
+}
+
+/// Fails if a zero heartbeat, validity, acquire_after, scan interval or store time-out is
+/// accepted or refused without its name, if the shortest timings the other rules allow
+/// (one or a few nanoseconds) are refused, or if a zero `relist_after` or `drain_timeout`,
+/// which make a behaviour immediate, is refused.
+#[test]
+fn durations_that_must_not_be_zero_are_refused_at_zero_only() {
+    let shortest = ParticipantConfig {
+        heartbeat: NANOSECOND,
+        store_timeout: NANOSECOND,
+        scan_interval: NANOSECOND,
+        lease_validity: 2 * NANOSECOND,
+        acquire_after: 3 * NANOSECOND,
+        ..config()
+    };
+    assert_eq!(shortest.validate(), Ok(()));
+    for name in [
+        "heartbeat",
+        "lease_validity",
+        "acquire_after",
+        "scan_interval",
+        "store_timeout",
+    ] {
+        let zero = with(name, Duration::ZERO, shortest.clone()).validate();
+        assert_eq!(zero, Err(ConfigError::ZeroDuration { name }));
+    }
+    for name in ["relist_after", "drain_timeout"] {
+        assert_eq!(with(name, Duration::ZERO, config()).validate(), Ok(()));
+    }
+    let forget_at_once = with("forget_members_after", Duration::ZERO, config());
+    assert!(matches!(
+        forget_at_once.validate(),
+        Err(ConfigError::ForgetMembersTooSoon { .. })
+    ));
+}
+
+/// Fails if a count of zero is accepted or refused with the wrong reason, or if one is
+/// refused.
+#[test]
+fn counts_must_be_at_least_one() {
+    type CountField = fn(&mut ParticipantConfig) -> &mut u32;
+    let counts: [(CountField, ConfigError); 4] = [
+        (|c| &mut c.partitions, ConfigError::ZeroPartitions),
+        (|c| &mut c.max_partitions_per_node, ConfigError::ZeroCap),
+        (
+            |c| &mut c.max_acquires_per_scan,
+            ConfigError::ZeroAcquiresPerScan,
+        ),
+        (|c| &mut c.weight, ConfigError::ZeroWeight),
+    ];
+    for (field, refusal) in counts {
+        let mut zero = config();
+        *field(&mut zero) = 0;
+        assert_eq!(zero.validate(), Err(refusal.clone()));
+        let mut one = config();
+        *field(&mut one) = 1;
+        assert_eq!(one.validate(), Ok(()), "{refusal}");
+    }
+}
+
+/// Fails if a heartbeat of exactly half the validity is refused, or one nanosecond more is
+/// accepted.
+#[test]
+fn heartbeat_may_be_half_the_validity_and_no_more() {
+    let lease_validity = Duration::from_secs(30);
+    let half = with("heartbeat", lease_validity / 2, config());
+    assert_eq!(half.validate(), Ok(()));
+    let heartbeat = lease_validity / 2 + NANOSECOND;
+    let over = with("heartbeat", heartbeat, config());
+    assert_eq!(
+        over.validate(),
+        Err(ConfigError::HeartbeatTooLong {
+            heartbeat,
+            lease_validity
+        })
+    );
+}
+
+/// Fails if the safety rule `acquire_after × (1 − ρ) > lease_validity × (1 + ρ)` accepts
+/// its own boundary (equality is two owners for an instant) or the last nanosecond before
+/// it, or refuses the first nanosecond past it.
+#[test]
+fn acquire_after_must_exceed_the_validity_with_the_drift_bound() {
+    // (lease_validity, ρ, the longest unsafe acquire_after in nanoseconds): with ρ = 0.01,
+    // 99 s against 101 s is exact equality; 30 s × 1.01 / 0.99 and 30 s × 1.001 / 0.999
+    // fall between two nanoseconds.
+    let cases = [
+        (99, 0.01, 101_000_000_000),
+        (30, 0.01, 30_606_060_606),
+        (30, ParticipantConfig::MIN_CLOCK_DRIFT, 30_060_060_060),
+    ];
+    for (seconds, rho, unsafe_nanos) in cases {
+        let lease_validity = Duration::from_secs(seconds);
+        let base = ParticipantConfig {
+            lease_validity,
+            max_clock_drift: rho,
+            ..config()
+        };
+        let acquire_after = Duration::from_nanos(unsafe_nanos);
+        let refused = with("acquire_after", acquire_after, base.clone()).validate();
+        assert_eq!(
+            refused,
+            Err(ConfigError::UnsafeAcquireAfter {
+                acquire_after,
+                lease_validity,
+                max_clock_drift: rho,
+            })
+        );
+        let safe = with("acquire_after", acquire_after + NANOSECOND, base);
+        assert_eq!(
+            safe.validate(),
+            Ok(()),
+            "{acquire_after:?} + 1ns, ρ = {rho}"
+        );
+    }
+}
+
+/// Fails if a store time-out equal to the heartbeat is refused, or one nanosecond longer is
+/// accepted.
+#[test]
+fn store_timeout_may_be_one_heartbeat_and_no_more() {
+    let heartbeat = config().heartbeat;
+    assert_eq!(
+        with("store_timeout", heartbeat, config()).validate(),
+        Ok(())
+    );
+    let store_timeout = heartbeat + NANOSECOND;
+    assert_eq!(
+        with("store_timeout", store_timeout, config()).validate(),
+        Err(ConfigError::StoreTimeoutTooLong {
+            store_timeout,
+            heartbeat
+        })
+    );
+}
+
+/// Fails if `forget_members_after` of exactly twice the member timeout is refused or one
+/// nanosecond less is accepted, with the member timeout set by the validity and by the
+/// heartbeat plus two scans in turn.
+#[test]
+fn members_are_forgotten_no_sooner_than_twice_the_member_timeout() {
+    let by_validity = config();
+    let by_scans = with("scan_interval", Duration::from_secs(20), config());
+    for (base, member_timeout) in [
+        (by_validity, Duration::from_secs(30)),
+        (by_scans, Duration::from_secs(50)),
+    ] {
+        assert_eq!(base.member_timeout(), member_timeout);
+        let twice = with("forget_members_after", member_timeout * 2, base.clone());
+        assert_eq!(twice.validate(), Ok(()));
+        let forget_members_after = member_timeout * 2 - NANOSECOND;
+        let sooner = with("forget_members_after", forget_members_after, base);
+        assert_eq!(
+            sooner.validate(),
+            Err(ConfigError::ForgetMembersTooSoon {
+                forget_members_after,
+                member_timeout
+            })
+        );
+    }
+}
