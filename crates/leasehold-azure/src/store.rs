@@ -446,14 +446,10 @@ mod tests {
     use crate::options::AccountKey;
 
     async fn azurite() -> Option<AzureTableStore> {
-        let Ok(endpoint) = std::env::var("LEASEHOLD_TEST_AZURITE_ENDPOINT") else {
-            assert!(
-                std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "LEASEHOLD_TEST_AZURITE_ENDPOINT is required"
-            );
-            println!("skipped: no Azurite server (set LEASEHOLD_TEST_AZURITE_ENDPOINT or run scripts/test.sh)");
-            return None;
-        };
+        let endpoint = leasehold::testing::service_env(
+            "LEASEHOLD_TEST_AZURITE_ENDPOINT",
+            "the Azurite server",
+        )?;
         let account = std::env::var("LEASEHOLD_TEST_AZURITE_ACCOUNT").unwrap();
         let key = AccountKey::from_env("LEASEHOLD_TEST_AZURITE_KEY").unwrap();
         assert!(endpoint.ends_with(&format!("/{account}")), "{endpoint}");

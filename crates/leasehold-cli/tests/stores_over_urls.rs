@@ -1,24 +1,14 @@
 //! The demo and the admin commands against each server store, reached by its URL. Each
-//! server comes from the environment `scripts/test.sh` sets up; a missing one skips the test
-//! (or fails it under `LEASEHOLD_REQUIRE_SERVICES=1`).
+//! server comes from the environment `scripts/test.sh` sets up; a missing one fails the test
+//! (or skips it under `LEASEHOLD_SKIP_SERVICES=1`).
 
 mod common;
 
 use std::process::Command;
 
-/// The store URL built from the environment, or `None` after saying why the test skips.
+/// The store URL built from the environment; `None` when the test is to skip.
 fn url_from_env(variable: &str, make: impl FnOnce(String) -> String) -> Option<String> {
-    match std::env::var(variable) {
-        Ok(value) if !value.is_empty() => Some(make(value)),
-        _ => {
-            assert!(
-                std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "{variable} is not set but LEASEHOLD_REQUIRE_SERVICES=1 requires the server"
-            );
-            println!("skipped: {variable} is not set (run scripts/test.sh)");
-            None
-        }
-    }
+    leasehold::testing::service_env(variable, "its store's server").map(make)
 }
 
 fn unique_group(kind: &str) -> String {

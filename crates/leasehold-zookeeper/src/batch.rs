@@ -165,12 +165,9 @@ mod tests {
     /// multi; the fallback still gives each write its own result.
     #[tokio::test]
     async fn a_multi_failing_on_one_write_falls_back_to_single_writes() {
-        let Ok(address) = std::env::var("LEASEHOLD_TEST_ZOOKEEPER") else {
-            assert!(
-                std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "LEASEHOLD_TEST_ZOOKEEPER is required"
-            );
-            println!("skipped: no ZooKeeper server (set LEASEHOLD_TEST_ZOOKEEPER or run scripts/test.sh)");
+        let Some(address) =
+            leasehold::testing::service_env("LEASEHOLD_TEST_ZOOKEEPER", "the ZooKeeper server")
+        else {
             return;
         };
         let options = ZookeeperOptions::new([&address]).prefix("/leasehold-test");

@@ -8,21 +8,12 @@ use std::path::PathBuf;
 
 use leasehold_azure::{AccountKey, AzureOptions};
 
-/// Options for `table` of the Azurite account from `LEASEHOLD_TEST_AZURITE_ENDPOINT`, `..._ACCOUNT` and `..._KEY`, or
-/// `None` after printing why the test is skipped. With `LEASEHOLD_REQUIRE_SERVICES=1` a
-/// missing server fails the test instead.
+/// Options for `table` of the Azurite account from `LEASEHOLD_TEST_AZURITE_ENDPOINT`,
+/// `..._ACCOUNT` and `..._KEY`; `None` when the test is to skip
+/// ([`leasehold::testing::service_env`]).
 pub fn azurite_options(table: &str) -> Option<AzureOptions> {
-    let endpoint = std::env::var("LEASEHOLD_TEST_AZURITE_ENDPOINT").ok();
-    let Some(endpoint) = endpoint.filter(|value| !value.is_empty()) else {
-        assert!(
-            std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() != Ok("1"),
-            "LEASEHOLD_TEST_AZURITE_ENDPOINT is not set but LEASEHOLD_REQUIRE_SERVICES=1 requires the server"
-        );
-        println!(
-            "skipped: no Azurite server (set LEASEHOLD_TEST_AZURITE_ENDPOINT or run scripts/test.sh)"
-        );
-        return None;
-    };
+    let endpoint =
+        leasehold::testing::service_env("LEASEHOLD_TEST_AZURITE_ENDPOINT", "the Azurite server")?;
     let account = std::env::var("LEASEHOLD_TEST_AZURITE_ACCOUNT")
         .expect("LEASEHOLD_TEST_AZURITE_ACCOUNT is set with the endpoint");
     Some(options(&endpoint, &account, table))

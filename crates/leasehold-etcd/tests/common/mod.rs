@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Certificate, Client, ConnectOptions, TlsOptions};
-use leasehold::testing::{malformed_json_values, unique_group, Harness, Listed, Malformed};
+use leasehold::testing::{
+    malformed_json_values, service_env, unique_group, Harness, Listed, Malformed,
+};
 use leasehold::{GroupName, LeaseStore, PartitionId, RecordKey, StoreError};
 use leasehold_etcd::{EtcdOptions, EtcdStore, MAX_TXN_OPS};
 
@@ -19,71 +21,34 @@ const CA_VAR: &str = "LEASEHOLD_TEST_ETCD_CA";
 const OTHER_CA_VAR: &str = "LEASEHOLD_TEST_OTHER_CA";
 
 /// The TLS test member: its endpoint, the authority that signed its certificate, and one that
-/// did not. `None` (after saying why) when the test should skip; panics instead when
-/// `LEASEHOLD_REQUIRE_SERVICES=1`.
+/// did not; `None` when the test is to skip ([`service_env`]).
 pub fn tls() -> Option<(String, PathBuf, PathBuf)> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    match (var(TLS_ENDPOINT_VAR), var(CA_VAR), var(OTHER_CA_VAR)) {
-        (Some(endpoint), Some(ca), Some(other)) => {
-            Some((endpoint, PathBuf::from(ca), PathBuf::from(other)))
-        }
-        _ => {
-            let reason = format!("{TLS_ENDPOINT_VAR}, {CA_VAR} or {OTHER_CA_VAR} is not set");
-            if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
-                panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the TLS member");
-            }
-            println!("skipped: {reason} (set {TLS_ENDPOINT_VAR} or run scripts/test.sh)");
-            None
-        }
-    }
+    let endpoint = service_env(TLS_ENDPOINT_VAR, "the etcd TLS member")?;
+    let ca = service_env(CA_VAR, "the etcd TLS authority")?;
+    let other = service_env(OTHER_CA_VAR, "a second TLS authority")?;
+    Some((endpoint, PathBuf::from(ca), PathBuf::from(other)))
 }
 
 /// The member that demands a client certificate: its endpoint, the authority that signed
-/// both certificates, and the client's certificate and key. `None` (after saying why) when
-/// the test should skip; panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`.
+/// both certificates, and the client's certificate and key; `None` when the test is to skip
+/// ([`service_env`]).
 pub fn mtls() -> Option<(String, PathBuf, (PathBuf, PathBuf))> {
-    let names = [
-        "LEASEHOLD_TEST_ETCD_MTLS_ENDPOINT",
-        CA_VAR,
-        "LEASEHOLD_TEST_CLIENT_CERT",
-        "LEASEHOLD_TEST_CLIENT_KEY",
-    ];
-    let values: Vec<String> = names
-        .iter()
-        .filter_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
-        .collect();
-    if let [endpoint, ca, certificate, key] = values.as_slice() {
-        return Some((
-            endpoint.clone(),
-            PathBuf::from(ca),
-            (PathBuf::from(certificate), PathBuf::from(key)),
-        ));
-    }
-    let reason = format!("one of {} is not set", names.join(", "));
-    if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
-        panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the member");
-    }
-    println!("skipped: {reason} (run scripts/test.sh)");
-    None
+    let server = "the etcd member that demands a client certificate";
+    let endpoint = service_env("LEASEHOLD_TEST_ETCD_MTLS_ENDPOINT", server)?;
+    let ca = service_env(CA_VAR, server)?;
+    let certificate = service_env("LEASEHOLD_TEST_CLIENT_CERT", server)?;
+    let key = service_env("LEASEHOLD_TEST_CLIENT_KEY", server)?;
+    Some((
+        endpoint,
+        PathBuf::from(ca),
+        (PathBuf::from(certificate), PathBuf::from(key)),
+    ))
 }
 
-/// The test cluster's endpoints, or `None` (after saying why) when the test should skip.
-///
-/// Panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`, so CI cannot pass by skipping.
+/// The test cluster's endpoints; `None` when the test is to skip ([`service_env`]).
 pub fn endpoints() -> Option<Vec<String>> {
-    match std::env::var(ENDPOINTS_VAR) {
-        Ok(list) if !list.trim().is_empty() => {
-            Some(list.split(',').map(|e| e.trim().to_owned()).collect())
-        }
-        _ => {
-            let reason = format!("{ENDPOINTS_VAR} is not set");
-            if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
-                panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the etcd cluster");
-            }
-            println!("skipped: {reason} (set {ENDPOINTS_VAR} or run scripts/test.sh)");
-            None
-        }
-    }
+    let list = service_env(ENDPOINTS_VAR, "the etcd cluster")?;
+    Some(list.split(',').map(|e| e.trim().to_owned()).collect())
 }
 
 /// The request timeout of [`test_options`].

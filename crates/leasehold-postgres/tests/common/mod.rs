@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold::testing::{Harness, Listed, Malformed};
+use leasehold::testing::{service_env, Harness, Listed, Malformed};
 use leasehold::{GroupName, LeaseStore, NodeId, PartitionId, RecordKey, StoreError};
 use leasehold_postgres::{PostgresOptions, PostgresStore};
 
@@ -15,40 +15,17 @@ const URL_VAR: &str = "LEASEHOLD_TEST_POSTGRES_URL";
 const CA_VAR: &str = "LEASEHOLD_TEST_POSTGRES_CA";
 const OTHER_CA_VAR: &str = "LEASEHOLD_TEST_OTHER_CA";
 
-/// The test server's URL, or `None` (after saying why) when the test should skip.
-///
-/// Panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`, so CI cannot pass by skipping.
+/// The test server's URL; `None` when the test is to skip ([`service_env`]).
 pub fn url() -> Option<String> {
-    match std::env::var(URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            let reason = format!("{URL_VAR} is not set");
-            if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
-                panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the PostgreSQL server");
-            }
-            println!("skipped: {reason} (set {URL_VAR} or run scripts/test.sh)");
-            None
-        }
-    }
+    service_env(URL_VAR, "the PostgreSQL server")
 }
 
 /// The test server's TLS settings: its URL with `sslmode=require`, the authority that signed
-/// its certificate, and one that did not. `None` (after saying why) when the test should skip;
-/// panics instead when `LEASEHOLD_REQUIRE_SERVICES=1`.
+/// its certificate, and one that did not; `None` when the test is to skip ([`service_env`]).
 pub fn tls() -> Option<(String, PathBuf, PathBuf)> {
     let url = url()?;
-    let ca = std::env::var(CA_VAR).ok().filter(|v| !v.trim().is_empty());
-    let other = std::env::var(OTHER_CA_VAR)
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    let (Some(ca), Some(other)) = (ca, other) else {
-        let reason = format!("{CA_VAR} or {OTHER_CA_VAR} is not set");
-        if std::env::var("LEASEHOLD_REQUIRE_SERVICES").as_deref() == Ok("1") {
-            panic!("{reason}, and LEASEHOLD_REQUIRE_SERVICES=1 requires the TLS server");
-        }
-        println!("skipped: {reason} (set {CA_VAR} or run scripts/test.sh)");
-        return None;
-    };
+    let ca = service_env(CA_VAR, "the PostgreSQL server's TLS authority")?;
+    let other = service_env(OTHER_CA_VAR, "a second TLS authority")?;
     let separator = if url.contains('?') { '&' } else { '?' };
     let tls_url = format!("{url}{separator}sslmode=require");
     Some((tls_url, PathBuf::from(ca), PathBuf::from(other)))

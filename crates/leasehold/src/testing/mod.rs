@@ -16,6 +16,7 @@ mod checks;
 mod faulty;
 mod group_checks;
 pub mod scenarios;
+mod services;
 mod urls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +33,7 @@ use crate::types::{GroupName, NodeId, PartitionId};
 pub use checks::*;
 pub use faulty::FaultyStore;
 pub use group_checks::*;
+pub use services::{service_env, skipped, SKIP_VARIABLE};
 pub use urls::assert_urls_refused;
 
 /// What the suite needs from a backend under test.

@@ -1,0 +1,49 @@
+//! Finding the servers that store tests run against, and refusing to pass without them.
+//!
+//! A test that needs a server reads its address from an environment variable, which
+//! `scripts/test.sh` sets from the `.services/*.env` files that `scripts/services.sh start`
+//! writes. When the variable is missing the test fails, saying how to start the servers:
+//! a suite that skips silently would claim coverage it does not have. Set
+//! `LEASEHOLD_SKIP_SERVICES=1` to skip such tests instead; each skip is then written to the
+//! terminal, numbered, whatever the test harness captures.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The variable that turns a missing server into a skip.
+pub const SKIP_VARIABLE: &str = "LEASEHOLD_SKIP_SERVICES";
+
+static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// The value of `variable`, which locates `server` for a test. When it is unset or empty:
+/// `None` after reporting the skip if `LEASEHOLD_SKIP_SERVICES=1`, and otherwise a panic
+/// naming the variable and how to start the servers.
+pub fn service_env(variable: &str, server: &str) -> Option<String> {
+    if let Ok(value) = std::env::var(variable) {
+        if !value.trim().is_empty() {
+            return Some(value);
+        }
+    }
+    if std::env::var(SKIP_VARIABLE).as_deref() != Ok("1") {
+        panic!(
+            "{variable} is not set: this test needs {server}. Run scripts/test.sh, which starts \
+             the servers and sets their addresses, or start them with `scripts/services.sh \
+             start` and `source` each .services/*.env file; set {SKIP_VARIABLE}=1 to skip \
+             such tests instead"
+        );
+    }
+    let count = SKIPPED.fetch_add(1, Ordering::SeqCst) + 1;
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    // Straight to the terminal: the test harness captures print! and eprint!, and a skip
+    // must be seen whether or not the test passes.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped ({count} in this test binary, {SKIP_VARIABLE}=1): {test} needs {server} ({variable})"
+    );
+    None
+}
+
+/// How many tests of this test binary [`service_env`] has skipped so far.
+pub fn skipped() -> usize {
+    SKIPPED.load(Ordering::SeqCst)
+}
