@@ -308,7 +308,8 @@ pub struct SimArgs {
     /// Partitions in the group.
     #[arg(long, default_value_t = 64)]
     pub partitions: u32,
-    /// Simulated time per seed, e.g. 900s, 15m, 1h.
+    /// Simulated time per seed, e.g. 900s, 15m, 1h: at least the faults' shortest mean
+    /// interval plus the fault-free settling window after them (about 4 minutes by default).
     #[arg(long, default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Duration,
     /// Faults to inject: all, membership (crashes and churn only) or none.
@@ -330,6 +331,22 @@ pub struct SimArgs {
     /// group record's check, which the single-owner check must catch.
     #[arg(long = "unsafe-mixed-timings")]
     pub unsafe_mixed_timings: bool,
+    /// Negative control: acquisitions reuse the epoch their record already carries, which
+    /// the epoch-order check must catch.
+    #[arg(long = "unsafe-epoch-reuse")]
+    pub unsafe_epoch_reuse: bool,
+    /// Negative control: the fenced resources accept stale epochs, which the fencing check
+    /// must catch.
+    #[arg(long = "unsafe-stale-fencing")]
+    pub unsafe_stale_fencing: bool,
+    /// Negative control: once the faults stop, nodes take no more partitions, which the
+    /// liveness check must catch.
+    #[arg(long = "unsafe-stop-acquiring")]
+    pub unsafe_stop_acquiring: bool,
+    /// Negative control: node n0 counts no other member, so it never hands off its surplus,
+    /// which the balance check must catch.
+    #[arg(long = "unsafe-ignore-members")]
+    pub unsafe_ignore_members: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

@@ -4,9 +4,10 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::ensure;
+use anyhow::{anyhow, ensure};
 use leasehold_sim::{
-    run_many_on, run_seed, run_seed_traced, Figures, SeedReport, SimConfig, Violation,
+    run_many_on, run_seed, run_seed_traced, Figures, SeedReport, SimConfig, SimConfigError,
+    Violation,
 };
 
 use crate::cli::SimArgs;
@@ -19,6 +20,10 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_timings = args.unsafe_timings;
     config.unsafe_release = args.unsafe_release;
     config.unsafe_mixed_timings = args.unsafe_mixed_timings;
+    config.unsafe_epoch_reuse = args.unsafe_epoch_reuse;
+    config.unsafe_stale_fencing = args.unsafe_stale_fencing;
+    config.unsafe_stop_acquiring = args.unsafe_stop_acquiring;
+    config.unsafe_ignore_members = args.unsafe_ignore_members;
     config
 }
 
@@ -29,6 +34,10 @@ pub fn run(args: &SimArgs) -> anyhow::Result<Outcome> {
         config.nodes > 0 && config.partitions > 0,
         "--nodes and --partitions must be at least 1"
     );
+    config.validate().map_err(|error| match error {
+        SimConfigError::TooShort { .. } => anyhow!("--duration: {error}"),
+        other => anyhow!(other),
+    })?;
     let violated = match args.seed {
         Some(seed) => replay(&config, seed, args)?,
         None => batch(&config, args)?,
@@ -150,6 +159,19 @@ fn unsafe_note(config: &SimConfig) -> String {
         (config.unsafe_timings, "unsafe timings"),
         (config.unsafe_release, "unsafe releases"),
         (config.unsafe_mixed_timings, "unchecked mixed timings"),
+        (config.unsafe_epoch_reuse, "reused epochs"),
+        (
+            config.unsafe_stale_fencing,
+            "resources accepting stale epochs",
+        ),
+        (
+            config.unsafe_stop_acquiring,
+            "nodes that stop taking partitions",
+        ),
+        (
+            config.unsafe_ignore_members,
+            "a node ignoring the other members",
+        ),
     ]
     .into_iter()
     .filter_map(|(on, name)| on.then_some(name))
@@ -212,6 +234,31 @@ mod tests {
         // A trace follows one seed, and is text.
         assert!(try_parse(&["--seeds", "9", "--trace"]).is_err());
         assert!(try_parse(&["--seed", "3", "--trace", "--json"]).is_err());
+    }
+
+    #[test]
+    fn every_negative_control_has_its_flag_in_the_replay_command() {
+        let args = parse(&[
+            "--seed",
+            "4",
+            "--unsafe-epoch-reuse",
+            "--unsafe-stale-fencing",
+            "--unsafe-stop-acquiring",
+            "--unsafe-ignore-members",
+        ]);
+        let config = super::config(&args);
+        assert!(config.unsafe_epoch_reuse && config.unsafe_stale_fencing);
+        assert!(config.unsafe_stop_acquiring && config.unsafe_ignore_members);
+        let replay = config.replay_command(4);
+        assert!(
+            replay.ends_with(
+                " --unsafe-epoch-reuse --unsafe-stale-fencing --unsafe-stop-acquiring \
+                 --unsafe-ignore-members"
+            ),
+            "{replay}"
+        );
+        let argv: Vec<&str> = replay.split(' ').skip(2).collect();
+        assert_eq!(super::config(&parse(&argv)), config, "{replay}");
     }
 
     #[test]

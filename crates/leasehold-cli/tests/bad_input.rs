@@ -148,8 +148,8 @@ fn a_reader_that_stops_reading_is_not_an_error() {
         (&["kick", "1"], 0),
         // The check's own verdict (no live nodes) survives the closed pipe.
         (&["stale", "--watch", "10ms"], 1),
-        (&["sim", "--seed", "1", "--duration", "1m"], 0),
-        (&["sim", "--seed", "1", "--duration", "1m", "--trace"], 0),
+        (&["sim", "--seed", "1", "--duration", "5m"], 0),
+        (&["sim", "--seed", "1", "--duration", "5m", "--trace"], 0),
     ] {
         let (status, stderr) = run_into_closed_pipe(&site, args);
         assert_eq!(status, Some(code), "{args:?}: {stderr}");

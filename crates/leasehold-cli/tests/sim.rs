@@ -49,6 +49,25 @@ fn a_replay_succeeds_and_a_negative_control_fails() {
 }
 
 #[test]
+fn each_negative_control_has_its_flag() {
+    for (flag, invariant) in [
+        ("--unsafe-epoch-reuse", "epoch-order"),
+        ("--unsafe-stop-acquiring", "liveness"),
+        ("--unsafe-ignore-members", "balance"),
+    ] {
+        let caught = sim(&[&["--seed", "0", "--duration", "300s", flag][..], &SMALL].concat());
+        assert_eq!(caught.code, 1, "{flag}: {caught:?}");
+        assert!(
+            caught
+                .stdout
+                .contains(&format!("invariant {invariant} violated")),
+            "{flag}: {caught:?}"
+        );
+        assert!(caught.stdout.contains(flag), "{flag}: {caught:?}");
+    }
+}
+
+#[test]
 fn durations_need_a_unit() {
     let run = sim(&[&["--seed", "3", "--duration", "42"][..], &SMALL].concat());
     assert_clean_error(
@@ -62,9 +81,29 @@ fn durations_need_a_unit() {
     );
     let run = sim(&[&["--seed", "3", "--relist-after", "5"][..], &SMALL].concat());
     assert_clean_error(&run, &["--relist-after", "\"5\"", "no unit"]);
-    let run = sim(&[&["--seed", "3", "--duration", "1m30s"][..], &SMALL].concat());
+    let run = sim(&[&["--seed", "3", "--duration", "4m30s"][..], &SMALL].concat());
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("over 90s simulated"), "{run:?}");
+    assert!(run.stdout.contains("over 270s simulated"), "{run:?}");
+}
+
+#[test]
+fn a_run_too_short_for_faults_and_settling_is_refused_naming_the_minimum() {
+    let run = sim(&[&["--seed", "3", "--duration", "1m30s"][..], &SMALL].concat());
+    assert_clean_error(
+        &run,
+        &[
+            "--duration",
+            "a run of 90s is too short",
+            "settling window",
+            "at least 243s",
+        ],
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+    let run = sim(&["--seeds", "2", "--duration", "4m", "--faults", "none"]);
+    assert_eq!(
+        run.code, 0,
+        "a fault-free run needs only the settling window: {run:?}"
+    );
 }
 
 #[test]

@@ -111,6 +111,23 @@ impl Timings {
             + self.store_timeout
     }
 
+    /// How long the fleet must go without a change before its shares must be even: a node
+    /// that joined is seen by each other node at its next member listing, which store
+    /// faults may have backed off to `max_scan_backoff` (with jitter), and the one above its
+    /// share then starts handing off within a store call; a drained node learns of its drain
+    /// at its next heartbeat or listing. Once a hand-off starts, it shows, and the fleet is
+    /// not settled until it is done.
+    pub fn settle_delay(&self) -> Duration {
+        let defaults = ParticipantConfig::new(NodeId::new("n").expect("valid"), 1);
+        let listing = ParticipantConfig {
+            scan_interval: self.scan_interval,
+            ..defaults.clone()
+        }
+        .max_scan_backoff()
+        .mul_f64(1.0 + defaults.jitter);
+        self.heartbeat + listing + self.store_timeout
+    }
+
     /// How long a partition may be unowned during a cooperative hand-off once the fleet has
     /// settled: the taker hears of the release by a change notice or, at worst, its next scan.
     pub fn handoff_bound(&self) -> Duration {
@@ -274,6 +291,20 @@ pub struct SimConfig {
     /// [`FaultConfig::misconfigured_restart_rate`]) skip the group record's check of their
     /// timings, which lets two nodes hold one partition at once.
     pub unsafe_mixed_timings: bool,
+    /// Negative control: acquisitions write the epoch their record already carries instead
+    /// of a higher one, so two tenures of one partition share a fencing token; the
+    /// epoch-order check must catch it.
+    pub unsafe_epoch_reuse: bool,
+    /// Negative control: the fenced resources accept work under any epoch, stale ones
+    /// included; the fencing check, judging what they accepted, must catch it.
+    pub unsafe_stale_fencing: bool,
+    /// Negative control: once the faults stop, every node's attempts to take a partition
+    /// fail (its connection answers each take as a lost race), as if the nodes had stopped
+    /// taking partitions; the liveness check must catch it.
+    pub unsafe_stop_acquiring: bool,
+    /// Negative control: node `n0` counts no member but itself, so its share is the whole
+    /// table and it never hands off a surplus; the balance check must catch it.
+    pub unsafe_ignore_members: bool,
     /// How often every node's leases are sampled for the checks, besides at every callback
     /// and store call.
     pub sample_every: Duration,
@@ -301,6 +332,10 @@ impl SimConfig {
             unsafe_timings: false,
             unsafe_release: false,
             unsafe_mixed_timings: false,
+            unsafe_epoch_reuse: false,
+            unsafe_stale_fencing: false,
+            unsafe_stop_acquiring: false,
+            unsafe_ignore_members: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
@@ -324,14 +359,86 @@ impl SimConfig {
         timings
     }
 
-    /// When faults stop: late enough to leave time for the liveness and balance checks.
-    pub fn quiet_at(&self) -> Duration {
+    /// The fault-free tail of every run, in which the fleet must recover and balance: the
+    /// liveness bound plus four scans, the longest a partition may stay unowned once the
+    /// faults stop and the time the fleet then has to even out its shares.
+    pub fn settle_window(&self) -> Duration {
         let timings = &Timings {
             relist_after: self.effective_timings().relist_after,
             ..self.timings.clone()
         };
-        let settle = timings.liveness_bound() + timings.scan_interval * 4;
-        self.duration.saturating_sub(settle)
+        timings.liveness_bound() + timings.scan_interval * 4
+    }
+
+    /// When faults stop: late enough to leave time for the liveness and balance checks.
+    pub fn quiet_at(&self) -> Duration {
+        self.duration.saturating_sub(self.settle_window())
+    }
+
+    /// The shortest stretch of faults a run may have: the mean interval of its most frequent
+    /// crash, pause, outage, membership change or operator command, so that each seed
+    /// expects at least one; zero for a run without any of them.
+    pub fn min_fault_window(&self) -> Duration {
+        let faults = &self.faults;
+        [
+            faults.crash_every,
+            faults.pause_every,
+            faults.outage_every,
+            faults.churn_every,
+            faults.operator_every,
+        ]
+        .into_iter()
+        .filter(|every| !every.is_zero())
+        .min()
+        .unwrap_or(Duration::ZERO)
+    }
+
+    /// The shortest `duration` this configuration accepts: room for the faults
+    /// ([`SimConfig::min_fault_window`]) and the settling window after them
+    /// ([`SimConfig::settle_window`]), rounded up to a whole second.
+    pub fn min_duration(&self) -> Duration {
+        let minimum = self.min_fault_window() + self.settle_window();
+        let whole = Duration::from_secs(minimum.as_secs());
+        if whole < minimum {
+            whole + Duration::from_secs(1)
+        } else {
+            whole
+        }
+    }
+
+    /// Checks that the configuration describes a run worth making, naming the offending
+    /// values on failure. A run too short for its faults would otherwise pass having
+    /// injected none, and one shorter than the settling window would check balance on a
+    /// fleet that had no time to settle.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold_sim::{FaultProfile, SimConfig, SimConfigError};
+    ///
+    /// let config = SimConfig::new(4, 16, Duration::from_secs(90), FaultProfile::All);
+    /// let Err(SimConfigError::TooShort { minimum, .. }) = config.validate() else {
+    ///     panic!("90 s leaves no room for faults");
+    /// };
+    /// assert_eq!(minimum, config.min_duration());
+    /// assert!(SimConfig { duration: minimum, ..config }.validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<(), SimConfigError> {
+        if self.nodes == 0 {
+            return Err(SimConfigError::NoNodes);
+        }
+        if self.partitions == 0 {
+            return Err(SimConfigError::NoPartitions);
+        }
+        let minimum = self.min_duration();
+        if self.duration < minimum {
+            return Err(SimConfigError::TooShort {
+                duration: self.duration,
+                minimum,
+                faults: self.min_fault_window(),
+                settle: self.settle_window(),
+            });
+        }
+        Ok(())
     }
 
     /// The command that replays `seed` of this configuration.
@@ -346,14 +453,18 @@ impl SimConfig {
         if let Some(relist_after) = self.timings.relist_after {
             command.push_str(&format!(" --relist-after {}s", relist_after.as_secs_f64()));
         }
-        if self.unsafe_timings {
-            command.push_str(" --unsafe");
-        }
-        if self.unsafe_release {
-            command.push_str(" --unsafe-release");
-        }
-        if self.unsafe_mixed_timings {
-            command.push_str(" --unsafe-mixed-timings");
+        for (on, flag) in [
+            (self.unsafe_timings, " --unsafe"),
+            (self.unsafe_release, " --unsafe-release"),
+            (self.unsafe_mixed_timings, " --unsafe-mixed-timings"),
+            (self.unsafe_epoch_reuse, " --unsafe-epoch-reuse"),
+            (self.unsafe_stale_fencing, " --unsafe-stale-fencing"),
+            (self.unsafe_stop_acquiring, " --unsafe-stop-acquiring"),
+            (self.unsafe_ignore_members, " --unsafe-ignore-members"),
+        ] {
+            if on {
+                command.push_str(flag);
+            }
         }
         command
     }
@@ -363,5 +474,72 @@ impl Default for SimConfig {
     /// Five nodes, 64 partitions, 15 simulated minutes, every fault.
     fn default() -> Self {
         SimConfig::new(5, 64, Duration::from_secs(15 * 60), FaultProfile::All)
+    }
+}
+
+/// A [`SimConfig`] that [`SimConfig::validate`] refused, with the offending values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimConfigError {
+    /// The fleet has no nodes.
+    NoNodes,
+    /// The group has no partitions.
+    NoPartitions,
+    /// The run leaves no room for its faults before the settling window.
+    TooShort {
+        /// The rejected duration.
+        duration: Duration,
+        /// The shortest accepted.
+        minimum: Duration,
+        /// The faults' share of the minimum ([`SimConfig::min_fault_window`]).
+        faults: Duration,
+        /// The settling window's share ([`SimConfig::settle_window`]).
+        settle: Duration,
+    },
+}
+
+impl fmt::Display for SimConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimConfigError::NoNodes => f.write_str("nodes must be at least 1"),
+            SimConfigError::NoPartitions => f.write_str("partitions must be at least 1"),
+            SimConfigError::TooShort {
+                duration,
+                minimum,
+                faults,
+                settle,
+            } if faults.is_zero() => write!(
+                f,
+                "a run of {}s is too short: it needs the {}s settling window, at least {}s",
+                seconds(*duration),
+                seconds(*settle),
+                seconds(*minimum)
+            ),
+            SimConfigError::TooShort {
+                duration,
+                minimum,
+                faults,
+                settle,
+            } => write!(
+                f,
+                "a run of {}s is too short: it needs at least {}s of faults and the {}s \
+                 fault-free settling window after them, at least {}s in all",
+                seconds(*duration),
+                seconds(*faults),
+                seconds(*settle),
+                seconds(*minimum)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SimConfigError {}
+
+/// Seconds for a message: whole ones as such, others to a tenth.
+fn seconds(duration: Duration) -> String {
+    if duration.subsec_nanos() == 0 {
+        duration.as_secs().to_string()
+    } else {
+        format!("{:.1}", duration.as_secs_f64())
     }
 }

@@ -114,6 +114,8 @@ pub struct Samples {
     /// Units of work under permits that ended, and how many of them their permit ran out
     /// under (a pause, a lost lease).
     pub work_units: (u64, u64),
+    /// Sampling points at which the fleet had settled, where balance was checked.
+    pub settled_checks: u64,
     /// Faults injected.
     pub faults: FaultCounts,
 }
@@ -131,6 +133,7 @@ impl Samples {
         self.fenced.1 += other.fenced.1;
         self.work_units.0 += other.work_units.0;
         self.work_units.1 += other.work_units.1;
+        self.settled_checks += other.settled_checks;
         self.faults.add(&other.faults);
     }
 }
@@ -156,6 +159,9 @@ pub struct Recorder {
     join_pending: BTreeMap<usize, Instant>,
     last_holder: BTreeMap<PartitionId, usize>,
     windows: Vec<ChangeWindow>,
+    /// The latest instant anything changed who holds what or who serves, or the store
+    /// failed a call (see [`Recorder::settled`]).
+    changed_at: Option<Instant>,
     /// What was measured so far.
     pub samples: Samples,
 }
@@ -172,6 +178,7 @@ impl Recorder {
             join_pending: BTreeMap::new(),
             last_holder: BTreeMap::new(),
             windows: Vec::new(),
+            changed_at: None,
             samples: Samples::default(),
         }
     }
@@ -181,12 +188,13 @@ impl Recorder {
         for partition in held {
             self.failover_pending.insert(*partition, now);
         }
-        self.disturbed();
+        self.disturbed(now);
     }
 
-    /// Something other than a membership change disturbed the fleet: moves it causes are
-    /// not attributed to the change in progress.
-    pub fn disturbed(&mut self) {
+    /// Something other than a membership change disturbed the fleet at `now`: moves it
+    /// causes are not attributed to the change in progress.
+    pub fn disturbed(&mut self, now: Instant) {
+        self.changed(now);
         for window in &mut self.windows {
             window.clean = false;
         }
@@ -194,7 +202,7 @@ impl Recorder {
 
     /// A membership change at `now` leaving `active` nodes serving.
     pub fn membership_changed(&mut self, now: Instant, active: usize) {
-        self.disturbed();
+        self.disturbed(now);
         let minimum = u64::from(self.partitions).div_ceil(active.max(1) as u64);
         self.windows.push(ChangeWindow {
             until: now + self.window,
@@ -257,9 +265,30 @@ impl Recorder {
             } else {
                 // Taken after an expiry (a crash, a pause, an outage): recovery from a fault,
                 // which a change's window must not be charged with.
-                self.disturbed();
+                self.disturbed(now);
             }
         }
+    }
+
+    /// Something changed at `at` (or goes on changing until then): a node took, lost or
+    /// released a lease, started, joined, stopped, paused or resumed, or the store failed a
+    /// call or is down.
+    pub fn changed(&mut self, at: Instant) {
+        self.changed_at = Some(self.changed_at.map_or(at, |changed| changed.max(at)));
+    }
+
+    /// Whether, as far as the recorder saw, the fleet has settled by `now`: no failover or
+    /// hand-off it measures is still waiting for its taker, and nothing has changed (see
+    /// [`Recorder::changed`]) for `quiet_for`. A joiner still short of its share does not
+    /// count: that is the imbalance the balance check is there to see. The world adds what
+    /// only it can see: every partition held, every node running, joined and handing nothing
+    /// off.
+    pub fn settled(&self, now: Instant, quiet_for: Duration) -> bool {
+        self.failover_pending.is_empty()
+            && self.handoff_pending.is_empty()
+            && self
+                .changed_at
+                .is_some_and(|changed| changed + quiet_for <= now)
     }
 
     /// Closes the windows that ended by `now`, keeping the clean ones as samples.
@@ -306,5 +335,42 @@ impl Percentiles {
             p99_seconds: at(0.99),
             max_seconds: sorted[sorted.len() - 1].as_secs_f64(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fleet_settles_once_nothing_changed_for_a_while_and_no_taker_is_awaited() {
+        let start = Instant::now();
+        let s = |secs: u64| start + Duration::from_secs(secs);
+        let quiet_for = Duration::from_secs(60);
+        let mut recorder = Recorder::new(16, Duration::from_secs(85));
+        assert!(!recorder.settled(s(100), quiet_for), "nothing happened yet");
+        recorder.changed(s(0));
+        assert!(!recorder.settled(s(59), quiet_for));
+        assert!(recorder.settled(s(60), quiet_for));
+        // A crash: its partitions await their taker, however long it takes.
+        recorder.crashed(&[PartitionId(3)], s(100));
+        assert!(!recorder.settled(s(200), quiet_for));
+        recorder.acquired(
+            Holder {
+                node: 1,
+                incarnation: 1,
+            },
+            PartitionId(3),
+            s(150),
+        );
+        recorder.changed(s(150));
+        assert!(!recorder.settled(s(209), quiet_for));
+        assert!(recorder.settled(s(210), quiet_for));
+        // An outage counts until it ends.
+        recorder.changed(s(400));
+        assert!(!recorder.settled(s(300), quiet_for));
+        // A joiner short of its share does not count: that is what balance must catch.
+        recorder.joined(7, s(470));
+        assert!(recorder.settled(s(470), quiet_for));
     }
 }

@@ -24,12 +24,21 @@
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
 //! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop, and
-//! balance once settled. A [`Violation`] names the invariant, the seed, the simulated time
-//! and the command that replays it. A deliberately unsafe configuration
-//! ([`SimConfig::unsafe_timings`]) is the negative control the single-owner check must catch;
-//! so are releases that do not wait for work ([`SimConfig::unsafe_release`]) for the
-//! work-overlap check, and mis-set restarts that skip the group record's check
-//! ([`SimConfig::unsafe_mixed_timings`]) for the single-owner check.
+//! balance whenever the fleet has settled. A [`Violation`] names the invariant, the seed, the
+//! simulated time and the command that replays it.
+//!
+//! Each check has a negative control, a deliberately broken fleet it must catch within a few
+//! seeds, or it would prove nothing: unsafe takeover timings ([`SimConfig::unsafe_timings`])
+//! and mis-set restarts that skip the group record's check
+//! ([`SimConfig::unsafe_mixed_timings`]) for the single-owner check; releases that do not
+//! wait for work ([`SimConfig::unsafe_release`]) for the work-overlap check; acquisitions
+//! that reuse their record's epoch ([`SimConfig::unsafe_epoch_reuse`]) for the epoch-order
+//! check; resources that accept stale epochs ([`SimConfig::unsafe_stale_fencing`]) for the
+//! fencing check; nodes that stop taking partitions once the faults stop
+//! ([`SimConfig::unsafe_stop_acquiring`]) for the liveness check; and a node that counts no
+//! other member, so never hands off its surplus ([`SimConfig::unsafe_ignore_members`]), for
+//! the balance check. A run too short to hold its faults and the settling window after them
+//! is refused ([`SimConfig::validate`]) rather than passed without faults.
 //!
 //! ```
 //! use std::time::Duration;
@@ -49,8 +58,9 @@
 //! which schedules faults, churn and operator commands and starts and ends nodes through
 //! `lifecycle`; `lifecycle` gives each node its `store` connection and its callbacks into the
 //! `world`, which holds the shared state and runs the checks; the `world` serves every
-//! connection through `store::Network` and decides each request's fate with `faults`. Under
-//! them all are `clock`, `config`, `figures`, `invariants`, `report` and `trace`.
+//! connection through `store::Network`, decides each request's fate with `faults` and keeps
+//! the fenced `resource`s. Under them all are `clock`, `config`, `figures`, `invariants`,
+//! `report` and `trace`.
 
 mod clock;
 mod config;
@@ -60,13 +70,14 @@ mod figures;
 pub mod invariants;
 mod lifecycle;
 mod report;
+mod resource;
 mod run;
 mod store;
 mod trace;
 mod world;
 
 pub use clock::{Gate, SimClock};
-pub use config::{FaultConfig, FaultProfile, SimConfig, Timings};
+pub use config::{FaultConfig, FaultProfile, SimConfig, SimConfigError, Timings};
 pub use figures::{FaultCounts, Percentiles, Samples, StoreTraffic};
 pub use report::{Figures, SeedReport, Summary, Violation};
 pub use run::{run_many, run_many_on, run_seed, run_seed_traced};

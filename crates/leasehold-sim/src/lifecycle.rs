@@ -4,11 +4,10 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use leasehold::{
     Callbacks, Environment, LeaseGuard, LeaseStore, Loss, NodeId, Participant, PartitionId,
-    SeededRng, TimeoutStore,
+    SeededRng,
 };
 use tokio::time::Instant;
 
@@ -56,11 +55,17 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         .with_group(world.group.clone());
     config.unsafe_release_ignores_permits = world.config.unsafe_release;
     config.unsafe_skip_group_check = misconfigured && world.config.unsafe_mixed_timings;
+    config.unsafe_reuse_epoch = world.config.unsafe_epoch_reuse;
     let unchecked = world.config.unsafe_timings
         || world.config.unsafe_release
-        || config.unsafe_skip_group_check;
-    let store: Arc<dyn LeaseStore> =
-        Arc::new(FaultyStore::new(Arc::clone(world), holder, gate.clone()));
+        || config.unsafe_skip_group_check
+        || config.unsafe_reuse_epoch;
+    let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
+        Arc::clone(world),
+        holder,
+        slot.name.clone(),
+        gate.clone(),
+    ));
     let callbacks = NodeCallbacks {
         world: Arc::clone(world),
         holder,
@@ -70,8 +75,6 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         seed: SeededRng::new(world.seed ^ ((index as u64) << 32) ^ holder.incarnation).next_u64(),
     };
     let participant = if unchecked {
-        // Unchecked start skips the time limit the checked one adds; add it here.
-        let store = Arc::new(TimeoutStore::new(store, config.store_timeout));
         Participant::start_unchecked(store, config, Arc::new(callbacks), environment)
     } else {
         Participant::start_with(store, config, callbacks, environment)
@@ -83,6 +86,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         gate: gate.clone(),
         started: Instant::now(),
         sampled: None,
+        scanned: false,
     });
     let rate = slot.rate;
     let mis_set = if misconfigured { " mis-set" } else { "" };
@@ -90,6 +94,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         &mut state,
         format!("{holder} started{mis_set} rate={rate:.6}"),
     );
+    state.recorder.changed(Instant::now());
     if misconfigured {
         state.counts.misconfigured += 1;
     }
@@ -139,6 +144,7 @@ pub(crate) fn end_process(
     };
     process.participant.abort();
     state.work.process_ended(holder, now);
+    state.recorder.changed(now);
     let lived = now - process.started;
     state.traffic.node_heartbeats += lived.as_secs_f64() / world.timings.heartbeat.as_secs_f64();
     let held = state.beliefs.held_at(holder, now);
@@ -179,32 +185,28 @@ pub(crate) fn leave(world: &Arc<World>, index: usize) {
     world.spawn(&mut state, task);
 }
 
-/// A worker of node `holder`: every `work_every` it checks its leases, and a moment later
-/// (a pause may fall in between) submits work under them to the fenced resources.
+/// A worker of node `holder`: every `work_every` it checks its leases, and submits the work
+/// done under them to the fenced resources when it next wakes, a cycle later. It holds its
+/// fencing tokens across the work, as a real writer does across a slow operation, so that a
+/// pause striking it at any moment leaves it with tokens others may have outdated meanwhile.
 async fn work(world: Arc<World>, holder: Holder, gate: Gate, seed: u64) {
     let mut rng = SeededRng::new(seed);
     let every = world.config.work_every;
+    let mut checked: Vec<LeaseGuard> = Vec::new();
     loop {
         tokio::time::sleep(rng.spread(every, 0.5)).await;
         gate.wait_open().await;
         let Some(participant) = world.participant(holder) else {
             return;
         };
-        let guards: Vec<LeaseGuard> = participant
+        if !checked.is_empty() {
+            world.submit(holder, &checked);
+        }
+        checked = participant
             .owned()
             .into_iter()
             .filter_map(|partition| participant.lease(partition))
             .collect();
-        drop(participant);
-        if guards.is_empty() {
-            continue;
-        }
-        tokio::time::sleep(Duration::from_millis(rng.below(200) as u64)).await;
-        gate.wait_open().await;
-        if world.participant(holder).is_none() {
-            return;
-        }
-        world.submit(holder, &guards);
     }
 }
 

@@ -99,6 +99,9 @@ pub struct Figures {
     pub work_units: u64,
     /// Of those, units whose permit ran out before they ended.
     pub work_units_cut_short: u64,
+    /// Sampling points at which the fleet had settled and balance was checked (besides the
+    /// check at the end of every run).
+    pub settled_balance_checks: u64,
     /// Simulated seconds per wall-clock second.
     pub simulated_per_wall_second: f64,
     /// Faults injected.
@@ -142,6 +145,7 @@ impl Figures {
             fenced_rejected: samples.fenced.1,
             work_units: samples.work_units.0,
             work_units_cut_short: samples.work_units.1,
+            settled_balance_checks: samples.settled_checks,
             simulated_per_wall_second: simulated.as_secs_f64() / wall.as_secs_f64().max(1e-9),
             faults: samples.faults.clone(),
         }
@@ -194,6 +198,11 @@ impl fmt::Display for Figures {
             f,
             "  {:<22} {} ended, {} cut short by their permit running out",
             "work under permits", self.work_units, self.work_units_cut_short
+        )?;
+        writeln!(
+            f,
+            "  {:<22} checked at {} settled instants and at the end of every run",
+            "balance", self.settled_balance_checks
         )?;
         let c = &self.faults;
         writeln!(

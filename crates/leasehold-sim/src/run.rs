@@ -19,6 +19,11 @@ use crate::world::World;
 /// simulated time passes only as fast as the work requires and the run is fully determined
 /// by `seed`. Returns the first violated invariant, or the run's report.
 ///
+/// # Panics
+///
+/// If `config` fails [`SimConfig::validate`]: a run too short for its faults would pass
+/// having tested nothing.
+///
 /// ```
 /// use std::time::Duration;
 /// use leasehold_sim::{run_seed, FaultProfile, SimConfig};
@@ -36,11 +41,15 @@ pub fn run_seed(config: &SimConfig, seed: u64) -> Result<SeedReport, Violation> 
 /// simulated time and what happened, one line per event, as in
 /// [`Violation::recent_events`]. Following a seed this way does not change its run.
 ///
+/// # Panics
+///
+/// As [`run_seed`], if `config` fails [`SimConfig::validate`].
+///
 /// ```
 /// use std::time::Duration;
 /// use leasehold_sim::{run_seed, run_seed_traced, FaultProfile, SimConfig};
 ///
-/// let config = SimConfig::new(3, 8, Duration::from_secs(120), FaultProfile::All);
+/// let config = SimConfig::new(3, 8, Duration::from_secs(300), FaultProfile::All);
 /// let (sender, events) = std::sync::mpsc::channel();
 /// let report = run_seed_traced(&config, 7, move |line| {
 ///     let _ = sender.send(line.to_owned());
@@ -60,6 +69,7 @@ pub fn run_seed_traced(
 }
 
 fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violation> {
+    valid(config);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -80,7 +90,7 @@ fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violat
     }
     let mut samples = state.recorder.samples.clone();
     samples.traffic = state.traffic.clone();
-    samples.fenced = (state.fenced.accepted, state.fenced.rejected);
+    samples.fenced = (state.fencing.accepted, state.fencing.refused);
     samples.work_units = (state.work.units, state.work.cut_short);
     samples.faults = state.counts.clone();
     Ok(SeedReport {
@@ -94,18 +104,27 @@ fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violat
 }
 
 /// Runs `seeds` on up to two OS threads, each seed on its own runtime.
+///
+/// # Panics
+///
+/// As [`run_seed`], if `config` fails [`SimConfig::validate`].
 pub fn run_many(config: &SimConfig, seeds: Range<u64>) -> Summary {
     run_many_on(config, seeds, 2, |_| {})
 }
 
 /// Runs `seeds` on up to `threads` OS threads, calling `progress` after each seed with its
 /// outcome (from whichever thread ran it).
+///
+/// # Panics
+///
+/// As [`run_seed`], if `config` fails [`SimConfig::validate`].
 pub fn run_many_on(
     config: &SimConfig,
     seeds: Range<u64>,
     threads: usize,
     progress: impl Fn(&Result<SeedReport, Violation>) + Sync,
 ) -> Summary {
+    valid(config);
     let wall = std::time::Instant::now();
     let next = AtomicU64::new(seeds.start);
     let outcomes = Mutex::new(Vec::new());
@@ -129,6 +148,12 @@ pub fn run_many_on(
     let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
     outcomes.sort_by_key(|(seed, _)| *seed);
     summarize(config, outcomes, wall.elapsed())
+}
+
+fn valid(config: &SimConfig) {
+    if let Err(error) = config.validate() {
+        panic!("invalid simulation: {error}");
+    }
 }
 
 fn summarize(

@@ -1,5 +1,6 @@
 //! One node's view of the shared in-memory store, through a fault injector: latency, lost
-//! replies, held-back writes, outages and throttling, and a frozen process while paused.
+//! replies, held-back writes, outages and throttling, and a frozen process while paused;
+//! and, for negative controls, takes refused and other members hidden.
 
 use std::fmt;
 use std::future::Future;
@@ -8,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    MemoryStore, NodeId, PartitionId, PutMode, StoreError, StoredGroup, StoredLease, StoredMember,
-    Version,
+    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseState, LeaseStore, LeaseWrite, Listing,
+    MemberRecord, MemoryStore, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup,
+    StoredLease, StoredMember, Version,
 };
 use tokio::sync::mpsc;
 
@@ -40,6 +41,13 @@ pub(crate) trait Network: fmt::Debug + Send + Sync + 'static {
     fn rows_read(&self, rows: usize);
     /// A listing of the whole lease table returned `rows` rows.
     fn lease_listing(&self, rows: usize);
+    /// Whether `holder`'s takes fail now: the negative control of the liveness check.
+    fn stops_taking(&self, holder: Holder) -> bool;
+    /// A take of `partition` by `holder` was answered as a lost race.
+    fn take_refused(&self, holder: Holder, partition: PartitionId);
+    /// Whether `holder` sees no member record but its own: the negative control of the
+    /// balance check.
+    fn hides_members(&self, holder: Holder) -> bool;
 }
 
 /// A node's connection to the simulated store.
@@ -47,14 +55,16 @@ pub(crate) trait Network: fmt::Debug + Send + Sync + 'static {
 pub(crate) struct FaultyStore<N> {
     network: Arc<N>,
     holder: Holder,
+    node: NodeId,
     gate: Gate,
 }
 
 impl<N: Network> FaultyStore<N> {
-    pub(crate) fn new(network: Arc<N>, holder: Holder, gate: Gate) -> FaultyStore<N> {
+    pub(crate) fn new(network: Arc<N>, holder: Holder, node: NodeId, gate: Gate) -> FaultyStore<N> {
         FaultyStore {
             network,
             holder,
+            node,
             gate,
         }
     }
@@ -151,6 +161,83 @@ impl<N: Network> FaultyStore<N> {
     }
 }
 
+impl<N: Network> FaultyStore<N> {
+    /// Whether `write` would take a partition: make this node the holder of a record that
+    /// names another holder, another epoch or another state (a renewal changes none).
+    async fn is_take(&self, group: &GroupName, write: &LeaseWrite) -> bool {
+        let record = &write.record;
+        if record.owner.as_ref() != Some(&self.node) || record.state != LeaseState::Held {
+            return false;
+        }
+        let stored = self.inner().get_lease(group, write.partition).await;
+        !matches!(stored, Ok(Some(stored))
+            if stored.value.owner == record.owner
+                && stored.value.epoch == record.epoch
+                && stored.value.state == LeaseState::Held)
+    }
+
+    /// Answers a take as a lost race, as the store would had another node written first.
+    fn refuse_take<T>(&self, partition: PartitionId) -> Result<T, StoreError> {
+        self.network.take_refused(self.holder, partition);
+        Err(StoreError::Conflict {
+            key: RecordKey::Lease(partition),
+        })
+    }
+
+    /// Writes a batch as [`LeaseStore::put_leases`] does, apart from the takes among it,
+    /// which are refused.
+    async fn put_leases_but_takes(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let mut takes = Vec::with_capacity(writes.len());
+        for write in writes {
+            takes.push(self.is_take(group, write).await);
+        }
+        let kept: Vec<LeaseWrite> = writes
+            .iter()
+            .zip(&takes)
+            .filter(|(_, take)| !**take)
+            .map(|(write, _)| write.clone())
+            .collect();
+        let mut written = if kept.is_empty() {
+            self.receive().await;
+            Vec::new()
+        } else {
+            self.put_leases_through(group, &kept).await?
+        }
+        .into_iter();
+        let results = writes
+            .iter()
+            .zip(takes)
+            .map(|(write, take)| {
+                if take {
+                    self.refuse_take(write.partition)
+                } else {
+                    written.next().expect("one result per write kept")
+                }
+            })
+            .collect();
+        Ok(results)
+    }
+
+    async fn put_leases_through(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let later = || {
+            let (store, g, batch) = (self.inner().clone(), group.clone(), writes.to_vec());
+            async move {
+                let _ = store.put_leases(&g, &batch).await;
+            }
+        };
+        let call = self.inner().put_leases(group, writes);
+        self.write(writes.len(), call, later).await
+    }
+}
+
 #[async_trait]
 impl<N: Network> LeaseStore for FaultyStore<N> {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
@@ -174,6 +261,17 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        if self.network.stops_taking(self.holder) {
+            let write = LeaseWrite {
+                partition,
+                record: record.clone(),
+                mode: mode.clone(),
+            };
+            if self.is_take(group, &write).await {
+                self.receive().await;
+                return self.refuse_take(partition);
+            }
+        }
         let later = || {
             let (store, g, r, m) = (
                 self.inner().clone(),
@@ -196,14 +294,10 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        let later = || {
-            let (store, g, batch) = (self.inner().clone(), group.clone(), writes.to_vec());
-            async move {
-                let _ = store.put_leases(&g, &batch).await;
-            }
-        };
-        let call = self.inner().put_leases(group, writes);
-        self.write(writes.len(), call, later).await
+        if self.network.stops_taking(self.holder) {
+            return self.put_leases_but_takes(group, writes).await;
+        }
+        self.put_leases_through(group, writes).await
     }
 
     async fn delete_lease(
@@ -223,8 +317,11 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let listing = self.read(self.inner().list_members(group)).await?;
+        let mut listing = self.read(self.inner().list_members(group)).await?;
         self.network.rows_read(listing.records.len());
+        if self.network.hides_members(self.holder) {
+            listing.records.retain(|member| member.key == self.node);
+        }
         Ok(listing)
     }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use leasehold_sim::{run_many, FaultProfile, SimConfig};
+use leasehold_sim::{run_many, run_seed, FaultProfile, SimConfig};
 
 fn seeds(default: u64) -> u64 {
     std::env::var("LEASEHOLD_SIM_SEEDS")
@@ -61,8 +61,38 @@ fn assert_clean_with_every_fault(config: &SimConfig, seeds: u64) {
     }
     let figures = &summary.figures;
     assert!(figures.failover.is_some() && figures.handoff.is_some());
-    assert!(figures.fenced_accepted > 0);
+    assert!(figures.fenced_accepted > 0 && figures.fenced_rejected > 0);
+    assert!(figures.settled_balance_checks > 0);
     println!("{} seeds in {:?}\n{}", summary.seeds, summary.wall, figures);
+}
+
+/// A writer paused past its lease wakes with a token that others have outdated meanwhile:
+/// the resources must refuse it. Refusals are what shows the fencing check judging more than
+/// a stream of acceptances.
+#[test]
+fn stale_writers_are_refused_after_pauses() {
+    let config = SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All);
+    let mut refusing = 0;
+    for seed in 0..4 {
+        let report = run_seed(&config, seed).unwrap_or_else(|v| panic!("{v}"));
+        let (accepted, refused) = report.samples.fenced;
+        assert!(report.samples.faults.pauses > 0, "seed {seed} had no pause");
+        assert!(accepted > 0, "seed {seed} accepted no work");
+        refusing += usize::from(refused > 0);
+    }
+    assert!(
+        refusing >= 2,
+        "only {refusing} of 4 seeds refused a stale writer"
+    );
+}
+
+/// A run with no room for faults before its settling window would pass having tested
+/// nothing.
+#[test]
+#[should_panic(expected = "at least 243s in all")]
+fn a_run_too_short_for_its_faults_is_refused() {
+    let config = SimConfig::new(4, 16, Duration::from_secs(90), FaultProfile::All);
+    let _ = run_seed(&config, 0);
 }
 
 /// Seeds of the default `leasehold sim` run (5 nodes × 64 partitions, 15 minutes, all
@@ -72,7 +102,7 @@ fn assert_clean_with_every_fault(config: &SimConfig, seeds: u64) {
 fn seeds_that_once_failed_pass() {
     let config = SimConfig::new(5, 64, Duration::from_secs(900), FaultProfile::All);
     for seed in [731, 1934, 3064, 6256, 6884] {
-        if let Err(violation) = leasehold_sim::run_seed(&config, seed) {
+        if let Err(violation) = run_seed(&config, seed) {
             panic!(
                 "{violation}\n    {}",
                 violation.recent_events.join("\n    ")

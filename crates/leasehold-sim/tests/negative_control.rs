@@ -1,41 +1,55 @@
-//! The negative controls: with `acquire_after` shorter than the lease validity (started
-//! without validation), two nodes can hold one partition at once, and the single-owner check
-//! must say so within a few seeds; with releases that do not wait for the work in flight, two
-//! nodes work on one partition at once, and the work-overlap check must say so. If they did
-//! not, the checks would be proving nothing. Likewise for nodes restarted with timings unsafe
-//! against the fleet's: refused by the group record, caught when they skip its check.
+//! The negative controls: one deliberately broken variant per invariant, each of which its
+//! check must catch within a few seeds. If they were not caught, the checks would be
+//! proving nothing.
+//!
+//! - single owner: `acquire_after` shorter than the lease validity (started without
+//!   validation), and nodes restarted with timings unsafe against the fleet's that skip the
+//!   group record's check (refused by the group record otherwise);
+//! - work overlap: releases that do not wait for the work in flight;
+//! - epoch order: acquisitions that reuse the epoch their record carries;
+//! - fencing: resources that accept stale epochs;
+//! - liveness: nodes that stop taking partitions once the faults stop;
+//! - balance: a node that counts no other member and so never hands off its surplus.
 
 use std::time::Duration;
 
+use leasehold::{ConfigError, NodeId, ParticipantConfig};
 use leasehold_sim::invariants::Invariant;
 use leasehold_sim::{run_seed, FaultProfile, SimConfig, Violation};
 
-/// Runs seeds 0..8 of `config`, asserts that at least `at_least` of them break `invariant`
-/// and that the replay command names `flag`, and returns the first violation.
-fn caught(config: &SimConfig, invariant: Invariant, flag: &str, at_least: usize) -> Violation {
-    let caught: Vec<_> = (0..8)
+const SEEDS: u64 = 8;
+
+/// The fleet every control runs: small, so that debug builds run the controls quickly.
+fn fleet() -> SimConfig {
+    SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All)
+}
+
+/// Runs seeds `0..SEEDS` of `config` and asserts that every seed that failed broke
+/// `invariant` (the control breaks nothing else), that at least `at_least` of them did, and
+/// that the replay command names `flag`. Returns the violations.
+fn caught(config: &SimConfig, invariant: Invariant, flag: &str, at_least: usize) -> Vec<Violation> {
+    let caught: Vec<Violation> = (0..SEEDS)
         .filter_map(|seed| run_seed(config, seed).err())
         .collect();
-    let first = caught
-        .iter()
-        .find(|v| v.invariant == invariant)
-        .unwrap_or_else(|| panic!("no seed of 8 broke {invariant:?}: {caught:?}"))
-        .clone();
+    for violation in &caught {
+        assert_eq!(violation.invariant, invariant, "{violation}");
+        assert!(violation.replay.contains(flag), "{}", violation.replay);
+    }
     assert!(
         caught.len() >= at_least,
-        "only {} of 8 seeds caught it",
+        "only {} of {SEEDS} seeds broke {invariant}, not {at_least}",
         caught.len()
     );
-    assert!(first.replay.contains(flag), "{}", first.replay);
-    println!("{first}");
-    first
+    println!("{} of {SEEDS} seeds caught; the first:", caught.len());
+    println!("{}", caught[0]);
+    caught
 }
 
 #[test]
 fn unsafe_timings_are_caught_by_the_single_owner_check() {
-    let mut config = SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All);
+    let mut config = fleet();
     config.unsafe_timings = true;
-    let first = caught(&config, Invariant::SingleOwner, "--unsafe", 4);
+    let first = caught(&config, Invariant::SingleOwner, "--unsafe", 4).remove(0);
     assert!(first
         .replay
         .starts_with(&format!("leasehold sim --seed {}", first.seed)));
@@ -45,15 +59,62 @@ fn unsafe_timings_are_caught_by_the_single_owner_check() {
 
 #[test]
 fn releases_that_do_not_wait_for_work_are_caught_by_the_work_overlap_check() {
-    let mut config = SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All);
+    let mut config = fleet();
     config.unsafe_release = true;
     caught(&config, Invariant::WorkOverlap, "--unsafe-release", 4);
 }
 
 #[test]
+fn acquisitions_that_reuse_the_epoch_are_caught_by_the_epoch_order_check() {
+    let mut config = fleet();
+    config.unsafe_epoch_reuse = true;
+    caught(&config, Invariant::EpochOrder, "--unsafe-epoch-reuse", 6);
+}
+
+#[test]
+fn the_epoch_reuse_switch_is_refused_outside_the_simulator() {
+    let mut config = ParticipantConfig::new(NodeId::new("n0").expect("valid"), 4);
+    config.unsafe_reuse_epoch = true;
+    assert_eq!(config.validate(), Err(ConfigError::UnsafeEpochReuse));
+}
+
+/// Caught only in seeds where a pause outlasts the takeover of its node's leases, so fewer.
+#[test]
+fn resources_that_accept_stale_epochs_are_caught_by_the_fencing_check() {
+    let mut config = fleet();
+    config.unsafe_stale_fencing = true;
+    let caught = caught(&config, Invariant::Fencing, "--unsafe-stale-fencing", 3);
+    assert!(
+        caught[0].details.contains("accepted work of"),
+        "{}",
+        caught[0]
+    );
+}
+
+#[test]
+fn nodes_that_stop_taking_partitions_are_caught_by_the_liveness_check() {
+    let mut config = fleet();
+    config.unsafe_stop_acquiring = true;
+    caught(&config, Invariant::Liveness, "--unsafe-stop-acquiring", 6);
+}
+
+/// Caught while the fleet is settled, not only by the check at the end of the run.
+#[test]
+fn a_node_that_never_hands_off_its_surplus_is_caught_by_the_balance_check() {
+    let mut config = fleet();
+    config.unsafe_ignore_members = true;
+    let caught = caught(&config, Invariant::Balance, "--unsafe-ignore-members", 6);
+    let settled = caught
+        .iter()
+        .filter(|v| v.details.starts_with("settled:") && v.at < config.duration)
+        .count();
+    assert!(settled >= caught.len() / 2, "{caught:#?}");
+}
+
+#[test]
 fn the_same_fleet_with_safe_timings_passes() {
-    let config = SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All);
-    for seed in 0..8 {
+    let config = fleet();
+    for seed in 0..SEEDS {
         if let Err(violation) = run_seed(&config, seed) {
             panic!("{violation}");
         }
@@ -63,7 +124,7 @@ fn the_same_fleet_with_safe_timings_passes() {
 /// Every crashed node restarts mis-set, with timings that let it serve a lease for longer
 /// than the fleet waits before taking one.
 fn mis_set_restarts() -> SimConfig {
-    let mut config = SimConfig::new(4, 16, Duration::from_secs(600), FaultProfile::All);
+    let mut config = fleet();
     config.faults.misconfigured_restart_rate = 1.0;
     config
 }
@@ -79,11 +140,14 @@ fn mis_set_nodes_that_skip_the_group_record_are_caught_by_the_single_owner_check
 fn mis_set_nodes_are_refused_by_the_group_record() {
     let config = mis_set_restarts();
     let mut mis_set = 0;
-    for seed in 0..8 {
+    for seed in 0..SEEDS {
         match run_seed(&config, seed) {
             Ok(report) => mis_set += report.samples.faults.misconfigured,
             Err(violation) => panic!("{violation}"),
         }
     }
-    assert!(mis_set >= 8, "only {mis_set} mis-set restarts in 8 seeds");
+    assert!(
+        mis_set >= 8,
+        "only {mis_set} mis-set restarts in {SEEDS} seeds"
+    );
 }

@@ -85,6 +85,11 @@ pub struct ParticipantConfig {
     /// Refused by [`ParticipantConfig::validate`].
     #[doc(hidden)]
     pub unsafe_skip_group_check: bool,
+    /// Negative control for the simulator: take a partition under the epoch its record
+    /// already carries instead of a higher one, which gives two tenures one fencing token.
+    /// Refused by [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_reuse_epoch: bool,
 }
 
 impl ParticipantConfig {
@@ -130,6 +135,7 @@ impl ParticipantConfig {
             drain_timeout: Duration::from_secs(30),
             unsafe_release_ignores_permits: false,
             unsafe_skip_group_check: false,
+            unsafe_reuse_epoch: false,
         }
     }
 
@@ -270,6 +276,9 @@ impl ParticipantConfig {
         if self.unsafe_skip_group_check {
             return Err(ConfigError::UnsafeGroupCheck);
         }
+        if self.unsafe_reuse_epoch {
+            return Err(ConfigError::UnsafeEpochReuse);
+        }
         if self.forget_members_after < self.member_timeout() * 2 {
             return Err(ConfigError::ForgetMembersTooSoon {
                 forget_members_after: self.forget_members_after,
@@ -312,6 +321,9 @@ pub enum ConfigError {
     /// The simulator's negative control for the group record was switched on outside it.
     #[error("unsafe_skip_group_check lets nodes with unsafe timings take part; it is for the simulator's negative control only")]
     UnsafeGroupCheck,
+    /// The simulator's negative control for epochs was switched on outside it.
+    #[error("unsafe_reuse_epoch gives two tenures one fencing token; it is for the simulator's negative control only")]
+    UnsafeEpochReuse,
     /// `partitions` was zero.
     #[error("partitions must be at least 1")]
     ZeroPartitions,

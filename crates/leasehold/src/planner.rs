@@ -336,7 +336,11 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // on the last one no longer applies.
         let record = LeaseRecord {
             owner: Some(config.node.clone()),
-            epoch: observed.leases.next_epoch(seen),
+            epoch: if config.unsafe_reuse_epoch {
+                seen.epoch
+            } else {
+                observed.leases.next_epoch(seen)
+            },
             state: LeaseState::Held,
             prohibited: observed.leases.prohibited(partition).to_vec(),
             ..LeaseRecord::default()

@@ -63,7 +63,7 @@ impl Director {
             &mut state,
             format!("{holder} paused for {:.3}s", length.as_secs_f64()),
         );
-        state.recorder.disturbed();
+        state.recorder.disturbed(Instant::now());
         state.counts.pauses += 1;
         self.at(Instant::now() + length, Action::Resume(holder));
     }
@@ -80,6 +80,7 @@ impl Director {
         if let Some(process) = slot.process().filter(|p| p.gate.is_paused()) {
             process.gate.set_paused(false);
             world.event(&mut state, format!("{holder} resumed"));
+            state.recorder.changed(Instant::now());
         }
     }
 
@@ -96,7 +97,8 @@ impl Director {
                 (end - Instant::now()).as_secs_f64()
             ),
         );
-        state.recorder.disturbed();
+        state.recorder.disturbed(Instant::now());
+        state.recorder.changed(end);
         state.counts.outages += 1;
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold::{admin, SeededRng};
 use tokio::time::Instant;
 
-use crate::invariants::{balance, liveness, Holder, Invariant};
+use crate::invariants::Holder;
 use crate::lifecycle;
 use crate::world::{Life, World};
 
@@ -172,18 +172,9 @@ impl Director {
         if now >= self.live_from {
             self.check_liveness(now);
         }
+        self.check_balance(now, false);
         self.world.lock().recorder.settle(now);
         self.at(now + self.world.config.sample_every, Action::Sample);
-    }
-
-    fn check_liveness(&self, now: Instant) {
-        let world = &self.world;
-        let mut state = world.lock();
-        let handoff = world.timings.handoff_bound();
-        let checked = liveness::check(&state.beliefs, world.config.partitions, now, handoff);
-        if let Err(details) = checked {
-            world.violate(&mut state, Invariant::Liveness, details);
-        }
     }
 
     fn quiet(&mut self) {
@@ -199,6 +190,7 @@ impl Director {
                 }
             }
             world.event(&mut state, "faults stop".to_owned());
+            state.recorder.changed(Instant::now());
             let mis_set: Vec<usize> = state
                 .nodes
                 .iter()
@@ -225,22 +217,8 @@ impl Director {
         world.sample_all();
         let now = Instant::now();
         self.check_liveness(now);
+        self.check_balance(now, true);
         let mut state = world.lock();
-        let holdings: Vec<balance::Holdings> = state
-            .nodes
-            .values()
-            .filter_map(|slot| {
-                let process = slot.process()?;
-                Some(balance::Holdings {
-                    node: slot.name.to_string(),
-                    owned: process.participant.owned().len(),
-                    draining: slot.draining,
-                })
-            })
-            .collect();
-        if let Err(details) = balance::check(&holdings) {
-            world.violate(&mut state, Invariant::Balance, details);
-        }
         state.recorder.settle(now);
         let running: Vec<usize> = state.nodes.keys().copied().collect();
         for index in running {
@@ -250,6 +228,7 @@ impl Director {
     }
 }
 
+mod checks;
 mod churn;
 mod disruption;
 mod operator;

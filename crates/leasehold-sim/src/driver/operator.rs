@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use leasehold::{admin, NodeId, PartitionId};
+use tokio::time::Instant;
 
 use super::Director;
 
@@ -30,6 +31,13 @@ impl Command {
             Command::Kick(p) | Command::Offline(p) | Command::Online(p) => *p,
             Command::Prohibit(p, _) | Command::Allow(p, _) => *p,
         }
+    }
+}
+
+impl OperatorChanges {
+    /// The partition taken offline and not brought back yet, if any.
+    pub(super) fn offline(&self) -> Option<PartitionId> {
+        self.offline
     }
 }
 
@@ -109,7 +117,7 @@ impl Director {
             Command::Allow(..) => self.operator.prohibited = None,
         }
         world.event(&mut state, format!("operator: {text}"));
-        state.recorder.disturbed();
+        state.recorder.disturbed(Instant::now());
         state.counts.operator += 1;
     }
 }

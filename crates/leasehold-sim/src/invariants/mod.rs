@@ -35,11 +35,11 @@ pub enum Invariant {
     SingleOwner,
     /// [`epochs`]: epochs strictly increase per partition across acquisitions.
     EpochOrder,
-    /// [`fencing`]: the fenced resource never accepts a stale epoch.
+    /// [`fencing`]: what the fenced resources accepted and refused follows the epochs.
     Fencing,
     /// [`liveness`]: once faults stop, every partition is owned within a bound.
     Liveness,
-    /// [`balance`]: once settled, owned counts differ by at most one.
+    /// [`balance`]: whenever settled, owned counts differ by at most one.
     Balance,
     /// [`work`]: units of work of two processes on one partition never overlap.
     WorkOverlap,

@@ -55,6 +55,10 @@ impl SingleOwner {
     }
 
     /// `holder` believes, at `now`, that it holds `partition` under `epoch` until `end`.
+    ///
+    /// Fails if another process's belief on the partition overlaps this one: a taker that
+    /// waits less than a holder serves (`SimConfig::unsafe_timings`, or a node with mixed
+    /// timings let past the group record, `SimConfig::unsafe_mixed_timings`).
     pub fn believe(
         &mut self,
         holder: Holder,
@@ -199,4 +203,81 @@ fn overlap(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(node: usize) -> Holder {
+        Holder {
+            node,
+            incarnation: 1,
+        }
+    }
+
+    #[test]
+    fn successive_holders_pass_even_when_the_first_never_said_it_stopped() {
+        let origin = Instant::now();
+        let s = |secs: u64| origin + Duration::from_secs(secs);
+        let mut beliefs = SingleOwner::new(origin, Duration::from_secs(600));
+        let p = PartitionId(1);
+        beliefs
+            .believe(holder(1), p, Epoch(1), s(0), s(30))
+            .unwrap();
+        // Renewed: the deadline moves on.
+        beliefs
+            .believe(holder(1), p, Epoch(1), s(10), s(40))
+            .unwrap();
+        // Paused past its deadline at 40, never told of its loss: the next holder may start.
+        beliefs
+            .believe(holder(2), p, Epoch(2), s(40), s(70))
+            .unwrap();
+        assert_eq!(beliefs.holders_at(p, s(39)), vec![holder(1)]);
+        assert_eq!(beliefs.holders_at(p, s(40)), vec![holder(2)]);
+        beliefs.disbelieve(holder(2), p, s(50));
+        beliefs
+            .believe(holder(1), p, Epoch(3), s(50), s(80))
+            .unwrap();
+    }
+
+    #[test]
+    fn two_holders_at_once_are_caught() {
+        let origin = Instant::now();
+        let s = |secs: u64| origin + Duration::from_secs(secs);
+        let mut beliefs = SingleOwner::new(origin, Duration::from_secs(600));
+        let p = PartitionId(4);
+        beliefs
+            .believe(holder(1), p, Epoch(1), s(0), s(30))
+            .unwrap();
+        let error = beliefs
+            .believe(holder(2), p, Epoch(2), s(20), s(50))
+            .unwrap_err();
+        assert!(
+            error.starts_with("p4: n1#1 believed it held epoch 1"),
+            "{error}"
+        );
+        assert!(
+            error.contains("both for 10.000000s from 20.000000s"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn two_processes_of_one_node_count_as_two_holders() {
+        let origin = Instant::now();
+        let s = |secs: u64| origin + Duration::from_secs(secs);
+        let mut beliefs = SingleOwner::new(origin, Duration::from_secs(600));
+        let p = PartitionId(0);
+        beliefs
+            .believe(holder(1), p, Epoch(1), s(0), s(30))
+            .unwrap();
+        let restarted = Holder {
+            node: 1,
+            incarnation: 2,
+        };
+        assert!(beliefs
+            .believe(restarted, p, Epoch(2), s(10), s(40))
+            .is_err());
+    }
 }

@@ -70,6 +70,19 @@ impl World {
             // join and the share falls to what it holds.
             state.recorder.holds(holder, now, held, fair_share);
         }
+        // A node's first scan ends its joining: only from then on can the others count it.
+        let mut joined = false;
+        for slot in state.nodes.values_mut() {
+            if let Life::Running(process) = &mut slot.life {
+                if !process.scanned && process.participant.status().scans > 0 {
+                    process.scanned = true;
+                    joined = true;
+                }
+            }
+        }
+        if joined {
+            state.recorder.changed(now);
+        }
         state.beliefs.prune(now);
         state.work.prune(now);
     }
@@ -94,6 +107,8 @@ impl World {
         if let Err(details) = state.epochs.acquired(partition, epoch, holder) {
             self.violate(&mut state, Invariant::EpochOrder, details);
         }
+        state.fencing.acquired(partition, epoch, holder);
+        state.recorder.changed(now);
         let Some(process) = state
             .nodes
             .get(&holder.node)
@@ -125,6 +140,7 @@ impl World {
             ),
         );
         self.sample(&mut state, holder);
+        state.recorder.changed(Instant::now());
         if loss.reason == LossReason::Released {
             state.recorder.released(loss.partition, Instant::now());
         } else if let Some(process) = state.nodes.get(&holder.node).and_then(Slot::process) {
@@ -148,26 +164,22 @@ impl World {
         }
     }
 
-    /// Work from `holder` under the leases it checked a moment ago.
+    /// Work from `holder` under the leases it checked a cycle ago: each partition's resource
+    /// takes or refuses it by its own rule, and the fencing check then judges what the
+    /// resources recorded, without relying on that rule.
     pub fn submit(&self, holder: Holder, guards: &[LeaseGuard]) {
         let mut state = self.lock();
+        let state = &mut *state;
         for guard in guards {
-            let state = &mut *state;
-            let outcome =
-                state
-                    .fenced
-                    .submit(guard.partition(), guard.epoch(), holder, &state.epochs);
-            match outcome {
-                Ok(true) => {}
-                Ok(false) => self.event(
-                    state,
-                    format!(
-                        "{holder} work on p{} epoch={} rejected as stale",
-                        guard.partition(),
-                        guard.epoch()
-                    ),
-                ),
-                Err(details) => self.violate(state, Invariant::Fencing, details),
+            let (partition, epoch) = (guard.partition(), guard.epoch());
+            if !state.resources.offer(partition, epoch, holder) {
+                let text = format!("{holder} work on p{partition} epoch={epoch} refused as stale");
+                self.event(state, text);
+            }
+        }
+        for offer in state.resources.take_record() {
+            if let Err(details) = state.fencing.judge(&offer) {
+                self.violate(state, Invariant::Fencing, details);
             }
         }
     }

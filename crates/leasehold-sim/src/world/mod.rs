@@ -16,11 +16,12 @@ use crate::config::{SimConfig, Timings};
 use crate::faults::StoreFaults;
 use crate::figures::{FaultCounts, Recorder, StoreTraffic};
 use crate::invariants::epochs::EpochOrder;
-use crate::invariants::fencing::FencedResources;
+use crate::invariants::fencing::FencingJudge;
 use crate::invariants::single_owner::SingleOwner;
 use crate::invariants::work::WorkSpans;
 use crate::invariants::{Holder, Invariant};
 use crate::report::Violation;
+use crate::resource::Resources;
 use crate::trace::Trace;
 
 /// A running process of a node.
@@ -32,6 +33,8 @@ pub(crate) struct Process {
     pub started: Instant,
     /// [`Participant::lease_changes`] when its beliefs were last sampled.
     pub sampled: Option<u64>,
+    /// Whether it has completed a scan: joined the group, registered and read the others.
+    pub scanned: bool,
 }
 
 /// Where a node is in its life.
@@ -87,7 +90,8 @@ pub(crate) struct State {
     pub faults: StoreFaults,
     pub beliefs: SingleOwner,
     pub epochs: EpochOrder,
-    pub fenced: FencedResources,
+    pub resources: Resources,
+    pub fencing: FencingJudge,
     pub work: WorkSpans,
     pub recorder: Recorder,
     pub traffic: StoreTraffic,
@@ -133,7 +137,8 @@ impl World {
                 faults: StoreFaults::default(),
                 beliefs: SingleOwner::new(origin, retention),
                 epochs: EpochOrder::default(),
-                fenced: FencedResources::default(),
+                resources: Resources::new(config.unsafe_stale_fencing),
+                fencing: FencingJudge::default(),
                 work: WorkSpans::new(timings.lease_validity * 20),
                 recorder: Recorder::new(config.partitions, window),
                 traffic: StoreTraffic::default(),

@@ -5,7 +5,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use leasehold::MemoryStore;
+use leasehold::{MemoryStore, PartitionId};
+use tokio::time::Instant;
 
 use super::World;
 use crate::faults::{self, Fate};
@@ -51,6 +52,8 @@ impl Network for World {
         if let Some(what) = fate.count(&mut state.counts) {
             let kind = if write { "write" } else { "read" };
             self.event(state, format!("{holder} {kind} {what}"));
+            // A failed call may delay a scan, a renewal or a take: the fleet is not settled.
+            state.recorder.changed(Instant::now());
         }
         fate
     }
@@ -72,5 +75,21 @@ impl Network for World {
         let mut state = self.lock();
         state.traffic.rows_read += rows as u64;
         state.traffic.lease_listings += 1;
+    }
+
+    /// From the moment the faults stop, as if the nodes stopped taking partitions then.
+    fn stops_taking(&self, _holder: Holder) -> bool {
+        self.config.unsafe_stop_acquiring && Instant::now() >= self.origin + self.config.quiet_at()
+    }
+
+    fn take_refused(&self, holder: Holder, partition: PartitionId) {
+        let mut state = self.lock();
+        let text = format!("{holder} take of p{partition} refused: nodes stopped taking");
+        self.event(&mut state, text);
+    }
+
+    /// Node `n0`, in every incarnation, so that a restart does not cure it.
+    fn hides_members(&self, holder: Holder) -> bool {
+        self.config.unsafe_ignore_members && holder.node == 0
     }
 }
