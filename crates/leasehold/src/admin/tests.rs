@@ -258,3 +258,69 @@ async fn stale_reports_epochs_that_went_back() {
         ]
     );
 }
+
+/// Fails if `allow` leaves the node on the prohibited list, removes other nodes from it, or
+/// does not write the record.
+#[tokio::test]
+async fn allow_takes_one_node_off_the_prohibited_list() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    let (a, b) = (NodeId::new("a").unwrap(), NodeId::new("b").unwrap());
+    prohibit(&store, &group, PartitionId(1), &a).await.unwrap();
+    prohibit(&store, &group, PartitionId(1), &b).await.unwrap();
+    let record = allow(&store, &group, PartitionId(1), &a).await.unwrap();
+    assert_eq!(record.prohibited, vec![b.clone()]);
+    let stored = store
+        .get_lease(&group, PartitionId(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.value.prohibited, vec![b]);
+    assert_eq!(stored.value.note.as_deref(), Some("allowed a"));
+}
+
+/// Fails if a record another process created between `init_listed`'s listing and its own
+/// write is counted as created, or not at all, or if created records carry no write time
+/// (which `status` shows operators as the record's age).
+#[tokio::test]
+async fn init_counts_a_record_created_meanwhile_as_existing_and_stamps_what_it_writes() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    let listing = store.list_leases(&group).await.unwrap();
+    store
+        .put_lease(
+            &group,
+            PartitionId(2),
+            &LeaseRecord::released(),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
+    let outcome = init_listed(&store, &group, 4, &listing).await.unwrap();
+    assert_eq!((outcome.created, outcome.existing), (3, 1));
+    let written = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(written.value.written_at_unix_ms.is_some());
+}
+
+/// Fails if a nudge does not rewrite the operator's record with the next heartbeat.
+#[tokio::test]
+async fn every_nudge_advances_the_operators_record() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    let mut heartbeats = Vec::new();
+    for _ in 0..3 {
+        nudge(&store, &group).await.unwrap();
+        let record = store
+            .get_member(&group, &NodeId::operator())
+            .await
+            .unwrap()
+            .unwrap();
+        heartbeats.push(record.value.heartbeat);
+    }
+    assert_eq!(heartbeats, vec![1, 2, 3]);
+}

@@ -399,6 +399,27 @@ mod tests {
         assert_eq!(view.len(), 2);
     }
 
+    /// Fails if a listing that repeats a key is taken as ordered: the view would then hold
+    /// two rows for one partition.
+    #[test]
+    fn a_listing_that_repeats_a_key_keeps_its_first_record() {
+        let t0 = Instant::now();
+        let mut view = LeaseView::default();
+        view.merge(
+            t0,
+            vec![
+                row(0, 1, &[]),
+                row(1, 5, &[]),
+                row(1, 6, &[]),
+                row(2, 1, &[]),
+            ],
+        );
+        assert_eq!(
+            summary(&view),
+            vec![(0, 1, vec![]), (1, 5, vec![]), (2, 1, vec![])]
+        );
+    }
+
     #[test]
     fn inserting_a_written_row_replaces_or_places_it_in_order() {
         let t0 = Instant::now();
