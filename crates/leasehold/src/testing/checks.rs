@@ -353,7 +353,7 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
             &group,
             &node("node-c"),
             &MemberRecord::default(),
-            PutMode::Update(v_b2),
+            PutMode::Update(v_b2.clone()),
         )
         .await;
     assert_eq!(
@@ -361,10 +361,59 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
         Some(("not found", member("node-c"))),
         "{missing:?}"
     );
+    let gone = store.delete_member(&group, &node("node-b"), &v_b2).await;
+    assert_eq!(
+        failure(&gone),
+        Some(("not found", member("node-b"))),
+        "deleting a member that is gone: {gone:?}"
+    );
 }
 
-/// A batch applies each write on its own condition: one stale write fails alone, and the
-/// returned versions are the ones a later read sees.
+/// Listings return every record however many there are: a store that reads in pages (Azure
+/// Tables answers at most 1,000 entities a request) must follow them to the end.
+pub async fn long_listings_are_complete(store: Arc<dyn LeaseStore>) {
+    const LEASES: u32 = 1_100;
+    const MEMBERS: usize = 1_010;
+    let group = unique_group("long");
+    let writes: Vec<LeaseWrite> = (0..LEASES)
+        .map(|partition| LeaseWrite {
+            partition: PartitionId(partition),
+            record: LeaseRecord::released(),
+            mode: PutMode::Create,
+        })
+        .collect();
+    for chunk in writes.chunks(100) {
+        let results = store.put_leases(&group, chunk).await.expect("batch");
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+    }
+    for index in 0..MEMBERS {
+        store
+            .put_member(
+                &group,
+                &node(&format!("node-{index:05}")),
+                &MemberRecord::default(),
+                PutMode::Create,
+            )
+            .await
+            .expect("create member");
+    }
+    let leases = store.list_leases(&group).await.expect("list leases");
+    assert!(leases.corrupt.is_empty(), "{:?}", leases.corrupt);
+    let keys: Vec<u32> = leases.records.iter().map(|r| r.key.0).collect();
+    assert_eq!(
+        keys,
+        (0..LEASES).collect::<Vec<_>>(),
+        "every lease, in order"
+    );
+    let members = store.list_members(&group).await.expect("list members");
+    assert!(members.corrupt.is_empty(), "{:?}", members.corrupt);
+    assert_eq!(members.records.len(), MEMBERS, "every member");
+    assert!(members.records.windows(2).all(|w| w[0].key < w[1].key));
+}
+
+/// A batch applies each write on its own condition: a stale update, a create of a record
+/// that exists and an update of one that does not each fail alone with their own error, and
+/// the returned versions are the ones a later read sees.
 pub async fn batch_write_reports_each_result(store: Arc<dyn LeaseStore>) {
     let group = unique_group("batch");
     let mut versions = Vec::new();
@@ -387,11 +436,25 @@ pub async fn batch_write_reports_each_result(store: Arc<dyn LeaseStore>) {
             record: held_by("n1", u64::from(p) + 1),
             mode: PutMode::Update(versions[p as usize].clone()),
         })
-        .chain(std::iter::once(LeaseWrite {
-            partition: PartitionId(7),
-            record: LeaseRecord::released(),
-            mode: PutMode::Create,
-        }))
+        .chain([
+            LeaseWrite {
+                partition: PartitionId(7),
+                record: LeaseRecord::released(),
+                mode: PutMode::Create,
+            },
+            // A create of a record that exists, and an update of one that does not: each
+            // fails alone, with its own error.
+            LeaseWrite {
+                partition: PartitionId(4),
+                record: LeaseRecord::released(),
+                mode: PutMode::Create,
+            },
+            LeaseWrite {
+                partition: PartitionId(9),
+                record: LeaseRecord::released(),
+                mode: PutMode::Update(versions[0].clone()),
+            },
+        ])
         .collect();
     let results = store
         .put_leases(&group, &writes)
@@ -400,11 +463,17 @@ pub async fn batch_write_reports_each_result(store: Arc<dyn LeaseStore>) {
     assert_eq!(results.len(), writes.len(), "one result per write");
     for (index, result) in results.iter().enumerate() {
         let partition = writes[index].partition;
-        if partition == PartitionId(2) {
+        let expected_failure = match (partition.0, &writes[index].mode) {
+            (2, _) => Some("conflict"),
+            (4, PutMode::Create) => Some("already exists"),
+            (9, _) => Some("not found"),
+            _ => None,
+        };
+        if let Some(kind) = expected_failure {
             assert_eq!(
                 failure(result),
-                Some(("conflict", lease(2))),
-                "p2: {result:?}"
+                Some((kind, lease(partition.0))),
+                "write {index} on p{partition}: {result:?}"
             );
             continue;
         }

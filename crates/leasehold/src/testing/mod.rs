@@ -259,6 +259,7 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(damaged_group_record_is_reported_apart, harness);
     check!(epochs_never_go_back, harness.store());
     check!(batch_write_reports_each_result, harness.store());
+    check!(long_listings_are_complete, harness.store());
     check!(corrupt_record_is_reported_alone, harness);
     check!(malformed_records_are_reported_not_fatal, harness);
     check!(change_hints_name_what_changed, harness.store());
