@@ -748,3 +748,38 @@ fn between_readings_a_free_row_does_not_come_to_look_orphaned() {
         .collect();
     assert_eq!(taken, vec![2], "read again, still free: an orphan");
 }
+
+/// Fails if the plan counts as takeable a lease still within `acquire_after`, or misses a
+/// released one or one left unrenewed long enough: settled nodes read the table again while
+/// any remain.
+#[test]
+fn takeable_counts_released_and_expired_records_only() {
+    let mut fixture = Fixture::new(4);
+    fixture.member("x", fixture.start);
+    fixture.set(3, held_by("x", 1), 50, fixture.start);
+    let plan = fixture.plan_at(fixture.start);
+    assert_eq!(plan.takeable, 3, "the three released records");
+    let later = fixture.start + fixture.config.acquire_after;
+    fixture.member("x", later);
+    assert_eq!(
+        fixture.plan_at(later).takeable,
+        4,
+        "and x's, unchanged for acquire_after"
+    );
+}
+
+/// Fails if a node above its target hands off more than its surplus when the others lack
+/// more than that.
+#[test]
+fn only_the_surplus_is_handed_off_however_much_others_lack() {
+    let mut fixture = Fixture::new(8);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..6 {
+        fixture.hold(p, far);
+    }
+    fixture.member("a", fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
+    assert_eq!(plan.target, 4);
+    assert_eq!(plan.release.len(), 2, "6 held, target 4, a lacks 4");
+    assert_eq!(plan.renew.len(), 4);
+}
