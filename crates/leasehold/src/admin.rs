@@ -379,6 +379,7 @@ pub(crate) fn present_partitions(listing: &Listing<StoredLease>) -> BTreeSet<Par
 mod group;
 mod stale;
 
+pub(crate) use group::adopt_timings;
 pub use group::{check_format, destroy, ensure_group, raise_epoch_floor, set_timings, Destroy};
 pub use stale::{stale_check, StaleReport};
 

@@ -238,7 +238,12 @@ impl MemberRecord {
     /// (a node of an older version).
     pub fn fits(&self, bounds: &GroupTimings) -> Option<bool> {
         let (lease_validity, acquire_after) = self.timings()?;
-        Some(lease_validity <= bounds.lease_validity && acquire_after >= bounds.acquire_after)
+        let published = GroupTimings {
+            lease_validity,
+            acquire_after,
+            max_clock_drift: bounds.max_clock_drift,
+        };
+        Some(published.fits(bounds))
     }
 }
 

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::testing::recreate_by_hand;
 use leasehold::{
-    admin, GroupMismatch, GroupName, GroupRecord, GroupTimings, JoinError, LeaseRecord, LeaseStore,
-    MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
+    admin, GroupMismatch, GroupName, GroupRecord, GroupTimings, JoinError, LeaseStore, MemoryStore,
+    NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
 };
 use tokio::time::sleep;
 
@@ -168,22 +169,7 @@ async fn a_record_recreated_behind_the_nodes_back_never_gets_a_lower_token() {
         .unwrap();
     sleep(Duration::from_secs(1)).await;
     assert!(participant.lease(PartitionId(2)).is_none());
-    let lease = store
-        .get_lease(&group, PartitionId(2))
-        .await
-        .unwrap()
-        .unwrap();
-    store
-        .delete_lease(&group, PartitionId(2), &lease.version)
-        .await
-        .unwrap();
-    store
-        .put_lease(
-            &group,
-            PartitionId(2),
-            &LeaseRecord::released(),
-            PutMode::Create,
-        )
+    recreate_by_hand(&*store, &group, PartitionId(2))
         .await
         .unwrap();
     sleep(Duration::from_secs(3)).await;

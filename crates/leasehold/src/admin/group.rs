@@ -1,6 +1,8 @@
 //! Operator actions on the group record: creating it, the epoch floor that outlives deleted
 //! records, and changing the timings every node must fit.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::error::StoreError;
 use crate::group::{GroupRecord, GroupTimings, StoredGroup};
 use crate::record::RecordKey;
@@ -73,6 +75,27 @@ async fn update_group(
     Err(AdminError::Contended {
         key: RecordKey::Group,
     })
+}
+
+/// The group record, with `timings` adopted if it sets none yet: what a node joining a group
+/// built out before its first node reads. Returns whether it adopted them.
+pub(crate) async fn adopt_timings(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    timings: GroupTimings,
+) -> Result<(GroupRecord, bool), AdminError> {
+    // The change of the attempt that was written decides; earlier attempts lost a race.
+    let adopted = AtomicBool::new(false);
+    let record = update_group(store, group, |record| {
+        let adopt = record.timings.is_none();
+        if adopt {
+            record.timings = Some(timings);
+        }
+        adopted.store(adopt, Ordering::Relaxed);
+        Ok(adopt)
+    })
+    .await?;
+    Ok((record, adopted.load(Ordering::Relaxed)))
 }
 
 /// Raises the group's epoch floor to at least `epoch`, so that lease records created again

@@ -227,22 +227,7 @@ async fn stale_reports_epochs_that_went_back() {
     init(&store, &group, 3).await.unwrap();
     raise_epoch_floor(&store, &group, Epoch(10)).await.unwrap();
     // Partition 2 re-created by hand at epoch 0, below the floor.
-    let lease = store
-        .get_lease(&group, PartitionId(2))
-        .await
-        .unwrap()
-        .unwrap();
-    store
-        .delete_lease(&group, PartitionId(2), &lease.version)
-        .await
-        .unwrap();
-    store
-        .put_lease(
-            &group,
-            PartitionId(2),
-            &LeaseRecord::released(),
-            PutMode::Create,
-        )
+    crate::testing::recreate_by_hand(&store, &group, PartitionId(2))
         .await
         .unwrap();
     let report = stale_check(&store, &group, Duration::ZERO, 0, Some(3))

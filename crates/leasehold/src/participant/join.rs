@@ -3,26 +3,26 @@
 
 use std::sync::Arc;
 
+use crate::admin::{self, AdminError};
 use crate::error::StoreError;
-use crate::group::{GroupMismatch, GroupRecord, GroupTimings, StoredGroup};
-use crate::store::PutMode;
+use crate::group::{GroupMismatch, GroupRecord, GroupTimings};
 
 use super::runner::{Command, Runner};
-
-/// Attempts at one read-modify-write of the group record against other joining nodes.
-const MAX_ATTEMPTS: usize = 16;
 
 /// Why a check of the group record did not admit this node.
 enum Failure {
     /// The node does not fit the group: final.
     Refused(GroupMismatch),
-    /// The store could not be read or written: tried again after a pause.
-    Store(StoreError),
+    /// The store could not be read or written, or kept changing: tried again after a pause.
+    Store(AdminError),
 }
 
-impl From<StoreError> for Failure {
-    fn from(error: StoreError) -> Self {
-        Failure::Store(error)
+impl From<AdminError> for Failure {
+    fn from(error: AdminError) -> Self {
+        match error {
+            AdminError::Group(mismatch) => Failure::Refused(mismatch),
+            other => Failure::Store(other),
+        }
     }
 }
 
@@ -80,10 +80,10 @@ impl Runner {
         self.admitted().await?;
         self.write_member().await;
         if self.member_version.is_none() {
-            return Err(Failure::Store(StoreError::Unavailable {
+            return Err(Failure::Store(AdminError::Store(StoreError::Unavailable {
                 message: "the member record could not be written".to_owned(),
                 source: None,
-            }));
+            })));
         }
         if let Err(failure) = self.admitted().await {
             if matches!(failure, Failure::Refused(_)) {
@@ -99,64 +99,24 @@ impl Runner {
     async fn admitted(&mut self) -> Result<(), Failure> {
         let group = self.group_record().await?;
         if !self.config.unsafe_skip_group_check {
-            group.value.admits(&self.config).map_err(Failure::Refused)?;
+            group.admits(&self.config).map_err(Failure::Refused)?;
         }
-        self.observed
-            .leases
-            .set_epoch_floor(group.value.epoch_floor);
+        self.observed.leases.set_epoch_floor(group.epoch_floor);
         Ok(())
     }
 
-    async fn group_record(&mut self) -> Result<StoredGroup, Failure> {
-        let group = self.config.group.clone();
+    /// The group record, adopting this node's timings if it sets none yet (a group built out
+    /// before its first node joined).
+    async fn group_record(&mut self) -> Result<GroupRecord, Failure> {
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let own = GroupTimings::of(&self.config);
-        for _ in 0..MAX_ATTEMPTS {
-            let (store, name) = (Arc::clone(&self.store), group.clone());
-            let current = self
-                .call(async move { store.get_group(&name).await })
-                .await?;
-            let (record, mode) = match current {
-                Some(stored) if stored.value.timings.is_some() => return Ok(stored),
-                Some(stored) => {
-                    // A group built out before its first node: it adopts this node's
-                    // timings, unless it is of a format this node cannot write.
-                    stored
-                        .value
-                        .check_format(&group)
-                        .map_err(Failure::Refused)?;
-                    let record = GroupRecord {
-                        timings: Some(own),
-                        ..stored.value
-                    };
-                    (record, PutMode::Update(stored.version))
-                }
-                None => (GroupRecord::new(Some(own)), PutMode::Create),
-            };
-            let (store, name, written) = (Arc::clone(&self.store), group.clone(), record.clone());
-            let result = self
-                .call(async move { store.put_group(&name, &written, mode).await })
-                .await;
-            match result {
-                Ok(version) => {
-                    tracing::info!(node = %self.config.node, %group, timings = %own, "the group adopts this node's timings");
-                    return Ok(StoredGroup {
-                        key: group,
-                        value: record,
-                        version,
-                    });
-                }
-                Err(
-                    StoreError::Conflict { .. }
-                    | StoreError::AlreadyExists { .. }
-                    | StoreError::NotFound { .. },
-                ) => continue,
-                Err(error) => return Err(error.into()),
-            }
+        let (record, adopted) = self
+            .call(async move { admin::adopt_timings(&*store, &group, own).await })
+            .await?;
+        if adopted {
+            tracing::info!(node = %self.config.node, group = %self.config.group, timings = %own, "the group adopts this node's timings");
         }
-        Err(Failure::Store(StoreError::Unavailable {
-            message: "the group record kept changing".to_owned(),
-            source: None,
-        }))
+        Ok(record)
     }
 
     /// After this node had to register again (its member record was deleted while it was

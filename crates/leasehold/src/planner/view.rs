@@ -80,8 +80,6 @@ pub struct LeaseView {
 #[derive(Debug, Clone, Default)]
 struct EpochMemory {
     highest: BTreeMap<PartitionId, Epoch>,
-    /// How many times a record was seen with a lower epoch than this node saw before.
-    gone_back: u64,
 }
 
 impl EpochMemory {
@@ -107,7 +105,6 @@ impl EpochMemory {
             }
             return;
         }
-        self.gone_back += 1;
         self.highest.insert(partition, highest);
         tracing::warn!(%partition, %epoch, seen = %highest, "lease record's epoch went back (deleted and re-created outside leasehold?); the next acquisition issues a higher one");
     }
@@ -160,11 +157,6 @@ impl LeaseView {
             .max(before.unwrap_or_default())
             .max(self.epoch_floor)
             .next()
-    }
-
-    /// How many times a listing showed a partition's epoch lower than this node had seen.
-    pub fn epochs_gone_back(&self) -> u64 {
-        self.epochs.gone_back
     }
 
     /// Records that `partition` is `record` at `version`, unchanged since `first_seen`: what

@@ -222,6 +222,29 @@ impl Harness for MemoryHarness {
     }
 }
 
+/// Deletes the lease record of `partition` and creates it again released at epoch 0, as a
+/// hand edit of the store behind leasehold's back would: for tests of what notices the
+/// epoch going back. The record must exist.
+pub async fn recreate_by_hand(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+) -> Result<(), StoreError> {
+    let current = store
+        .get_lease(group, partition)
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            key: RecordKey::Lease(partition),
+        })?;
+    store
+        .delete_lease(group, partition, &current.version)
+        .await?;
+    store
+        .put_lease(group, partition, &LeaseRecord::released(), PutMode::Create)
+        .await?;
+    Ok(())
+}
+
 /// A group name no other run of the suite uses: `<prefix>-<process>-<time>-<counter>`.
 pub fn unique_group(prefix: &str) -> GroupName {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
