@@ -242,26 +242,57 @@ impl Fleet {
     }
 }
 
-/// Three nodes share 12 partitions; one crashes; the survivors take its partitions after
-/// `acquire_after`, with no overlap and increasing epochs. Returns the failover time.
+/// Three nodes share 12 partitions; one crashes; the survivors take its partitions, with no
+/// overlap and increasing epochs. Returns the failover time, counted from the crash.
+///
+/// `acquire_after` runs from when a survivor saw the dead node's last renewal, which went out
+/// up to a heartbeat plus a slow store call before the crash; so each takeover is checked
+/// against that renewal (the node's deadline for the lease, less the validity), not the crash.
 pub async fn crash_takeover(store: Arc<dyn LeaseStore>, group: GroupName) -> Duration {
     let mut fleet = Fleet::start(store, group, 12, 3, |_| {}).await;
+    // Balanced first, so that no hand-off (taken without waiting) overlaps the crash.
     fleet
-        .wait_all_owned(Duration::from_secs(20))
+        .wait_balanced(Duration::from_secs(20))
         .await
-        .expect("three nodes own every partition");
+        .expect("three nodes share every partition evenly");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let acquire_after = scenario_config("x", &fleet.group, 1).acquire_after;
+    let timings = scenario_config("x", &fleet.group, 1);
+    // Read before the crash: a renewal sent after this only moves the takeover later.
+    let renewed: BTreeMap<PartitionId, Instant> = fleet.nodes[0]
+        .leases()
+        .iter()
+        .map(|lease| {
+            (
+                lease.partition(),
+                lease.valid_until() - timings.lease_validity,
+            )
+        })
+        .collect();
+    assert!(!renewed.is_empty(), "the node to crash holds partitions");
+    let crashed_at = Instant::now();
     let crashed = fleet.crash(0);
     let failover = fleet
         .wait_all_owned(Duration::from_secs(20))
         .await
         .expect("survivors take over every partition");
-    println!("crash_takeover: {crashed} crashed; all partitions owned again after {failover:?} (acquire_after {acquire_after:?})");
-    assert!(
-        failover >= acquire_after.mul_f64(0.9),
-        "taken over after {failover:?}, sooner than acquire_after {acquire_after:?}"
+    println!(
+        "crash_takeover: {crashed} crashed; all partitions owned again after {failover:?} (acquire_after {:?})",
+        timings.acquire_after
     );
+    let events = fleet.recorder.events();
+    for (partition, renewed_at) in &renewed {
+        let taken = events
+            .iter()
+            .find(|e| e.partition == *partition && e.lost.is_none() && e.at > crashed_at)
+            .unwrap_or_else(|| panic!("partition {partition} was taken over"));
+        let waited = taken.at.saturating_duration_since(*renewed_at);
+        assert!(
+            waited >= timings.acquire_after,
+            "{} took partition {partition} {waited:?} after {crashed}'s last renewal, sooner than acquire_after {:?}",
+            taken.node,
+            timings.acquire_after
+        );
+    }
     fleet.finish().await;
     failover
 }
