@@ -103,18 +103,40 @@ impl AzureTableStore {
         value: &str,
     ) -> Result<(), StoreError> {
         let row_key = entity::lease_row_key(partition);
+        self.overwrite_column(group, &row_key, &RecordKey::Lease(partition), column, value)
+            .await
+    }
+
+    /// Sets one text column of an existing member entity whatever its ETag. For repair tools
+    /// and tests only: it bypasses compare-and-set.
+    pub async fn overwrite_member_column(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        column: &str,
+        value: &str,
+    ) -> Result<(), StoreError> {
+        let row_key = entity::member_row_key(node);
+        let key = RecordKey::Member(node.clone());
+        self.overwrite_column(group, &row_key, &key, column, value)
+            .await
+    }
+
+    async fn overwrite_column(
+        &self,
+        group: &GroupName,
+        row_key: &str,
+        key: &RecordKey,
+        column: &str,
+        value: &str,
+    ) -> Result<(), StoreError> {
         let entity = serde_json::json!({
             "PartitionKey": group.as_str(),
             "RowKey": row_key,
             column: value,
         });
         self.client
-            .merge_unconditionally(
-                group.as_str(),
-                &row_key,
-                &RecordKey::Lease(partition),
-                &entity,
-            )
+            .merge_unconditionally(group.as_str(), row_key, key, &entity)
             .await
     }
 

@@ -5,8 +5,11 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::testing::{run_conformance, Harness, Malformed, MALFORMED_FIRST_PARTITION};
-use leasehold::{GroupName, LeaseRecord, LeaseStore, PartitionId, PutMode, StoreError};
+use leasehold::testing::{run_conformance, Harness, Listed, Malformed, MALFORMED_FIRST_PARTITION};
+use leasehold::{
+    GroupName, LeaseRecord, LeaseStore, MemberRecord, NodeId, PartitionId, PutMode, RecordKey,
+    StoreError,
+};
 use leasehold_azure::AzureTableStore;
 
 struct AzureHarness {
@@ -33,8 +36,8 @@ impl Harness for AzureHarness {
         self.store.overwrite_group_record(group, "{not json").await
     }
 
-    /// Properties as a table explorer could leave them: Azure Tables keeps whatever type a
-    /// client sends, so a number may come back as text.
+    /// Properties as a table explorer could leave them, on leases and members: Azure Tables
+    /// keeps whatever type a client sends, so a number or a flag may come back as text.
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
         let cases = [
             ("epoch", "three", "text as the epoch"),
@@ -55,6 +58,29 @@ impl Harness for AzureHarness {
                 .overwrite_lease_column(group, partition, column, value)
                 .await?;
             malformed.push(Malformed::lease(partition.0, damage));
+        }
+        let member_cases = [
+            ("weight", "heavy", "text as the weight"),
+            ("draining", "yes", "text as the draining flag"),
+            (
+                "lease_validity_ns",
+                "soon",
+                "text as the published validity",
+            ),
+        ];
+        for (index, (column, value, damage)) in member_cases.into_iter().enumerate() {
+            let node = NodeId::new(format!("bad-{index}")).expect("a valid name");
+            self.store
+                .put_member(group, &node, &MemberRecord::default(), PutMode::Create)
+                .await?;
+            self.store
+                .overwrite_member_column(group, &node, column, value)
+                .await?;
+            malformed.push(Malformed::new(
+                Listed::Members,
+                RecordKey::Member(node),
+                damage,
+            ));
         }
         Ok(malformed)
     }

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::memory::MemoryStore;
-use crate::record::{LeaseRecord, RecordKey};
+use crate::record::{LeaseRecord, MemberRecord, RecordKey};
 use crate::store::{LeaseStore, PutMode};
 use crate::types::{GroupName, NodeId, PartitionId};
 
@@ -211,14 +211,22 @@ impl Harness for MemoryHarness {
     }
 
     /// The memory store keeps decoded records, so the one damage it can hold is a record
-    /// that does not decode at all.
+    /// that does not decode at all: one lease and one member record of that kind.
     async fn write_malformed(&self, group: &GroupName) -> Result<Vec<Malformed>, StoreError> {
         let partition = PartitionId(MALFORMED_FIRST_PARTITION);
         self.store
             .put_lease(group, partition, &LeaseRecord::released(), PutMode::Create)
             .await?;
         self.store.corrupt_lease(group, partition);
-        Ok(vec![Malformed::lease(partition.0, "undecodable")])
+        let node = NodeId::new("bad-member").expect("a valid name");
+        self.store
+            .put_member(group, &node, &MemberRecord::default(), PutMode::Create)
+            .await?;
+        self.store.corrupt_member(group, &node);
+        Ok(vec![
+            Malformed::lease(partition.0, "undecodable"),
+            Malformed::new(Listed::Members, RecordKey::Member(node), "undecodable"),
+        ])
     }
 }
 

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::admin;
 use crate::config::ParticipantConfig;
 use crate::participant::{Callbacks, LeaseGuard, Loss, LossReason, Participant};
+use crate::record::LeaseState;
 use crate::store::LeaseStore;
 use crate::types::{GroupName, NodeId, PartitionId};
 
@@ -225,6 +226,47 @@ impl Fleet {
         None
     }
 
+    /// Waits up to `limit` until every lease a node serves is backed by the store: the
+    /// partition's record names that node as holder at that lease's epoch. Returns the last
+    /// disagreement if it persists: a node acting on a tenure the store does not record, as a
+    /// write applied twice or lost behind a reply could leave it.
+    pub async fn beliefs_match_store(&self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let disagreement = self.first_unbacked_belief().await;
+            match disagreement {
+                None => return Ok(()),
+                Some(found) if start.elapsed() >= limit => return Err(found),
+                Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    async fn first_unbacked_belief(&self) -> Option<String> {
+        for node in &self.nodes {
+            for lease in node.leases().into_iter().filter(LeaseGuard::is_valid) {
+                let partition = lease.partition();
+                let stored = match self.store.get_lease(&self.group, partition).await {
+                    Ok(stored) => stored.map(|s| s.value),
+                    Err(error) => return Some(format!("reading partition {partition}: {error}")),
+                };
+                let backed = stored.as_ref().is_some_and(|record| {
+                    record.state == LeaseState::Held
+                        && record.owner.as_ref() == Some(node.node())
+                        && record.epoch == lease.epoch()
+                });
+                if !backed {
+                    return Some(format!(
+                        "{} serves partition {partition} at epoch {}, the store has {stored:?}",
+                        node.node(),
+                        lease.epoch().0
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     /// Crashes node `index`: its task stops without releasing anything.
     pub fn crash(&mut self, index: usize) -> NodeId {
         let node = self.nodes.remove(index);
@@ -293,6 +335,10 @@ pub async fn crash_takeover(store: Arc<dyn LeaseStore>, group: GroupName) -> Dur
             timings.acquire_after
         );
     }
+    fleet
+        .beliefs_match_store(Duration::from_secs(5))
+        .await
+        .expect("after the takeover, every served lease is the store's record");
     fleet.finish().await;
     failover
 }
@@ -345,6 +391,10 @@ pub async fn store_outage<O, R>(
         .await
         .expect("every partition owned again after the store came back");
     println!("store_outage: all partitions owned again {back:?} after recovery");
+    fleet
+        .beliefs_match_store(Duration::from_secs(5))
+        .await
+        .expect("after recovery, every served lease is the store's record");
     fleet.finish().await;
 }
 
