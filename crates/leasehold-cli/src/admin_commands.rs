@@ -131,6 +131,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         | Command::Stale(_)
         | Command::Node(_)
         | Command::Demo(_)
+        | Command::Bench(_)
         | Command::Sim(_) => {
             unreachable!("dispatched in main")
         }

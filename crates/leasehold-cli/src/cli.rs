@@ -127,6 +127,14 @@ pub enum Command {
     /// Run a self-contained demonstration: several nodes in this process, a crash, a drain.
     #[command(after_help = duration::help())]
     Demo(DemoArgs),
+    /// Measure a fleet of real `leasehold node` processes on the store through cold start,
+    /// crash, pause, leave, replacement, join and rolling restart: time until every partition
+    /// is owned again, unowned partition-seconds, moves, expiries and double owners, from the
+    /// nodes' fence logs. Run it to choose timings for a store. It builds and deletes its
+    /// own group (--group), and refuses one that has records. Exit 0 when every change
+    /// completed with no double owner, 1 otherwise.
+    #[command(after_help = duration::help())]
+    Bench(Box<BenchArgs>),
     /// Run the deterministic simulation: real participants in virtual time under injected
     /// faults (crashes, pauses, lost and delayed replies, outages, throttling, clock drift,
     /// churn), checking that no partition ever has two owners. A failing seed prints the
@@ -252,7 +260,10 @@ pub struct NodeArgs {
     /// flight under it before letting the lease expire instead [default: 30s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub drain_timeout: Option<Duration>,
-    /// Append `<unix_ns> <node> acquired|lost|released <partition> <epoch>` lines here.
+    /// Append `<unix_ns> <node> <event> <partition> <epoch>` lines here, one per lease
+    /// gained or given up: `acquired`, `released` (handed off), `expired` (ran out
+    /// unrenewed; the time is the deadline), `conflict` (another write ended it) or `stopped`
+    /// (the lease loop ended).
     #[arg(long, value_name = "FILE")]
     pub fence_log: Option<PathBuf>,
     /// Append `<unix_ns> <node> work <partition> <epoch>` for each partition held, every
@@ -287,6 +298,63 @@ pub struct DemoArgs {
     /// Wait before taking over an unrenewed lease.
     #[arg(long, default_value = "1500ms", value_parser = parse_duration, value_name = "DURATION")]
     pub acquire_after: Duration,
+}
+
+/// Options of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Nodes in the fleet (2 to 64).
+    #[arg(long, default_value_t = 4)]
+    pub nodes: usize,
+    /// Partitions in the group.
+    #[arg(long, default_value_t = 32)]
+    pub partitions: u32,
+    /// Repetitions of every change (each run starts a fleet, applies every change, and
+    /// deletes the group).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// The changes to apply, comma-separated, from cold, crash, pause, leave, replace, join,
+    /// rolling [default: all]. The fleet always starts cold; it is measured only if listed.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cold,crash,pause,leave,replace,join,rolling"
+    )]
+    pub changes: Vec<crate::bench::Change>,
+    /// The nodes' renewal period.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub heartbeat: Duration,
+    /// The nodes' lease validity.
+    #[arg(long, default_value = "2500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub validity: Duration,
+    /// The nodes' wait before taking over an unrenewed lease.
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
+    pub acquire_after: Duration,
+    /// The nodes' scan period.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub scan_interval: Duration,
+    /// Time limit on each store call of the nodes [default: the heartbeat].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub store_timeout: Option<Duration>,
+    /// How long a paused node stays frozen; longer than the lease validity [default: twice
+    /// acquire_after].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub pause: Option<Duration>,
+    /// How long the fleet must stay balanced before a change counts as over [default: two
+    /// scans and a heartbeat].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub quiet: Option<Duration>,
+    /// The longest one change may take before the run fails [default: four times
+    /// acquire_after plus 20 s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub limit: Option<Duration>,
+    /// Keep every node's log and the fence logs in this directory (default: a temporary
+    /// directory, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
+    /// Print one JSON document (every run's figures and their spreads) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `sim`. Exits 1 when any invariant is broken.

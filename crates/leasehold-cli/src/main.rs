@@ -7,6 +7,7 @@
 //! leasehold status --by-node                # who holds what
 //! leasehold stale --watch 15s --min-nodes 3 # probe for cron or alerting; exit 1 on problems
 //! leasehold demo                            # crash and drain a fleet in one process
+//! leasehold --group b bench --runs 5        # measure hand-offs and failover on this store
 //! leasehold sim --seeds 1000                # simulate a fleet under faults; exit 1 on a violation
 //! ```
 //!
@@ -16,6 +17,7 @@
 
 mod admin_commands;
 mod append_log;
+mod bench;
 mod cli;
 mod demo;
 mod duration;
@@ -72,6 +74,7 @@ async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Stale(args) => stale::run(cli, args).await,
         Command::Node(args) => node::run(cli, args).await,
         Command::Demo(args) => demo::run(cli, args).await,
+        Command::Bench(args) => bench::run(cli, args).await,
         other => admin_commands::run(cli, other).await,
     }
 }

@@ -159,7 +159,9 @@ impl Callbacks for Recorder {
             let at = unix_ns(wall_time_of(loss.at));
             let word = match loss.reason {
                 LossReason::Released => "released",
-                LossReason::Expired | LossReason::Conflict | LossReason::Stopped => "lost",
+                LossReason::Expired => "expired",
+                LossReason::Conflict => "conflict",
+                LossReason::Stopped => "stopped",
             };
             let (partition, epoch) = (loss.partition, loss.epoch);
             log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));

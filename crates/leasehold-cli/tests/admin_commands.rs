@@ -65,7 +65,7 @@ fn kick_makes_the_holder_drop_the_partition() {
     });
     let lost = read_log_so_far(&site.path("fence.log"))
         .into_iter()
-        .any(|l| l.partition == 0 && l.event == "lost" && l.epoch == before);
+        .any(|l| l.partition == 0 && l.event == "conflict" && l.epoch == before);
     assert!(lost, "the fence log shows n1 losing epoch {before}");
 }
 
@@ -101,7 +101,7 @@ fn prohibit_keeps_one_node_off_and_allow_lets_it_back() {
     site.wait_for(SETTLE, "n1 to drop partition 0", || {
         read_log_so_far(&site.path("fence.log"))
             .iter()
-            .any(|l| l.partition == 0 && l.event == "lost")
+            .any(|l| l.partition == 0 && l.event == "conflict")
     });
     sleep(TAKEOVER * 2);
     let acquisitions = |partition: u32| {

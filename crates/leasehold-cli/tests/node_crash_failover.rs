@@ -34,10 +34,7 @@ fn tenures(lines: &[LogLine], killed: &str, killed_at: u128) -> BTreeMap<u32, Ve
                 end: None,
             });
     }
-    for line in lines
-        .iter()
-        .filter(|l| l.event == "lost" || l.event == "released")
-    {
+    for line in lines.iter().filter(|l| l.event != "acquired") {
         let tenure = by_partition
             .get_mut(&line.partition)
             .and_then(|list| {

@@ -312,7 +312,7 @@ pub struct LogLine {
     pub at: u128,
     /// Which node wrote it.
     pub node: String,
-    /// `acquired`, `lost`, `released` or `work`.
+    /// `acquired`, `released`, `expired`, `conflict`, `stopped` or `work`.
     pub event: String,
     /// The partition.
     pub partition: u32,
