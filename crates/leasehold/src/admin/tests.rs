@@ -220,6 +220,26 @@ async fn operator_commands_refuse_a_group_of_a_newer_format() {
     assert!(init(&store, &group, 2).await.is_err());
 }
 
+/// Fails if raising the floor to where it already is, or below, rewrites the group record:
+/// `destroy` raises it once per deleted record, and each needless write is a conflict for a
+/// node joining meanwhile.
+#[tokio::test]
+async fn raising_the_floor_to_where_it_is_writes_nothing() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 1).await.unwrap();
+    raise_epoch_floor(&store, &group, Epoch(10)).await.unwrap();
+    let before = store.get_group(&group).await.unwrap().unwrap().version;
+    for epoch in [10, 3] {
+        let record = raise_epoch_floor(&store, &group, Epoch(epoch))
+            .await
+            .unwrap();
+        assert_eq!(record.epoch_floor, Epoch(10), "never lowered");
+    }
+    let after = store.get_group(&group).await.unwrap().unwrap().version;
+    assert_eq!(before, after, "the record was not rewritten");
+}
+
 #[tokio::test]
 async fn stale_reports_epochs_that_went_back() {
     let store = MemoryStore::new();

@@ -783,3 +783,26 @@ fn only_the_surplus_is_handed_off_however_much_others_lack() {
     assert_eq!(plan.release.len(), 2, "6 held, target 4, a lacks 4");
     assert_eq!(plan.renew.len(), 4);
 }
+
+/// Fails if what other members hold is not subtracted from their targets (a node above its
+/// target would then hand off leases no other member lacks).
+#[test]
+fn the_deficit_of_others_counts_what_they_hold() {
+    let mut fixture = Fixture::new(6);
+    let at = fixture.start;
+    for (partition, owner) in [(0, "a"), (1, "a"), (2, "a"), (3, "b")] {
+        fixture.set(partition, held_by(owner, 1), 50 + u64::from(partition), at);
+    }
+    let targets: BTreeMap<NodeId, u32> = [(node("a"), 2), (node("b"), 2), (node("me"), 2)]
+        .into_iter()
+        .collect();
+    assert_eq!(
+        deficit_of_others(&fixture.observed, &targets, &node("me")),
+        1,
+        "a holds more than its target and lacks nothing; b lacks one"
+    );
+    assert_eq!(
+        deficit_of_others(&fixture.observed, &targets, &node("b")),
+        2
+    );
+}
