@@ -211,6 +211,38 @@ async fn shutdown_waits_for_permits_before_releasing() {
     );
 }
 
+/// Fails if a node on its way out releases before removing its member record (the others
+/// would see free partitions while still counting it, and leave them for a later scan), or
+/// writes the record back at a heartbeat while its work in flight ends.
+#[tokio::test(start_paused = true)]
+async fn a_leaving_node_removes_its_member_record_before_releasing() {
+    let store = store_with(2).await;
+    let a = Participant::start(store.clone(), config("a", 2), ()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(PartitionId(1)).expect("held");
+    let leaving = tokio::spawn({
+        let a = a.clone();
+        async move { a.shutdown().await }
+    });
+    // Several heartbeats pass while the work under partition 1 goes on, within the drain
+    // timeout.
+    sleep(Duration::from_millis(800)).await;
+    let members = store.list_members(&group()).await.unwrap();
+    assert!(members.records.is_empty(), "{:?}", members.records);
+    let held = lease_of(&store, 1).await.value;
+    assert_eq!(held.state, LeaseState::Held, "still renewed under its work");
+    assert_eq!(held.owner, Some(NodeId::new("a").unwrap()));
+    drop(permit);
+    leaving.await.unwrap();
+    assert_eq!(lease_of(&store, 1).await.value.state, LeaseState::Released);
+    assert!(store
+        .list_members(&group())
+        .await
+        .unwrap()
+        .records
+        .is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lost_lease_invalidates_its_permits_at_once() {
     let store = store_with(1).await;

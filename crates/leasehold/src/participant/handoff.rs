@@ -1,6 +1,6 @@
 //! Giving leases up: a hand-off stops new work at once, waits for the work in flight (up to
 //! the drain timeout), then writes the lease released; on shutdown the member record goes
-//! too.
+//! first.
 
 use std::sync::Arc;
 
@@ -99,8 +99,8 @@ impl Runner {
         }
     }
 
-    /// Deletes this node's member record on the way out, so that the others stop counting
-    /// it at once.
+    /// Deletes this node's member record on the way out, before its releases, so that the
+    /// others stop counting it at once and take what it releases as their own share.
     pub(super) async fn remove_member(&mut self) {
         let Some(mut version) = self.member_version.take() else {
             return;

@@ -162,6 +162,10 @@ impl Runner {
                 Event::Command(None) => return,
                 Event::Command(Some(Command::Shutdown(done))) => {
                     self.stopping = Some(done);
+                    // The member record goes first, so that whoever sees the releases also
+                    // sees this node gone and counts its partitions in its own share:
+                    // the releases are then taken at once, not after another scan.
+                    self.remove_member().await;
                     let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
                     self.release(all).await;
                 }
@@ -263,7 +267,11 @@ impl Runner {
             let now = self.clock.now();
             self.next_heartbeat = now + self.rng.shorten(self.config.heartbeat, self.config.jitter);
             self.renew().await;
-            self.write_member().await;
+            // A node on its way out has removed its member record and must not write it
+            // back: the others already count its partitions as theirs to take.
+            if self.stopping.is_none() {
+                self.write_member().await;
+            }
             self.beating = false;
         })
     }
