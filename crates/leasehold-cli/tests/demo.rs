@@ -40,6 +40,21 @@ fn assert_reports(run: &common::Run) {
     }
     // Not a terminal: plain snapshots, no cursor movement or colors.
     assert!(!run.stdout.contains('\x1b'), "{}", run.stdout);
+    assert_balanced_before_the_crash(&run.stdout);
+}
+
+/// Fails if the demo crashes a node before the fleet is balanced: its first picture must
+/// show every node at its even share (12 partitions over 3 nodes: 4 each).
+fn assert_balanced_before_the_crash(stdout: &str) {
+    let first = stdout
+        .lines()
+        .find(|line| line.trim_start().starts_with("nodes:"))
+        .unwrap_or_else(|| panic!("no picture of the nodes:\n{stdout}"));
+    let counts: Vec<&str> = first
+        .split_whitespace()
+        .filter_map(|word| word.split_once('=').map(|(_, count)| count))
+        .collect();
+    assert_eq!(counts, ["4", "4", "4"], "{first}\n{stdout}");
 }
 
 #[test]

@@ -385,19 +385,24 @@ impl Fleet {
         partitions.iter().all(|p| self.holder(*p).is_some())
     }
 
-    /// Every partition held, and every running node holding some but no more than its share.
+    /// Every partition held, and every running node holding its even share: ⌊P/N⌋ or
+    /// ⌈P/N⌉ of them. Judged from what the nodes hold, not from the targets they believe:
+    /// a node that has not yet seen the others believes the whole table is its share.
     fn settled(&self) -> bool {
         let all: Vec<PartitionId> = (0..self.partitions).map(PartitionId).collect();
         let running: Vec<&Participant> = (0..self.nodes.len())
             .filter(|i| self.state(*i) == NodeState::Running)
             .map(|i| &self.nodes[i])
             .collect();
-        let wants_some = self.partitions as usize >= running.len();
+        let partitions = self.partitions as usize;
+        let (low, high) = (
+            partitions / running.len().max(1),
+            partitions.div_ceil(running.len().max(1)),
+        );
         self.all_held(&all)
-            && running.iter().all(|node| {
-                let held = node.owned().len();
-                held <= node.status().target as usize && (held > 0 || !wants_some)
-            })
+            && running
+                .iter()
+                .all(|node| (low..=high).contains(&node.owned().len()))
     }
 
     fn measure(&self, partitions: &[PartitionId], since: Instant) -> Measured {
