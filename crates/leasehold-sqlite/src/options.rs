@@ -48,9 +48,11 @@ impl Synchronous {
 ///     .busy_timeout(Duration::from_secs(10))
 ///     .synchronous(Synchronous::Full)
 ///     .max_connections(2)
-///     .call_timeout(Duration::from_millis(250));
+///     .call_timeout(Duration::from_millis(250))
+///     .change_poll_interval(Duration::from_millis(20));
 /// assert_eq!(options.call_timeout_limit(), Duration::from_millis(250));
 /// assert_eq!(options.write_allowance(), Duration::from_millis(62_500) / 1000);
+/// assert_eq!(options.change_poll_period(), Duration::from_millis(20));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
@@ -58,6 +60,7 @@ pub struct SqliteOptions {
     call_timeout: Option<Duration>,
     synchronous: Synchronous,
     max_connections: usize,
+    change_poll_interval: Duration,
 }
 
 impl Default for SqliteOptions {
@@ -67,6 +70,7 @@ impl Default for SqliteOptions {
             call_timeout: None,
             synchronous: Synchronous::Full,
             max_connections: 4,
+            change_poll_interval: Duration::from_millis(5),
         }
     }
 }
@@ -74,6 +78,15 @@ impl Default for SqliteOptions {
 impl SqliteOptions {
     /// The most connections one store opens to the file: calls beyond it wait their turn.
     pub const MAX_CONNECTIONS_LIMIT: usize = 64;
+
+    /// The shortest [change poll interval](SqliteOptions::change_poll_interval): polling more
+    /// often costs more wake-ups for nothing a participant can use, as it waits a few
+    /// milliseconds after a notice before it scans.
+    pub const MIN_CHANGE_POLL_INTERVAL: Duration = Duration::from_millis(1);
+
+    /// The longest [change poll interval](SqliteOptions::change_poll_interval): beyond a
+    /// second, a notice would often arrive after the scan it was meant to bring forward.
+    pub const MAX_CHANGE_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
     /// How long a call waits for another connection (in this process or another) to finish
     /// its write before failing with [`StoreError::Unavailable`]. Default 5 s. A call waits
@@ -109,6 +122,20 @@ impl SqliteOptions {
         self
     }
 
+    /// How often a [change feed](leasehold::LeaseStore::watch) checks the file for commits
+    /// (`PRAGMA data_version` on a read-only connection of its own). Default 5 ms, between
+    /// [`SqliteOptions::MIN_CHANGE_POLL_INTERVAL`] and
+    /// [`SqliteOptions::MAX_CHANGE_POLL_INTERVAL`].
+    ///
+    /// A check of an idle file costs about a microsecond, so the default delivers a notice
+    /// within a few milliseconds of the commit for little CPU; a longer interval trades that
+    /// delay for fewer wake-ups.
+    #[must_use]
+    pub fn change_poll_interval(mut self, change_poll_interval: Duration) -> Self {
+        self.change_poll_interval = change_poll_interval;
+        self
+    }
+
     /// The busy timeout in force.
     pub fn busy_timeout_limit(&self) -> Duration {
         self.busy_timeout
@@ -137,6 +164,11 @@ impl SqliteOptions {
         self.max_connections
     }
 
+    /// The change poll interval in force.
+    pub fn change_poll_period(&self) -> Duration {
+        self.change_poll_interval
+    }
+
     /// Checks that the settings can work together.
     pub fn validate(&self) -> Result<(), StoreError> {
         if self.max_connections == 0 || self.max_connections > Self::MAX_CONNECTIONS_LIMIT {
@@ -150,6 +182,14 @@ impl SqliteOptions {
         if call_timeout.is_zero() {
             return Err(StoreError::Invalid(format!(
                 "call_timeout {call_timeout:?} must be positive"
+            )));
+        }
+        let interval = self.change_poll_interval;
+        if !(Self::MIN_CHANGE_POLL_INTERVAL..=Self::MAX_CHANGE_POLL_INTERVAL).contains(&interval) {
+            return Err(StoreError::Invalid(format!(
+                "change_poll_interval is {interval:?}; it must be between {:?} and {:?}",
+                Self::MIN_CHANGE_POLL_INTERVAL,
+                Self::MAX_CHANGE_POLL_INTERVAL
             )));
         }
         Ok(())
@@ -167,6 +207,7 @@ mod tests {
         assert_eq!(options.busy_timeout_limit(), Duration::from_secs(5));
         assert_eq!(options.call_timeout_limit(), Duration::from_secs(5));
         assert_eq!(options.synchronous_mode(), Synchronous::Full);
+        assert_eq!(options.change_poll_period(), Duration::from_millis(5));
     }
 
     #[test]
@@ -177,5 +218,26 @@ mod tests {
         let no_connections = SqliteOptions::default().max_connections(0);
         let message = no_connections.validate().unwrap_err().to_string();
         assert!(message.contains("max_connections is 0"), "{message}");
+    }
+
+    #[test]
+    fn change_poll_intervals_outside_the_range_are_refused_with_their_value() {
+        for (interval, named) in [
+            (Duration::ZERO, "change_poll_interval is 0ns"),
+            (Duration::from_micros(999), "change_poll_interval is 999µs"),
+            (Duration::from_secs(3600), "change_poll_interval is 3600s"),
+        ] {
+            let options = SqliteOptions::default().change_poll_interval(interval);
+            let message = options.validate().unwrap_err().to_string();
+            assert!(message.contains(named), "{message}");
+            assert!(message.contains("between 1ms and 1s"), "{message}");
+        }
+        for interval in [
+            SqliteOptions::MIN_CHANGE_POLL_INTERVAL,
+            SqliteOptions::MAX_CHANGE_POLL_INTERVAL,
+        ] {
+            let options = SqliteOptions::default().change_poll_interval(interval);
+            options.validate().expect("the ends of the range are valid");
+        }
     }
 }

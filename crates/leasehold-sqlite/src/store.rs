@@ -7,8 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::store_url::{split_scheme, UrlError, UrlPart};
 use leasehold::{
-    GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
-    PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember, Version,
+    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
+    NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember,
+    Version,
 };
 
 use crate::operations;
@@ -16,6 +17,7 @@ use crate::options::SqliteOptions;
 use crate::pool::Pool;
 use crate::rows::{encode_group, encode_lease, encode_member};
 use crate::schema;
+use crate::watch;
 
 /// A [`LeaseStore`] kept in a SQLite database file on local disk, shared by every process of
 /// one host that opens the same path.
@@ -24,8 +26,9 @@ use crate::schema;
 /// threads, each bounded by the options' call timeout. See the [crate docs](crate) for the
 /// schema and the durability choices.
 ///
-/// [`LeaseStore::watch`] is not supported: SQLite has no change feed that reaches other
-/// processes, so participants poll.
+/// [`LeaseStore::watch`] polls the file for other connections' commits every few
+/// milliseconds ([`SqliteOptions::change_poll_interval`]) and names what changed in the group,
+/// so a release in one process brings the other processes' next scan forward.
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: Arc<Pool>,
@@ -310,6 +313,37 @@ impl LeaseStore for SqliteStore {
                 })
             })
             .await
+    }
+
+    /// Change hints for `group`, found by polling the file: a thread of the feed's own asks
+    /// SQLite for `PRAGMA data_version`, on a read-only connection of its own, every
+    /// [change poll interval](SqliteOptions::change_poll_interval) (5 ms by default). That
+    /// value moves whenever another connection commits to the file (this store's other
+    /// connections, another store on the same file, another process), never for the
+    /// watcher's own connection, which therefore never writes.
+    ///
+    /// `data_version` is per database file, not per group: a commit to any group of the
+    /// file wakes the watcher, which then reads this group's keys, versions and lease states
+    /// (a read proportional to the group's size) to say what changed. So commits to other
+    /// groups and to group records send nothing; a renewal is reported as
+    /// [`Change::LeaseWritten`](leasehold::Change::LeaseWritten) with the held state and a
+    /// heartbeat as [`Change::MemberUpdated`](leasehold::Change::MemberUpdated), which
+    /// participants ignore; and a release, a join or a delete names its record, so only a
+    /// commit that may matter wakes a scan. An edit the versions do not show (by hand, of
+    /// anything but a lease's state) sends nothing, and the next scheduled scan sees it.
+    ///
+    /// The poller never waits for the feed's reader: hints that do not fit are coalesced
+    /// into one [`Change::Unknown`](leasehold::Change::Unknown), renewals left out first. A
+    /// poll that fails (an I/O error, a file that cannot be read) is logged with a warning
+    /// and retried on a new connection with capped exponential back-off, from 50 ms to 2 s,
+    /// then followed by an `Unknown`, since commits may have been missed; meanwhile the feed
+    /// stays open and silent, and participants scan on their own schedule. Dropping the
+    /// feed ends the thread at its next poll.
+    ///
+    /// The first look is taken before this returns, so every commit that completes
+    /// afterwards is reported.
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        watch::start(self.pool.path(), self.pool.options(), group).await
     }
 }
 
