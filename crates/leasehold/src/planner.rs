@@ -99,6 +99,13 @@ impl Observed {
 
     /// The members other than `config.node` whose record changed within its member timeout
     /// before `now`, in name order.
+    ///
+    /// A record this node has never seen change may be a dead node's: the others have long
+    /// stopped counting it, but a node that has just joined would count it for a whole member
+    /// timeout, take less than the others leave for it, and let the rest bounce between them.
+    /// So such a record counts only if its node holds a lease, or registered so recently
+    /// (at most [`YOUNG_HEARTBEATS`] heartbeats) that it may not hold one yet. A live node it
+    /// leaves out is counted as soon as its next heartbeat is seen.
     fn live_others<'a>(
         &'a self,
         now: Instant,
@@ -108,6 +115,13 @@ impl Observed {
         self.members
             .others(&config.node)
             .filter(move |seen| silent_since.is_none_or(|at| at < seen.first_seen))
+            .filter(move |seen| {
+                seen.seen_changing
+                    || seen.heartbeat <= YOUNG_HEARTBEATS
+                    || self.leases.iter().any(|lease| {
+                        lease.state == LeaseState::Held && lease.owner.as_ref() == Some(&seen.node)
+                    })
+            })
     }
 }
 
@@ -375,6 +389,12 @@ fn draw<T>(items: &mut Vec<T>, count: usize, rng: &mut SeededRng) -> Vec<T> {
 /// node at its target may then take it (up to its cap), and hands off an unrestricted
 /// partition in exchange, so every partition stays served and the shares converge.
 pub const ORPHAN_GRACE_SCANS: u32 = 2;
+
+/// A member record showing at most this many heartbeats is young: its node may not have taken
+/// anything yet, so it counts as live even before this node sees the record change (see
+/// [`Observed::membership`]). Registering writes the first; a node that started with the rest
+/// of its fleet shows two or three by the time the others first list it.
+pub const YOUNG_HEARTBEATS: u64 = 3;
 
 /// A held record, unchanged for `acquire_after`, that names a live member: its owner is
 /// renewing its member record but not this lease, typically because it crashed and restarted

@@ -186,10 +186,11 @@ impl Runner {
         }
         if !plan.acquire.is_empty() {
             let planned = plan.acquire.len();
-            let taken = self.acquire(plan.acquire).await;
+            let (taken, lost_races) = self.acquire(plan.acquire).await;
             let takes = Takes {
                 planned,
                 taken,
+                lost_races,
                 off_stripe: plan.off_stripe,
                 released,
                 held: self.holdings.len(),
@@ -200,7 +201,9 @@ impl Runner {
     }
 
     /// Takes the partitions, returning how many it now holds of them.
-    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> usize {
+    /// Writes the acquisitions; returns how many were taken, and how many were lost to
+    /// another node's write.
+    async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> (usize, usize) {
         let written_at = self.write_stamp();
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
@@ -218,7 +221,11 @@ impl Runner {
         let results = self.put_leases(&writes).await;
         let valid_until = sent_at + self.config.lease_validity;
         let mut taken = 0;
+        let mut lost_races = 0;
         for (write, result) in self.settle("acquisition", writes, results).await {
+            if let Err(StoreError::Conflict { .. }) = result {
+                lost_races += 1;
+            }
             let Ok(version) = result else {
                 // Someone else wrote the row, or the write's fate stays unknown: the view of
                 // it is out of date, and the row waits a full acquire_after from its next
@@ -264,6 +271,6 @@ impl Runner {
             });
             taken += 1;
         }
-        taken
+        (taken, lost_races)
     }
 }

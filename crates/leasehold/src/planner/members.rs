@@ -25,6 +25,9 @@ pub struct SeenMember {
     pub weight: u32,
     /// Whether it is handing its partitions off.
     pub draining: bool,
+    /// Whether this node has seen the record change: proof that its writer was alive while
+    /// this node watched, which a record first seen in a listing does not give.
+    pub seen_changing: bool,
 }
 
 impl SeenMember {
@@ -37,6 +40,7 @@ impl SeenMember {
             heartbeat: stored.value.heartbeat,
             weight: stored.value.weight,
             draining: stored.value.draining,
+            seen_changing: false,
         }
     }
 
@@ -46,6 +50,7 @@ impl SeenMember {
         if self.version != stored.version {
             self.version = stored.version;
             self.first_seen = now;
+            self.seen_changing = true;
             self.heartbeat = stored.value.heartbeat;
             self.weight = stored.value.weight;
             self.draining = stored.value.draining;

@@ -51,6 +51,9 @@ pub struct Takes {
     pub planned: usize,
     /// How many of them the node now holds.
     pub taken: usize,
+    /// How many of them another node wrote first (a compare-and-set conflict): races for a
+    /// free row, lost.
+    pub lost_races: usize,
     /// How many of them lay outside the node's [`Stripe`](super::Stripe).
     pub off_stripe: u32,
     /// Whether the same plan also released leases.
@@ -301,12 +304,24 @@ impl ScanSchedule {
     /// The takes of the last plan ended. The next scan may plan on the view it has if they
     /// were a full batch ([`ParticipantConfig::max_acquires_per_scan`]) that all succeeded,
     /// all in the node's stripe, with nothing released, and more are wanted.
+    ///
+    /// A node still below its target that lost a race for a free row scans again as soon as
+    /// after a release: nodes released to at once pick rows at random, and the winner's write
+    /// is a renewal-like hint that wakes nobody, so the loser would otherwise wait a whole
+    /// scan interval while the row it wanted is gone and another free one waits for it.
     pub fn took(&mut self, takes: &Takes, config: &ParticipantConfig) {
         self.ramping = takes.taken == takes.planned
             && takes.planned >= config.max_acquires_per_scan as usize
             && takes.off_stripe == 0
             && !takes.released
             && takes.held < takes.target as usize;
+        if takes.lost_races > 0 && takes.held < takes.target as usize && self.failures == 0 {
+            self.leases_due = true;
+            if let Some(last) = self.last_scan {
+                let soon = last + config.scan_interval / RELEASE_SCAN_GAP_DIVISOR;
+                self.next_scan = self.next_scan.min(soon);
+            }
+        }
     }
 
     /// Whether this is the first scan of a node on a large table whose fleet is starting

@@ -806,3 +806,40 @@ fn the_deficit_of_others_counts_what_they_hold() {
         2
     );
 }
+
+/// Fails if a node counts a member record it has never seen change, whose node holds
+/// nothing and registered long ago, as live: a dead node's record, which the rest of the
+/// fleet stopped counting long before this node joined. Also fails if a record with a lease,
+/// a young one, or one seen changing is left out.
+#[test]
+fn a_record_never_seen_changing_counts_only_with_a_lease_or_while_young() {
+    let mut fixture = Fixture::new(4);
+    let at = fixture.start;
+    let old = |name: &str, heartbeat: u64, version: u64| Stored {
+        key: node(name),
+        value: MemberRecord {
+            heartbeat,
+            ..MemberRecord::default()
+        },
+        version: Version::from_number(version),
+    };
+    fixture.observed.observe_members(
+        at,
+        vec![old("busy", 40, 1), old("dead", 50, 2), old("young", 2, 3)],
+    );
+    fixture.set(3, held_by("busy", 1), 60, at);
+    let live = |fixture: &Fixture| -> Vec<String> {
+        let members = fixture.observed.membership(at, &fixture.config, false);
+        members.iter().map(|m| m.node.to_string()).collect()
+    };
+    assert_eq!(live(&fixture), ["busy", "young", "me"]);
+    fixture.observed.observe_members(
+        at,
+        vec![old("busy", 40, 1), old("dead", 51, 4), old("young", 2, 3)],
+    );
+    assert_eq!(
+        live(&fixture),
+        ["busy", "dead", "young", "me"],
+        "seen heartbeating: alive"
+    );
+}

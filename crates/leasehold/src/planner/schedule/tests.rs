@@ -257,6 +257,7 @@ fn a_full_batch_lets_the_next_scan_plan_on_the_view() {
     let takes = Takes {
         planned: batch,
         taken: batch,
+        lost_races: 0,
         off_stripe: 0,
         released: false,
         held: batch,
@@ -288,4 +289,38 @@ fn a_full_batch_lets_the_next_scan_plan_on_the_view() {
         schedule.reading(old, &observed, &config, false),
         Reading::Leases
     );
+}
+
+/// Fails if a node below its target that lost a race for a free row waits for its next
+/// scheduled scan (a whole scan interval) instead of scanning again soon, or if it also does
+/// so when it reached its target anyway or the store is failing.
+#[test]
+fn a_lost_race_below_target_brings_the_next_scan_forward() {
+    let config = config();
+    let start = Instant::now();
+    let lost = Takes {
+        planned: 3,
+        taken: 2,
+        lost_races: 1,
+        off_stripe: 0,
+        released: false,
+        held: 9,
+        target: 10,
+    };
+    let soon = start + config.scan_interval / RELEASE_SCAN_GAP_DIVISOR;
+    let mut schedule = ScanSchedule::new(start);
+    schedule.scan_started(start);
+    schedule.scan_succeeded(start, &config, &mut SeededRng::new(1));
+    assert!(
+        schedule.next_scan() > soon,
+        "a scan interval away to begin with"
+    );
+    schedule.took(&lost, &config);
+    assert_eq!(schedule.next_scan(), soon);
+
+    let mut at_target = ScanSchedule::new(start);
+    at_target.scan_started(start);
+    at_target.scan_succeeded(start, &config, &mut SeededRng::new(1));
+    at_target.took(&Takes { held: 10, ..lost }, &config);
+    assert!(at_target.next_scan() > soon, "nothing more to take");
 }
