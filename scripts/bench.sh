@@ -22,7 +22,7 @@ esac
 features=()
 [ "$store" = etcd ] && features=(--features etcd)
 cargo build --release --locked -p leasehold-cli "${features[@]}"
-leasehold="$root/target/release/leasehold"
+leasehold="${CARGO_TARGET_DIR:-$root/target}/release/leasehold"
 
 service=$store
 [ "$store" = azure ] && service=azurite
