@@ -1,6 +1,7 @@
 //! What a participant hands the application: lease guards, loss notices and callbacks.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use crate::types::{Epoch, PartitionId};
 
 /// Where one tenure of a lease stands on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Phase {
     /// Held and open to new work.
     Serving,
@@ -22,22 +24,39 @@ pub(crate) enum Phase {
     Ended,
 }
 
+impl Phase {
+    fn from_u8(value: u8) -> Phase {
+        match value {
+            0 => Phase::Serving,
+            1 => Phase::HandingOff,
+            // Only the three discriminants are ever stored; anything else reads as over.
+            _ => Phase::Ended,
+        }
+    }
+}
+
 /// One tenure of a lease on this node, shared by the background task, the guards and the
-/// permits handed out for it. Locked only for field updates, never across an await.
+/// permits handed out for it.
+///
+/// Lease checks read the phase and the deadline without locking, as atomics. Every change
+/// to them, and the permit count, happens under `permits`' lock, so that a permit is taken
+/// only while the tenure serves, a hand-off sees every permit taken before it, and an ended
+/// tenure stays ended with its deadline frozen. The lock is never held across an await.
 pub(crate) struct Tenure {
     partition: PartitionId,
     epoch: Epoch,
     clock: Arc<dyn Clock>,
-    state: Mutex<TenureState>,
+    /// A [`Phase`] as its discriminant.
+    phase: AtomicU8,
+    /// The deadline, as nanoseconds after `origin`.
+    valid_until: AtomicU64,
+    /// No later than any instant this tenure's clock read after the tenure began, so that
+    /// a deadline before it (which could only be in the past) is stored as `origin` itself.
+    origin: Instant,
+    permits: Mutex<usize>,
     /// Wakes the background task when a hand-off may go on: the last permit of a tenure
     /// being handed off was dropped, or a handle asked for a release.
     progress: Arc<Notify>,
-}
-
-struct TenureState {
-    valid_until: Instant,
-    phase: Phase,
-    permits: usize,
 }
 
 impl Tenure {
@@ -48,22 +67,23 @@ impl Tenure {
         clock: Arc<dyn Clock>,
         progress: Arc<Notify>,
     ) -> Arc<Tenure> {
+        let origin = clock.now().min(valid_until);
         Arc::new(Tenure {
             partition,
             epoch,
             clock,
-            state: Mutex::new(TenureState {
-                valid_until,
-                phase: Phase::Serving,
-                permits: 0,
-            }),
+            phase: AtomicU8::new(Phase::Serving as u8),
+            valid_until: AtomicU64::new(offset(origin, valid_until)),
+            origin,
+            permits: Mutex::new(0),
             progress,
         })
     }
 
-    fn state(&self) -> MutexGuard<'_, TenureState> {
-        // Every update is a single field assignment: a panic cannot leave it half-done.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// The lock every change to the phase, the deadline or the permit count is made under.
+    fn permits_lock(&self) -> MutexGuard<'_, usize> {
+        // Every update is a single assignment or increment: a panic cannot leave it half-done.
+        self.permits.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn partition(&self) -> PartitionId {
@@ -71,51 +91,65 @@ impl Tenure {
     }
 
     pub(crate) fn phase(&self) -> Phase {
-        self.state().phase
+        Phase::from_u8(self.phase.load(Ordering::Acquire))
+    }
+
+    fn set_phase(&self, _lock: &MutexGuard<'_, usize>, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Release);
     }
 
     pub(crate) fn permits(&self) -> usize {
-        self.state().permits
+        *self.permits_lock()
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
-        self.state().valid_until
+        // Stored offsets come from instants that exist and are capped far below overflow.
+        self.origin + Duration::from_nanos(self.valid_until.load(Ordering::Acquire))
+    }
+
+    /// Whether the deadline is still ahead on this tenure's clock.
+    fn before_deadline(&self) -> bool {
+        self.clock.now() < self.valid_until()
     }
 
     /// Moves the deadline after a renewal; an ended tenure stays ended.
     pub(crate) fn extend(&self, valid_until: Instant) {
-        let mut state = self.state();
-        if state.phase != Phase::Ended {
-            state.valid_until = valid_until;
+        let _lock = self.permits_lock();
+        if self.phase() != Phase::Ended {
+            self.valid_until
+                .store(offset(self.origin, valid_until), Ordering::Release);
         }
     }
 
     /// Stops new work. Returns whether the tenure was serving until now.
     pub(crate) fn hand_off(&self) -> bool {
-        let mut state = self.state();
-        let serving = state.phase == Phase::Serving;
+        let lock = self.permits_lock();
+        let serving = self.phase() == Phase::Serving;
         if serving {
-            state.phase = Phase::HandingOff;
+            self.set_phase(&lock, Phase::HandingOff);
         }
         serving
     }
 
     /// Ends the tenure: every guard and permit of it is invalid from now on.
     pub(crate) fn end(&self) {
-        self.state().phase = Phase::Ended;
+        let lock = self.permits_lock();
+        self.set_phase(&lock, Phase::Ended);
     }
 
     /// A guard on the tenure as it stands now, if it is serving and within its deadline.
     pub(crate) fn guard(self: &Arc<Self>) -> Option<LeaseGuard> {
-        let valid_until = {
-            let state = self.state();
-            (state.phase == Phase::Serving).then_some(state.valid_until)?
-        };
-        let guard = LeaseGuard {
+        if self.phase() != Phase::Serving {
+            return None;
+        }
+        let valid_until = self.valid_until();
+        if self.clock.now() >= valid_until {
+            return None;
+        }
+        Some(LeaseGuard {
             tenure: Arc::clone(self),
             valid_until,
-        };
-        guard.is_valid().then_some(guard)
+        })
     }
 
     /// A guard for the callbacks, whatever the tenure's phase.
@@ -128,16 +162,27 @@ impl Tenure {
 
     fn permit(self: &Arc<Self>) -> Option<WorkPermit> {
         let now = self.clock.now();
-        let mut state = self.state();
-        if state.phase != Phase::Serving || now >= state.valid_until {
+        let mut permits = self.permits_lock();
+        if self.phase() != Phase::Serving || now >= self.valid_until() {
             return None;
         }
-        state.permits += 1;
+        *permits += 1;
         Some(WorkPermit {
             tenure: Arc::clone(self),
         })
     }
 }
+
+/// `at` as nanoseconds after `origin`: zero for an instant before it (already past when the
+/// tenure began), and capped at [`MAX_OFFSET`].
+fn offset(origin: Instant, at: Instant) -> u64 {
+    let nanos = at.saturating_duration_since(origin).as_nanos();
+    u64::try_from(nanos).unwrap_or(MAX_OFFSET).min(MAX_OFFSET)
+}
+
+/// The furthest deadline stored, about 146 years after the tenure began: beyond any lease
+/// validity a configuration accepts, and small enough to add to an instant without overflow.
+const MAX_OFFSET: u64 = u64::MAX / 4;
 
 /// Proof, checked against the local clock, that this node holds a partition's lease and is
 /// open to new work on it.
@@ -265,28 +310,26 @@ impl WorkPermit {
     /// node's clock. Stays true while the lease is being handed off, which waits for this
     /// permit.
     pub fn is_valid(&self) -> bool {
-        let state = self.tenure.state();
-        state.phase != Phase::Ended && self.tenure.clock.now() < state.valid_until
+        self.tenure.phase() != Phase::Ended && self.tenure.before_deadline()
     }
 
     /// Time left before the lease's deadline, zero once it has passed or the lease was lost.
     pub fn remaining(&self) -> Duration {
-        let state = self.tenure.state();
-        if state.phase == Phase::Ended {
+        if self.tenure.phase() == Phase::Ended {
             return Duration::ZERO;
         }
-        state
-            .valid_until
+        self.tenure
+            .valid_until()
             .saturating_duration_since(self.tenure.clock.now())
     }
 }
 
 impl Drop for WorkPermit {
     fn drop(&mut self) {
-        let mut state = self.tenure.state();
-        state.permits -= 1;
-        if state.permits == 0 && state.phase == Phase::HandingOff {
-            drop(state);
+        let mut permits = self.tenure.permits_lock();
+        *permits -= 1;
+        if *permits == 0 && self.tenure.phase() == Phase::HandingOff {
+            drop(permits);
             self.tenure.progress.notify_one();
         }
     }
@@ -396,5 +439,68 @@ impl<T: Callbacks + ?Sized> Callbacks for Arc<T> {
 
     fn load(&self, partition: PartitionId) -> Option<f64> {
         (**self).load(partition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::TokioClock;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn tenure(valid_until: Instant) -> Arc<Tenure> {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock);
+        Tenure::new(PartitionId(1), Epoch(3), valid_until, clock, Arc::default())
+    }
+
+    /// Deadlines kept as offsets read back exactly; a guard keeps the deadline it was given
+    /// while a permit's follows renewals; giving the lease up stops guards at once, permits
+    /// only when it ends; an ended tenure's deadline never moves again.
+    ///
+    /// Fails if the deadline loses precision, a renewal revives an ended tenure, or a phase
+    /// change is missed by the lock-free checks.
+    #[tokio::test(start_paused = true)]
+    async fn lock_free_checks_follow_every_change() {
+        let now = Instant::now();
+        let tenure = tenure(now + SECOND + Duration::from_nanos(7));
+        assert_eq!(tenure.valid_until(), now + SECOND + Duration::from_nanos(7));
+
+        let guard = tenure.guard().expect("serving, within its deadline");
+        let permit = guard.permit().expect("serving");
+        tenure.extend(now + 2 * SECOND);
+        assert_eq!(guard.valid_until(), now + SECOND + Duration::from_nanos(7));
+        assert_eq!(permit.valid_until(), now + 2 * SECOND);
+        tokio::time::sleep(SECOND + SECOND / 2).await;
+        assert!(!guard.is_valid(), "past the deadline the guard was given");
+        assert!(permit.is_valid(), "within the renewed deadline");
+        assert!(tenure.guard().is_some());
+
+        assert!(tenure.hand_off());
+        assert!(tenure.guard().is_none());
+        assert!(guard.permit().is_none());
+        assert!(permit.is_valid(), "a hand-off waits for the work in flight");
+        assert_eq!(tenure.permits(), 1);
+
+        tenure.end();
+        tenure.extend(now + 3 * SECOND);
+        assert_eq!(tenure.valid_until(), now + 2 * SECOND);
+        assert!(!permit.is_valid());
+        assert_eq!(permit.remaining(), Duration::ZERO);
+        drop(permit);
+        assert_eq!(tenure.permits(), 0);
+    }
+
+    /// A tenure whose deadline had passed when it began never serves.
+    ///
+    /// Fails if a deadline before the tenure's origin reads as a later one.
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_already_past_never_serves() {
+        tokio::time::sleep(SECOND).await;
+        let tenure = tenure(Instant::now() - SECOND / 2);
+        assert!(tenure.guard().is_none());
+        assert!(tenure.valid_until() <= Instant::now());
+        tenure.extend(Instant::now() - SECOND);
+        assert!(tenure.guard().is_none());
     }
 }

@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use arc_swap::ArcSwapOption;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -29,6 +30,10 @@ use runner::{Command, Runner};
 
 /// Commands queued from handles to the task: only a shutdown is ever sent.
 const COMMAND_CAPACITY: usize = 4;
+
+/// The most partitions given a lock-free slot in [`Shared`]: 8 MiB of slots. Partitions
+/// beyond it, in a group too large to hold much of anyway, are looked up in the map.
+const MAX_SLOTS: u32 = 1 << 20;
 
 /// Where a participant's time and randomness come from.
 #[derive(Debug, Clone)]
@@ -87,6 +92,10 @@ pub struct Status {
 /// never across an await.
 struct Shared {
     leases: RwLock<Leases>,
+    /// The tenures of `leases`, one slot per partition of the group (up to [`MAX_SLOTS`]), so that
+    /// [`Participant::lease`] finds one with a single atomic load and no lock. Written only
+    /// under `leases`' write lock, so the two always agree for a reader holding that lock.
+    slots: Box<[ArcSwapOption<Tenure>]>,
     status: RwLock<Status>,
     /// Wakes the task when a hand-off may go on (see [`Tenure`]).
     progress: Arc<Notify>,
@@ -113,6 +122,25 @@ impl Leases {
 }
 
 impl Shared {
+    fn new(partitions: u32) -> Shared {
+        Shared {
+            leases: RwLock::new(Leases::default()),
+            slots: (0..partitions.min(MAX_SLOTS))
+                .map(|_| ArcSwapOption::empty())
+                .collect(),
+            status: RwLock::new(Status::default()),
+            progress: Arc::new(Notify::new()),
+            aborted: AtomicBool::new(false),
+            stopped: watch::Sender::new(false),
+            joined: watch::Sender::new(None),
+        }
+    }
+
+    /// The slot of `partition`, if it has one.
+    fn slot(&self, partition: PartitionId) -> Option<&ArcSwapOption<Tenure>> {
+        self.slots.get(usize::try_from(partition.0).ok()?)
+    }
+
     fn write_leases(&self) -> std::sync::RwLockWriteGuard<'_, Leases> {
         self.leases.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -123,12 +151,21 @@ impl Shared {
 
     fn insert(&self, tenure: Arc<Tenure>) {
         let mut leases = self.write_leases();
+        if let Some(slot) = self.slot(tenure.partition()) {
+            slot.store(Some(Arc::clone(&tenure)));
+        }
         leases.held.insert(tenure.partition(), tenure);
         leases.changed();
     }
 
+    /// The tenure of `partition`, from its slot without locking, or from the map for a
+    /// partition without a slot (see [`MAX_SLOTS`]; the planner never takes one beyond the
+    /// group's count, but a caller may name it).
     fn tenure(&self, partition: PartitionId) -> Option<Arc<Tenure>> {
-        self.read_leases().held.get(&partition).cloned()
+        match self.slot(partition) {
+            Some(slot) => slot.load_full(),
+            None => self.read_leases().held.get(&partition).cloned(),
+        }
     }
 
     /// Moves the deadline of a lease still held; never re-adds one released meanwhile.
@@ -161,6 +198,9 @@ impl Shared {
     fn remove(&self, partition: PartitionId) -> Option<Arc<Tenure>> {
         let mut leases = self.write_leases();
         let tenure = leases.held.remove(&partition)?;
+        if let Some(slot) = self.slot(partition) {
+            slot.store(None);
+        }
         leases.changed();
         Some(tenure)
     }
@@ -304,14 +344,7 @@ impl Participant {
         callbacks: Arc<dyn Callbacks>,
         environment: Environment,
     ) -> Participant {
-        let shared = Arc::new(Shared {
-            leases: RwLock::new(Leases::default()),
-            status: RwLock::new(Status::default()),
-            progress: Arc::new(Notify::new()),
-            aborted: AtomicBool::new(false),
-            stopped: watch::Sender::new(false),
-            joined: watch::Sender::new(None),
-        });
+        let shared = Arc::new(Shared::new(config.partitions));
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();
         let runner = Runner::new(
@@ -343,7 +376,13 @@ impl Participant {
     /// handing it off) and its deadline has not passed on the local clock. Answers from
     /// memory; never waits for the background task.
     pub fn lease(&self, partition: PartitionId) -> Option<LeaseGuard> {
-        self.inner.shared.tenure(partition)?.guard()
+        let shared = &self.inner.shared;
+        match shared.slot(partition) {
+            // Borrowed from the slot, not cloned out of it: the guard takes its own reference
+            // only on a hit.
+            Some(slot) => slot.load().as_ref()?.guard(),
+            None => shared.tenure(partition)?.guard(),
+        }
     }
 
     /// A permit for one unit of work on `partition`: [`LeaseGuard::permit`] of
@@ -471,8 +510,12 @@ impl Participant {
     /// leases stay in the store until they expire. For tests, demos and simulations.
     pub fn abort(&self) {
         self.inner.shared.aborted.store(true, Ordering::SeqCst);
-        let mut leases = self.inner.shared.write_leases();
+        let shared = &self.inner.shared;
+        let mut leases = shared.write_leases();
         for tenure in std::mem::take(&mut leases.held).into_values() {
+            if let Some(slot) = shared.slot(tenure.partition()) {
+                slot.store(None);
+            }
             tenure.end();
         }
         leases.changed();

@@ -1,0 +1,500 @@
+//! A router that follows its store: change notices, re-reads, and polls.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+use crate::record::LeaseState;
+use crate::store::{Change, ChangeFeed};
+use crate::types::PartitionId;
+
+use super::table::Table;
+use super::Router;
+
+/// Aborts the follower when the last router sharing it is dropped.
+#[derive(Debug)]
+pub(super) struct FollowerTask(pub(super) tokio::task::AbortHandle);
+
+impl Drop for FollowerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The background task of a router made by [`Router::follow`]. It alone reads the change
+/// feed; its memory is bounded by the group's partition count.
+pub(super) struct Follower {
+    pub(super) table: Arc<Table>,
+    pub(super) poll_interval: Duration,
+    pub(super) feed: Option<ChangeFeed>,
+    /// When to ask the store for a feed again, after asking failed or a feed ended.
+    pub(super) rewatch_at: Option<Instant>,
+    /// Partitions a notice said were written released or offline: nobody serves them.
+    pub(super) vacated: BTreeSet<PartitionId>,
+    /// Partitions a notice said were written, to re-read one by one; at most
+    /// [`Router::MAX_REREADS`].
+    pub(super) rereads: BTreeSet<PartitionId>,
+    /// Notices taken from the feed since the follower last acted on them.
+    pub(super) unread: usize,
+    /// The whole map must be reloaded: a notice named nothing, or too many partitions, or
+    /// notices may have been lost.
+    pub(super) reload_due: bool,
+    pub(super) last_reload: Instant,
+    /// After failed store calls: no store call before this instant.
+    pub(super) backoff_until: Option<Instant>,
+    pub(super) failures: u32,
+}
+
+impl Follower {
+    pub(super) fn new(
+        table: Arc<Table>,
+        poll_interval: Duration,
+        feed: Option<ChangeFeed>,
+        rewatch_at: Option<Instant>,
+        loaded_at: Instant,
+    ) -> Follower {
+        Follower {
+            table,
+            poll_interval,
+            feed,
+            rewatch_at,
+            vacated: BTreeSet::new(),
+            rereads: BTreeSet::new(),
+            unread: 0,
+            reload_due: false,
+            last_reload: loaded_at,
+            backoff_until: None,
+            failures: 0,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        loop {
+            let due = self.next_due(Instant::now());
+            // Notices first, and every notice already waiting before acting on any, so that
+            // a burst costs one new map; but never more than a feed's capacity at once, so
+            // that a flood cannot starve the reload it calls for.
+            tokio::select! {
+                biased;
+                change = next_change(&mut self.feed), if self.unread < ChangeFeed::CAPACITY => {
+                    match change {
+                        Some(change) => {
+                            self.note(change);
+                            continue;
+                        }
+                        None => self.feed_ended(),
+                    }
+                }
+                () = std::future::ready(()), if self.unread > 0 => {}
+                () = tokio::time::sleep_until(due) => {}
+            }
+            self.act().await;
+        }
+    }
+
+    pub(super) fn note(&mut self, change: Change) {
+        self.unread += 1;
+        if self.unread >= ChangeFeed::CAPACITY {
+            // A store drops notices while its feed is full: some may be lost.
+            self.reload_due = true;
+        }
+        let partitions = self.table.partitions;
+        match change {
+            Change::LeaseWritten {
+                partition,
+                state: LeaseState::Released | LeaseState::Offline,
+            } if partition.0 < partitions => {
+                self.rereads.remove(&partition);
+                self.vacated.insert(partition);
+            }
+            Change::LeaseWritten {
+                partition,
+                state: LeaseState::Held,
+            } if partition.0 < partitions => {
+                // Renewals outnumber every other write by far, and read the same as a
+                // takeover: only a lease taken where the map has no owner is worth a read.
+                let vacant = self.vacated.remove(&partition)
+                    || self.table.owners.load().get(partition).is_none();
+                if vacant {
+                    self.reread_later(partition);
+                }
+            }
+            Change::Lease(partition) if partition.0 < partitions => {
+                self.vacated.remove(&partition);
+                self.reread_later(partition);
+            }
+            // Strays beyond the group's count are never in the map, and members do not
+            // change who owns what.
+            Change::LeaseWritten { .. }
+            | Change::Lease(_)
+            | Change::Member(_)
+            | Change::MemberUpdated(_) => {}
+            Change::Unknown => self.reload_due = true,
+        }
+    }
+
+    pub(super) fn reread_later(&mut self, partition: PartitionId) {
+        if self.reload_due {
+            return;
+        }
+        self.rereads.insert(partition);
+        if self.rereads.len() > Router::MAX_REREADS {
+            self.rereads.clear();
+            self.reload_due = true;
+        }
+    }
+
+    pub(super) fn feed_ended(&mut self) {
+        tracing::warn!(group = %self.table.group, "router: change notices ended; polling");
+        self.feed = None;
+        self.unread = 0;
+        self.reload_due = true;
+        self.rewatch_at = Some(Instant::now() + Router::MAX_BACKOFF);
+    }
+
+    /// When the follower next has something to do, if no notice comes first.
+    pub(super) fn next_due(&self, now: Instant) -> Instant {
+        let mut due = self.last_reload + self.poll_interval;
+        if self.reload_due {
+            due = due.min(self.last_reload + Router::MIN_RELOAD_INTERVAL);
+        } else if !self.rereads.is_empty() {
+            due = now;
+        }
+        if let Some(rewatch_at) = self.rewatch_at {
+            due = due.min(rewatch_at);
+        }
+        match self.backoff_until {
+            Some(until) => due.max(until),
+            None => due,
+        }
+    }
+
+    pub(super) async fn act(&mut self) {
+        self.unread = 0;
+        if !self.vacated.is_empty() {
+            let vacated = std::mem::take(&mut self.vacated);
+            self.table.correct(vacated.into_iter().map(|p| (p, None)));
+        }
+        let now = Instant::now();
+        if self.backoff_until.is_some_and(|until| now < until) {
+            return;
+        }
+        if self.rewatch_at.is_some_and(|at| at <= now) {
+            self.rewatch(now).await;
+        }
+        if now >= self.last_reload + self.poll_interval {
+            self.reload_due = true;
+        }
+        let outcome = if self.reload_due {
+            if now < self.last_reload + Router::MIN_RELOAD_INTERVAL {
+                return;
+            }
+            self.reload(now).await
+        } else {
+            self.reread().await
+        };
+        match outcome {
+            Ok(()) => {
+                self.failures = 0;
+                self.backoff_until = None;
+            }
+            Err(error) => {
+                self.failures = self.failures.saturating_add(1);
+                let backoff = backoff(self.failures);
+                tracing::warn!(group = %self.table.group, %error, ?backoff, "router: could not read the lease table");
+                self.backoff_until = Some(Instant::now() + backoff);
+            }
+        }
+    }
+
+    pub(super) async fn reload(&mut self, now: Instant) -> Result<(), StoreError> {
+        self.table.refresh().await?;
+        // The listing is newer than every notice noted before it was asked for.
+        self.reload_due = false;
+        self.rereads.clear();
+        self.last_reload = now;
+        Ok(())
+    }
+
+    pub(super) async fn reread(&mut self) -> Result<(), StoreError> {
+        while let Some(partition) = self.rereads.first().copied() {
+            self.table.reread(partition).await?;
+            self.rereads.remove(&partition);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn rewatch(&mut self, now: Instant) {
+        match self.table.store.watch(&self.table.group).await {
+            Ok(feed) => {
+                self.feed = Some(feed);
+                self.rewatch_at = None;
+                // Whatever changed while there was no feed is caught up by one reload.
+                self.reload_due = true;
+            }
+            Err(StoreError::NotSupported(_)) => self.rewatch_at = None,
+            Err(error) => {
+                tracing::warn!(group = %self.table.group, %error, "router: change notices still unavailable; polling");
+                self.rewatch_at = Some(now + Router::MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// The wait after `failures` failed store calls in a row: [`Router::MIN_RELOAD_INTERVAL`],
+/// doubling up to [`Router::MAX_BACKOFF`].
+pub(super) fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    Router::MIN_RELOAD_INTERVAL
+        .saturating_mul(1 << doublings)
+        .min(Router::MAX_BACKOFF)
+}
+
+pub(super) async fn next_change(feed: &mut Option<ChangeFeed>) -> Option<Change> {
+    match feed {
+        Some(feed) => feed.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Routers that follow the store: what they pick up by themselves, from change notices or by
+/// polling, and what that costs the store.
+#[cfg(all(test, feature = "testing"))]
+mod follow_tests {
+    use super::*;
+    use crate::router::*;
+    use crate::store::{LeaseWrite, PutMode};
+    use crate::testing::FaultyStore;
+    use crate::MemoryStore;
+
+    const PARTITIONS: u32 = 8;
+    /// Longer than any test here runs: only change notices can update the map.
+    const NO_POLL: Duration = Duration::from_secs(24 * 3600);
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    fn group() -> GroupName {
+        GroupName::new("orders").unwrap()
+    }
+
+    /// A group of `partitions` released partitions in a store that notifies, and a wrapper
+    /// over it that counts a router's reads (and can refuse them). Tests write to the inner
+    /// store, so their own reads are not counted.
+    async fn stores(partitions: u32) -> (Arc<MemoryStore>, Arc<FaultyStore>) {
+        let memory = Arc::new(MemoryStore::new());
+        crate::admin::init(&*memory, &group(), partitions)
+            .await
+            .unwrap();
+        let faulty = Arc::new(FaultyStore::new(memory.clone()));
+        (memory, faulty)
+    }
+
+    /// Rewrites a partition's record as a node taking, renewing, releasing or losing it would.
+    async fn write(store: &MemoryStore, partition: u32, state: LeaseState, owner: &str) {
+        let partition = PartitionId(partition);
+        let current = store.get_lease(&group(), partition).await.unwrap().unwrap();
+        let record = LeaseRecord {
+            owner: Some(node(owner)),
+            epoch: current.value.epoch.next(),
+            state,
+            ..current.value
+        };
+        let mode = PutMode::Update(current.version);
+        store
+            .put_lease(&group(), partition, &record, mode)
+            .await
+            .unwrap();
+    }
+
+    async fn follow(store: &Arc<FaultyStore>, partitions: u32, poll_interval: Duration) -> Router {
+        let store: Arc<dyn LeaseStore> = store.clone();
+        Router::follow(store, group(), partitions, poll_interval)
+            .await
+            .unwrap()
+    }
+
+    /// Lets the follower act on what was just written; virtual time, far below any poll.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+
+    /// A partition handed from `a` to `b` (released, then taken) shows no owner and then
+    /// `b`, with no refresh call and long before any poll; a hand-off written in one burst
+    /// ends with `b` too.
+    ///
+    /// Fails if the follower ignores the notices, or applies them out of order.
+    #[tokio::test(start_paused = true)]
+    async fn a_hand_off_shows_without_a_refresh() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        write(&memory, 3, LeaseState::Held, "a").await;
+        write(&memory, 4, LeaseState::Held, "a").await;
+        let router = follow(&faulty, PARTITIONS, NO_POLL).await;
+        assert_eq!(router.owner_of_partition(PartitionId(3)), Some(node("a")));
+
+        write(&memory, 3, LeaseState::Released, "a").await;
+        settle().await;
+        assert_eq!(router.owner_of_partition(PartitionId(3)), None);
+        write(&memory, 3, LeaseState::Held, "b").await;
+        settle().await;
+        assert_eq!(router.owner_of_partition(PartitionId(3)), Some(node("b")));
+
+        write(&memory, 4, LeaseState::Released, "a").await;
+        write(&memory, 4, LeaseState::Held, "b").await;
+        settle().await;
+        assert_eq!(router.owner_of_partition(PartitionId(4)), Some(node("b")));
+        assert_eq!(faulty.listings(), 1, "no reload: only the first load");
+    }
+
+    /// Released and offline notices say all there is to know: their entries clear without a
+    /// store read. Renewals of partitions with an owner, by far the commonest writes, cost
+    /// nothing either.
+    ///
+    /// Fails if the follower reads the store for notices that need no read.
+    #[tokio::test(start_paused = true)]
+    async fn releases_and_renewals_cost_no_read() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        for partition in [1, 2, 5] {
+            write(&memory, partition, LeaseState::Held, "a").await;
+        }
+        let router = follow(&faulty, PARTITIONS, NO_POLL).await;
+        let reads = faulty.reads();
+
+        write(&memory, 1, LeaseState::Released, "a").await;
+        write(&memory, 2, LeaseState::Offline, "a").await;
+        for _ in 0..3 {
+            write(&memory, 5, LeaseState::Held, "a").await;
+            settle().await;
+        }
+        settle().await;
+        assert_eq!(router.owner_of_partition(PartitionId(1)), None);
+        assert_eq!(router.owner_of_partition(PartitionId(2)), None);
+        assert_eq!(router.owner_of_partition(PartitionId(5)), Some(node("a")));
+        assert_eq!(faulty.reads(), reads);
+    }
+
+    /// A lease taken over after its holder died reads like a renewal, so it shows at the
+    /// next poll, not before.
+    ///
+    /// Fails if the poll does not run while notices flow, or runs early.
+    #[tokio::test(start_paused = true)]
+    async fn a_takeover_shows_at_the_next_poll() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        write(&memory, 6, LeaseState::Held, "a").await;
+        let router = follow(&faulty, PARTITIONS, Duration::from_secs(10)).await;
+        write(&memory, 6, LeaseState::Held, "b").await;
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert_eq!(router.owner_of_partition(PartitionId(6)), Some(node("a")));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(router.owner_of_partition(PartitionId(6)), Some(node("b")));
+        assert_eq!(faulty.listings(), 2);
+    }
+
+    /// Where the store cannot notify, the router reloads the map every poll interval.
+    ///
+    /// Fails if a router without notices never updates, or polls faster than asked.
+    #[tokio::test(start_paused = true)]
+    async fn without_notices_the_router_polls() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        faulty.turn_notices_off();
+        write(&memory, 2, LeaseState::Held, "a").await;
+        let router = follow(&faulty, PARTITIONS, Duration::from_secs(10)).await;
+        write(&memory, 2, LeaseState::Released, "a").await;
+        write(&memory, 2, LeaseState::Held, "b").await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(router.owner_of_partition(PartitionId(2)), Some(node("a")));
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(router.owner_of_partition(PartitionId(2)), Some(node("b")));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(faulty.listings(), 5, "the first load and one each 10 s");
+    }
+
+    /// A burst of notices about more partitions than are worth reading one by one (a group
+    /// taken at start-up) costs one reload, not a read each.
+    ///
+    /// Fails if the follower reads every partition, or reloads once per notice.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_notices_costs_one_reload() {
+        let partitions = 64;
+        let (memory, faulty) = stores(partitions).await;
+        let router = follow(&faulty, partitions, NO_POLL).await;
+        let listing = memory.list_leases(&group()).await.unwrap();
+        let writes: Vec<LeaseWrite> = listing
+            .records
+            .into_iter()
+            .map(|lease| LeaseWrite {
+                partition: lease.key,
+                record: LeaseRecord {
+                    owner: Some(node("a")),
+                    epoch: lease.value.epoch.next(),
+                    state: LeaseState::Held,
+                    ..lease.value
+                },
+                mode: PutMode::Update(lease.version),
+            })
+            .collect();
+        memory.put_leases(&group(), &writes).await.unwrap();
+        tokio::time::sleep(Router::MIN_RELOAD_INTERVAL).await;
+        settle().await;
+        assert!(router.map().values().all(|owner| owner == &Some(node("a"))));
+        assert_eq!(faulty.listings(), 2);
+        assert_eq!(faulty.record_reads(), 0);
+    }
+
+    /// While the store refuses reads, the router retries less and less often, up to
+    /// [`Router::MAX_BACKOFF`] apart, and polls as usual again once the store recovers.
+    ///
+    /// Fails if failed polls are retried at the poll rate, or never again.
+    #[tokio::test(start_paused = true)]
+    async fn failed_polls_back_off() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        faulty.turn_notices_off();
+        let router = follow(&faulty, PARTITIONS, Duration::from_secs(1)).await;
+        faulty.set_reads_throttled(true);
+        write(&memory, 0, LeaseState::Held, "a").await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        // Retries 1, 2, 4, ... 32 s apart, then every 60 s: at 1, 2, 4, 8, 16, 32, 64,
+        // 124, ... 544 s.
+        assert_eq!(faulty.listings(), 1 + 15);
+        assert_eq!(router.owner_of_partition(PartitionId(0)), None);
+
+        faulty.set_reads_throttled(false);
+        // Half a second off the poll schedule, so that no poll falls on a count below.
+        tokio::time::sleep(Router::MAX_BACKOFF + Duration::from_millis(500)).await;
+        assert_eq!(router.owner_of_partition(PartitionId(0)), Some(node("a")));
+        let listings = faulty.listings();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(faulty.listings(), listings + 10);
+    }
+
+    /// The follower runs while any clone of its router lives, and stops with the last.
+    ///
+    /// Fails if dropping a clone stops it, or dropping them all leaves it polling.
+    #[tokio::test(start_paused = true)]
+    async fn the_follower_stops_with_the_last_router() {
+        let (_memory, faulty) = stores(PARTITIONS).await;
+        faulty.turn_notices_off();
+        let router = follow(&faulty, PARTITIONS, Duration::from_secs(1)).await;
+        let clone = router.clone();
+        drop(router);
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        assert_eq!(faulty.listings(), 1 + 3);
+        drop(clone);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(faulty.listings(), 1 + 3);
+    }
+
+    #[tokio::test]
+    async fn a_zero_poll_interval_is_refused() {
+        let (_memory, faulty) = stores(PARTITIONS).await;
+        let store: Arc<dyn LeaseStore> = faulty;
+        let error = Router::follow(store, group(), PARTITIONS, Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, StoreError::Invalid(_)), "{error}");
+    }
+}
