@@ -243,6 +243,33 @@ async fn a_leaving_node_removes_its_member_record_before_releasing() {
         .is_empty());
 }
 
+/// Fails if a crash (abort) in the middle of a graceful shutdown leaves the task running: the
+/// shutdown holds the task's handle while it waits for the work in flight, and an abort that
+/// could not reach the task left it handing off leases whose guards the abort had ended (the
+/// simulator found it spinning at its drain deadline).
+#[tokio::test(start_paused = true)]
+async fn an_abort_during_a_shutdown_stops_the_task() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    sleep(Duration::from_millis(100)).await;
+    let permit = a.permit(P0).expect("held");
+    let leaving = tokio::spawn({
+        let a = a.clone();
+        async move { a.shutdown().await }
+    });
+    sleep(Duration::from_millis(100)).await;
+    a.abort();
+    let stopped = tokio::time::timeout(Duration::from_millis(50), a.stopped()).await;
+    assert!(stopped.is_ok(), "the task still runs after the abort");
+    assert!(!permit.is_valid(), "an aborted node serves nothing");
+    leaving.await.unwrap();
+    assert_eq!(
+        lease_of(&store, 0).await.value.state,
+        LeaseState::Held,
+        "a crash writes nothing: the lease is left to expire"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lost_lease_invalidates_its_permits_at_once() {
     let store = store_with(1).await;

@@ -245,6 +245,9 @@ struct Inner {
     shared: Arc<Shared>,
     commands: mpsc::Sender<Command>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Kept apart from `task`, which [`Participant::shutdown`] takes to await it: a crash
+    /// (abort) in the middle of a graceful shutdown must still stop the task.
+    abort: tokio::task::AbortHandle,
 }
 
 impl fmt::Debug for Participant {
@@ -362,6 +365,7 @@ impl Participant {
                 node,
                 shared,
                 commands,
+                abort: task.abort_handle(),
                 task: Mutex::new(Some(task)),
             }),
         }
@@ -520,14 +524,6 @@ impl Participant {
         }
         leases.changed();
         drop(leases);
-        if let Some(task) = self
-            .inner
-            .task
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-        }
+        self.inner.abort.abort();
     }
 }
