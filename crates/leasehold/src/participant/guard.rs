@@ -491,6 +491,38 @@ mod tests {
         assert_eq!(tenure.permits(), 0);
     }
 
+    /// Fails if a guard or a permit outlives its lease's deadline while nothing ends the
+    /// tenure (a runner stalled or paused past the deadline): the clock alone must stop the
+    /// work, at the deadline itself and not an instant later.
+    #[tokio::test(start_paused = true)]
+    async fn guards_and_permits_turn_invalid_at_the_deadline_by_the_clock_alone() {
+        let now = Instant::now();
+        let tenure = tenure(now + SECOND);
+        let guard = tenure.guard().expect("serving");
+        let permit = guard.permit().expect("serving");
+        // Paused time moves in whole milliseconds.
+        tokio::time::sleep(SECOND - Duration::from_millis(1)).await;
+        assert!(
+            guard.is_valid() && permit.is_valid(),
+            "a millisecond before"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(
+            !guard.is_valid(),
+            "at the deadline, with the tenure never ended"
+        );
+        assert!(
+            !permit.is_valid(),
+            "at the deadline, with the tenure never ended"
+        );
+        assert_eq!(permit.remaining(), Duration::ZERO);
+        let shown = format!("{guard:?}");
+        assert!(
+            shown.contains("partition: PartitionId(1)") && shown.contains("epoch"),
+            "{shown}"
+        );
+    }
+
     /// A tenure whose deadline had passed when it began never serves.
     ///
     /// Fails if a deadline before the tenure's origin reads as a later one.
