@@ -92,4 +92,6 @@ fn bad_settings_are_named() {
         "2s",
     ]);
     common::assert_clean_error(&run, &["invalid node timings"]);
+    let run = common::leasehold(&["--store", "memory:", "bench", "--runs", "1"]);
+    common::assert_clean_error(&run, &["separate processes", "memory:"]);
 }

@@ -176,6 +176,13 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<Outcome> {
     config.store_timeout = settings.store_timeout;
     config.validate().context("invalid node timings")?;
 
+    // The nodes are separate processes: they must all reach the store the bench reads.
+    let url = cli.store_url()?;
+    anyhow::ensure!(
+        url.is_shared(),
+        "the bench runs its nodes as separate processes, which cannot share {url}; use a store \
+         they all reach, such as sqlite:bench.db"
+    );
     let table = GroupTable::open(cli).await?;
     refuse_group_in_use(&table).await?;
     let exe = std::env::current_exe().context("cannot find the leasehold executable")?;
@@ -201,7 +208,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<Outcome> {
         }
     };
 
-    let mut report = Report::new(&settings, store_kind(&store));
+    let mut report = Report::new(&settings, url.to_string());
     if !args.json {
         crate::say(&report.heading())?;
     }
@@ -266,11 +273,6 @@ async fn refuse_group_in_use(table: &GroupTable) -> anyhow::Result<()> {
         members.records.len()
     );
     Ok(())
-}
-
-/// The store's kind (`sqlite`, `postgres`, ...), without hosts or credentials.
-fn store_kind(url: &str) -> String {
-    url.split([':', '+']).next().unwrap_or_default().to_owned()
 }
 
 /// One run: the table built, the fleet started, and every change applied in turn.

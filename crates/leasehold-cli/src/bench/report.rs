@@ -53,7 +53,7 @@ impl Spread {
 }
 
 impl Report {
-    /// An empty report for a bench with `settings` on a store of kind `store`.
+    /// An empty report for a bench with `settings` on `store` (its URL, credentials hidden).
     pub fn new(settings: &Settings, store: String) -> Report {
         Report {
             settings: settings.clone(),

@@ -233,7 +233,10 @@ impl Fleet {
     pub async fn beliefs_match_store(&self, limit: Duration) -> Result<(), String> {
         let start = Instant::now();
         loop {
-            let disagreement = self.first_unbacked_belief().await;
+            // Bounded, so that a hung store fails the check instead of hanging the test.
+            let disagreement = tokio::time::timeout(limit, self.first_unbacked_belief())
+                .await
+                .unwrap_or_else(|_| Some(format!("the store did not answer within {limit:?}")));
             match disagreement {
                 None => return Ok(()),
                 Some(found) if start.elapsed() >= limit => return Err(found),
