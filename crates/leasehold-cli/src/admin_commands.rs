@@ -132,6 +132,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         | Command::Node(_)
         | Command::Demo(_)
         | Command::Bench(_)
+        | Command::Monitor(_)
         | Command::Sim(_) => {
             unreachable!("dispatched in main")
         }

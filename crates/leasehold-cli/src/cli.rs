@@ -124,6 +124,10 @@ pub enum Command {
     /// Run one participant until SIGTERM or SIGINT, then release its leases and exit.
     #[command(after_help = duration::help())]
     Node(Box<NodeArgs>),
+    /// Watch the table without joining the group: a live map of the fleet in the browser,
+    /// its health as Prometheus metrics, and the same data as JSON and a stream of changes.
+    #[command(after_help = duration::help())]
+    Monitor(MonitorArgs),
     /// Run a self-contained demonstration: several nodes in this process, a crash, a drain.
     #[command(after_help = duration::help())]
     Demo(DemoArgs),
@@ -217,6 +221,31 @@ pub struct StaleArgs {
     pub json: bool,
 }
 
+/// Options of `monitor`.
+#[derive(Debug, Args)]
+pub struct MonitorArgs {
+    /// The address to serve the map, /metrics and /api on (HOST:PORT; port 0 picks a free
+    /// one, printed on standard output).
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
+    pub listen: String,
+    /// How often the table is read; change notices, where the store has them, read it sooner.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Duration,
+    /// A held lease or member record unchanged for this long counts as unrenewed or dead;
+    /// make it longer than the nodes' heartbeat.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub stale_after: Duration,
+    /// A file holding a bearer token: with it, the page and /api/actions can drain, undrain,
+    /// kick, take offline and put online, each with the token. Without it the monitor is
+    /// read-only.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// The expected partition count, so that missing records past the highest one present
+    /// are reported too (default: one past the highest partition found).
+    #[arg(long)]
+    pub partitions: Option<u32>,
+}
+
 /// Options of `node`.
 #[derive(Debug, Args)]
 pub struct NodeArgs {
@@ -278,6 +307,10 @@ pub struct NodeArgs {
     /// How long each unit of work holds its permit; a hand-off of the partition waits for it.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "work_log")]
     pub work_duration: Option<Duration>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, and /healthz, on this address
+    /// (HOST:PORT; port 0 picks a free one, printed on standard output).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// Options of `demo`.

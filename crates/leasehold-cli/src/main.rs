@@ -6,6 +6,7 @@
 //! leasehold node --id server-1              # take part until SIGTERM
 //! leasehold status --by-node                # who holds what
 //! leasehold stale --watch 15s --min-nodes 3 # probe for cron or alerting; exit 1 on problems
+//! leasehold monitor --listen 127.0.0.1:9464  # live map in a browser, /metrics for Prometheus
 //! leasehold demo                            # crash and drain a fleet in one process
 //! leasehold --group b bench --runs 5        # measure hand-offs and failover on this store
 //! leasehold sim --seeds 1000                # simulate a fleet under faults; exit 1 on a violation
@@ -22,6 +23,8 @@ mod cli;
 mod demo;
 mod duration;
 mod group_commands;
+mod http;
+mod monitor;
 mod node;
 mod output;
 mod sim;
@@ -75,6 +78,7 @@ async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Node(args) => node::run(cli, args).await,
         Command::Demo(args) => demo::run(cli, args).await,
         Command::Bench(args) => bench::run(cli, args).await,
+        Command::Monitor(args) => monitor::run(cli, args).await,
         other => admin_commands::run(cli, other).await,
     }
 }

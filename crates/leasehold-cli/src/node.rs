@@ -4,15 +4,17 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
+use leasehold::metrics::{Metrics, Registry};
 use leasehold::{
-    admin, Callbacks, LeaseGuard, Loss, LossReason, NodeId, Participant, ParticipantConfig,
-    TimeoutStore,
+    admin, Callbacks, Environment, LeaseGuard, Loss, LossReason, NodeId, Participant,
+    ParticipantConfig, TimeoutStore,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::admin_commands::GroupTable;
 use crate::append_log::{unix_ns, wall_time_of, AppendLog};
 use crate::cli::{Cli, NodeArgs};
+use crate::http;
 use crate::store_url;
 use crate::work::Worker;
 use crate::Outcome;
@@ -51,7 +53,19 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         lease_validity = ?config.lease_validity, acquire_after = ?config.acquire_after,
         "node starting"
     );
-    let participant = Participant::start(store, config, recorder)
+    let mut environment = Environment::default();
+    if let Some(address) = &args.metrics_listen {
+        let mut registry = Registry::default();
+        environment.metrics = Some(Metrics::register(&mut registry));
+        let (listener, bound) = http::bind(address, "metrics").await?;
+        http::spawn(
+            listener,
+            http::metrics_routes(Arc::new(registry)),
+            "metrics",
+        );
+        crate::say(&format!("metrics listening on http://{bound}/metrics"))?;
+    }
+    let participant = Participant::start_with(store, config, recorder, environment)
         .with_context(|| format!("invalid configuration for node {node}"))?;
     let worker = match (work_log, args.work_interval) {
         (Some(log), Some(interval)) => Some(Worker::start(

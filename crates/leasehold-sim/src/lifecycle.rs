@@ -73,6 +73,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     let environment = Environment {
         clock: Arc::new(clock.clone()),
         seed: SeededRng::new(world.seed ^ ((index as u64) << 32) ^ holder.incarnation).next_u64(),
+        metrics: None,
     };
     let participant = if unchecked {
         Participant::start_unchecked(store, config, Arc::new(callbacks), environment)

@@ -68,6 +68,7 @@ mod config;
 mod error;
 pub mod group;
 mod memory;
+pub mod metrics;
 mod participant;
 pub mod planner;
 mod record;

@@ -118,6 +118,7 @@ fn start<S: LeaseStore + 'static>(
     let environment = Environment {
         clock: Arc::new(TokioClock),
         seed: config.node.as_str().bytes().map(u64::from).sum(),
+        metrics: None,
     };
     Participant::start_with(store.clone(), config, callbacks, environment).unwrap()
 }

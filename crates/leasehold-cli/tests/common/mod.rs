@@ -11,6 +11,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+pub mod http;
+
 /// Fast node timings: renew every 100 ms, valid 400 ms, take over after 700 ms.
 pub const FAST: [&str; 8] = [
     "--heartbeat",
@@ -133,6 +135,7 @@ impl Site {
     /// to `<id>.err` in the site for diagnosis.
     pub fn node(&self, id: &str, extra: &[&str]) -> NodeProcess {
         let stderr = File::create(self.path(&format!("{id}.err"))).expect("stderr file");
+        let stdout = File::create(self.path(&format!("{id}.out"))).expect("stdout file");
         let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
             .arg("--store")
             .arg(self.store())
@@ -141,7 +144,7 @@ impl Site {
             .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .spawn()
             .expect("start leasehold node");
@@ -150,6 +153,48 @@ impl Site {
             child,
             exited: false,
         }
+    }
+
+    /// Starts `leasehold --store <site> args...` in the background as `name`: standard
+    /// output to `<name>.out`, standard error to `<name>.err`.
+    pub fn process(&self, name: &str, args: &[&str]) -> NodeProcess {
+        let stderr = File::create(self.path(&format!("{name}.err"))).expect("stderr file");
+        let stdout = File::create(self.path(&format!("{name}.out"))).expect("stdout file");
+        let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .arg("--store")
+            .arg(self.store())
+            .args(args)
+            .env_remove("LEASEHOLD_GROUP")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("start leasehold");
+        NodeProcess {
+            id: name.to_owned(),
+            child,
+            exited: false,
+        }
+    }
+
+    /// The first `http://` URL a process started here printed on its standard output
+    /// (`<name>.out`), waiting for it: the address a server bound.
+    pub fn printed_url(&self, name: &str) -> String {
+        let path = self.path(&format!("{name}.out"));
+        let mut url = None;
+        self.wait_for(
+            Duration::from_secs(30),
+            &format!("{name} to print its address"),
+            || {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                url = text
+                    .split_whitespace()
+                    .find(|word| word.starts_with("http://"))
+                    .map(str::to_string);
+                url.is_some()
+            },
+        );
+        url.unwrap()
     }
 
     /// The stderr a node wrote so far.

@@ -93,6 +93,10 @@ impl Runner {
             Ok(results) => results.iter().filter(|r| r.is_err()).count(),
             Err(_) => writes.len(),
         };
+        let written = writes.len() - failed;
+        self.record(|metrics| {
+            metrics.releases.inc_by(written as u64);
+        });
         if failed > 0 {
             // Not fatal: an unreleased lease simply expires and is taken after acquire_after.
             tracing::warn!(node = %self.config.node, failed, "some releases were not written");

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::StoreError;
+use crate::metrics::Renewal;
 use crate::record::{MemberRecord, StoredLease};
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{PartitionId, Version};
@@ -42,8 +43,23 @@ impl Runner {
         }
         // Validity counts from before the request leaves: the write can only land later.
         let sent_at = self.clock.now();
+        let batch = writes.len();
         let results = self.put_leases(&writes).await;
         let results = self.settle("renewal", writes, results).await;
+        let took = self.clock.now().saturating_duration_since(sent_at);
+        self.record(|metrics| {
+            metrics.renewal_batch_size.observe(batch as f64);
+            metrics.renewal_batch_duration.observe(took.as_secs_f64());
+            for (_, result) in &results {
+                metrics.renewed(match result {
+                    Ok(_) => Renewal::Renewed,
+                    Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                        Renewal::Conflict
+                    }
+                    Err(_) => Renewal::Error,
+                });
+            }
+        });
         let valid_until = sent_at + self.config.lease_validity;
         for (write, result) in results {
             match result {

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use crate::clock::{Clock, SeededRng, TokioClock};
 use crate::config::{ConfigError, ParticipantConfig};
 use crate::group::GroupMismatch;
+use crate::metrics::{MeteredStore, Metrics};
 use crate::store::{LeaseStore, TimeoutStore};
 use crate::types::{NodeId, PartitionId};
 
@@ -35,13 +36,15 @@ const COMMAND_CAPACITY: usize = 4;
 /// beyond it, in a group too large to hold much of anyway, are looked up in the map.
 const MAX_SLOTS: u32 = 1 << 20;
 
-/// Where a participant's time and randomness come from.
+/// Where a participant's time and randomness come from, and where it reports.
 #[derive(Debug, Clone)]
 pub struct Environment {
     /// The node's monotonic clock.
     pub clock: Arc<dyn Clock>,
     /// Seed for jitter and for the order in which free partitions are tried.
     pub seed: u64,
+    /// Where to record the node's metrics ([`crate::metrics`]); none by default.
+    pub metrics: Option<Metrics>,
 }
 
 impl Default for Environment {
@@ -49,6 +52,7 @@ impl Default for Environment {
         Environment {
             clock: Arc::new(TokioClock),
             seed: SeededRng::from_entropy().next_u64(),
+            metrics: None,
         }
     }
 }
@@ -350,7 +354,14 @@ impl Participant {
         let shared = Arc::new(Shared::new(config.partitions));
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();
-        let runner = Runner::new(
+        let metrics = environment
+            .metrics
+            .map(|metrics| Arc::new(metrics.node(&config.group, &config.node)));
+        let store = match &metrics {
+            Some(metrics) => Arc::new(MeteredStore::new(store, Arc::clone(metrics))),
+            None => store,
+        };
+        let mut runner = Runner::new(
             store,
             config,
             environment.clock,
@@ -359,6 +370,7 @@ impl Participant {
             Arc::clone(&shared),
             receiver,
         );
+        runner.metrics = metrics;
         let task = tokio::spawn(runner.run());
         Participant {
             inner: Arc::new(Inner {

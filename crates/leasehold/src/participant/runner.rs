@@ -16,6 +16,7 @@ use crate::clock::{Clock, SeededRng};
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
 use crate::group::GroupMismatch;
+use crate::metrics::{set_count, NodeMetrics};
 use crate::planner::{Holding, Observed, ScanSchedule};
 use crate::record::unix_ms_now;
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite};
@@ -23,6 +24,10 @@ use crate::types::{PartitionId, Version};
 
 use super::guard::{Callbacks, Loss, LossReason};
 use super::Shared;
+
+/// A callback that takes longer than the heartbeat divided by this is counted as slow: it
+/// holds up renewals, which run on the same loop.
+const SLOW_CALLBACK_DIVISOR: u32 = 10;
 
 /// Requests from handles to the task. Releases are not among them: a handle marks the
 /// lease itself (see [`Shared::hand_off`]) and wakes the task.
@@ -84,6 +89,8 @@ pub(crate) struct Runner {
     /// The group record must be checked again at the next member write (this node had to
     /// register again).
     pub(super) recheck_group: bool,
+    /// The node's series, when the application asked for metrics.
+    pub(crate) metrics: Option<Arc<NodeMetrics>>,
 }
 
 impl Runner {
@@ -122,6 +129,7 @@ impl Runner {
             last_stamp: 0,
             refused: None,
             recheck_group: false,
+            metrics: None,
         }
     }
 
@@ -178,6 +186,7 @@ impl Runner {
                 Event::Change(None) => self.feed = None,
                 Event::Tick => self.tick().await,
             }
+            self.record_holdings();
             if let Some(mismatch) = self.refused.take() {
                 // Held leases end with the task (see `Drop`); they are not released, as the
                 // group no longer vouches for this node's timings.
@@ -296,6 +305,30 @@ impl Runner {
         }
     }
 
+    /// Sets the gauges of what the node holds, when it has metrics.
+    fn record_holdings(&self) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        set_count(&metrics.held, self.holdings.len());
+        set_count(&metrics.handing_off, self.handoffs.len());
+        metrics.draining.set(i64::from(self.draining));
+        let left = match self.earliest_deadline() {
+            Some(deadline) => deadline
+                .saturating_duration_since(self.clock.now())
+                .as_secs_f64(),
+            None => f64::INFINITY,
+        };
+        metrics.deadline.set(left);
+    }
+
+    /// Records something in the node's series, when it has metrics.
+    pub(super) fn record(&self, what: impl FnOnce(&NodeMetrics)) {
+        if let Some(metrics) = &self.metrics {
+            what(metrics);
+        }
+    }
+
     pub(super) fn expire_due(&mut self) {
         let now = self.clock.now();
         let due: Vec<(PartitionId, Instant)> = self
@@ -325,6 +358,7 @@ impl Runner {
             }
         }
         tracing::info!(node = %self.config.node, %partition, epoch = %holding.epoch, reason = reason.as_str(), "lease lost");
+        self.record(|metrics| metrics.lost(reason));
         let loss = Loss {
             partition,
             epoch: holding.epoch,
@@ -342,12 +376,20 @@ impl Runner {
         call: impl FnOnce(&dyn Callbacks) -> T,
     ) -> Option<T> {
         let callbacks = &*self.callbacks;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(callbacks))) {
+        // Real time, not the node's clock: a callback holds up the loop for as long as the
+        // CPU spends in it, whatever the clock says.
+        let started = std::time::Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(callbacks)));
+        if started.elapsed() > self.config.heartbeat / SLOW_CALLBACK_DIVISOR {
+            self.record(|metrics| metrics.callback_slow(what));
+        }
+        match outcome {
             Ok(value) => Some(value),
             Err(_) => {
                 tracing::error!(node = %self.config.node, callback = what, "a callback panicked; the lease loop carries on");
                 self.shared
                     .update_status(|status| status.callback_panics += 1);
+                self.record(|metrics| metrics.callback_panicked(what));
                 None
             }
         }

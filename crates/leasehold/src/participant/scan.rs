@@ -34,6 +34,7 @@ impl Runner {
         // Observations are stamped when the reply arrived, after every write they reflect.
         let now = self.clock.now();
         self.report_corrupt(&members.corrupt);
+        self.record(|metrics| metrics.corrupt(true, members.corrupt.len()));
         self.observed.observe_members(now, members.records);
         // A heartbeat during the listing wrote or read this node's own record after the
         // listing was taken: what it learned is newer than the listing's copy.
@@ -62,6 +63,11 @@ impl Runner {
             };
             let now = self.clock.now();
             self.report_corrupt(&leases.corrupt);
+            self.record(|metrics| {
+                metrics.corrupt(false, leases.corrupt.len());
+                metrics.lease_listings.inc();
+                metrics.lease_rows.inc_by(leases.len() as u64);
+            });
             self.observed.observe_leases(now, leases.records);
             self.schedule.leases_listed(
                 now,
@@ -75,6 +81,10 @@ impl Runner {
         let now = self.clock.now();
         self.schedule
             .scan_succeeded(now, &self.config, &mut self.rng);
+        self.record(|metrics| {
+            metrics.scans.inc();
+            metrics.scan_backoff.set(0);
+        });
         self.shared.update_status(|status| {
             status.scans += 1;
             status.lease_listings += u64::from(list_leases);
@@ -93,6 +103,11 @@ impl Runner {
         let now = self.clock.now();
         let backoff = self.schedule.scan_failed(now, &self.config, &mut self.rng);
         tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
+        let level = self.schedule.failures();
+        self.record(|metrics| {
+            metrics.scan_failures.inc();
+            metrics.scan_backoff.set(i64::from(level));
+        });
         let message = error.to_string();
         self.shared
             .update_status(|status| status.last_scan_error = Some(message));
@@ -172,6 +187,10 @@ impl Runner {
         self.shared.update_status(|status| {
             status.target = plan.target;
             status.live_members = plan.live_members;
+        });
+        self.record(|metrics| {
+            metrics.target.set(i64::from(plan.target));
+            crate::metrics::set_count(&metrics.live_members, plan.live_members);
         });
         self.schedule
             .planned(plan.settled() && self.handoffs.is_empty());
@@ -266,6 +285,9 @@ impl Runner {
             );
             self.shared.insert(Arc::clone(&tenure));
             tracing::info!(node = %self.config.node, partition = %write.partition, %epoch, "lease acquired");
+            self.record(|metrics| {
+                metrics.acquisitions.inc();
+            });
             self.contain("on_acquired", |callbacks| {
                 callbacks.on_acquired(&tenure.snapshot())
             });
