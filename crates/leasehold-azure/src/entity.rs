@@ -5,7 +5,12 @@
 //! `member-<node>`: zero-padding makes the service's key order the numeric order. The group
 //! record's RowKey is `group`, outside both listings' ranges, and it is kept whole as JSON in
 //! one column, so that fields a newer version added survive an older version's rewrite.
+//!
+//! Optional fields are left out when unset (the service stores no nulls), so entities
+//! written before a field existed read with it unset. A member's metadata is one text
+//! column holding a JSON object, left out when empty.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::{
@@ -90,9 +95,14 @@ pub(crate) fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRe
     if let Some(written_at) = record.written_at_unix_ms {
         insert_int64(&mut entity, "written_at_unix_ms", written_at);
     }
+    if let Some(previous_owner) = &record.previous_owner {
+        entity.insert("previous_owner".to_owned(), json!(previous_owner.as_str()));
+    }
     Value::Object(entity)
 }
 
+/// The entity of a member record. The caller has checked the record
+/// ([`MemberRecord::check`]).
 pub(crate) fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -> Value {
     let mut entity = keys(group, member_row_key(node));
     insert_int64(&mut entity, "weight", u64::from(record.weight));
@@ -109,6 +119,22 @@ pub(crate) fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -
     }
     if let Some(acquire_after) = record.acquire_after {
         insert_int64(&mut entity, "acquire_after_ns", nanos(acquire_after));
+    }
+    if let Some(capacity) = record.capacity {
+        insert_double(&mut entity, "capacity", capacity);
+    }
+    if let Some(max_load) = record.max_load {
+        insert_double(&mut entity, "max_load", max_load);
+    }
+    if let Some(max_partitions) = record.max_partitions {
+        insert_int64(&mut entity, "max_partitions", u64::from(max_partitions));
+    }
+    if let Some(address) = &record.address {
+        entity.insert("address".to_owned(), json!(address));
+    }
+    if !record.metadata.is_empty() {
+        let metadata = codec::encode_metadata(&record.metadata);
+        entity.insert("metadata".to_owned(), json!(metadata));
     }
     Value::Object(entity)
 }
@@ -194,6 +220,13 @@ impl Columns<'_> {
     fn node(&self, text: &str) -> Result<NodeId, StoreError> {
         NodeId::new(text).map_err(|error| self.corrupt(error.to_string()))
     }
+
+    fn metadata(&self, name: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        match self.string(name)? {
+            None => Ok(BTreeMap::new()),
+            Some(json) => codec::decode_metadata(json).map_err(|reason| self.corrupt(reason)),
+        }
+    }
 }
 
 pub(crate) fn parse_lease(
@@ -225,6 +258,10 @@ pub(crate) fn parse_lease(
         load: columns.double("load")?,
         note: columns.string("note")?.map(str::to_owned),
         written_at_unix_ms: columns.int64("written_at_unix_ms")?,
+        previous_owner: columns
+            .string("previous_owner")?
+            .map(|name| columns.node(name))
+            .transpose()?,
     })
 }
 
@@ -246,6 +283,17 @@ pub(crate) fn parse_member(
             .int64("lease_validity_ns")?
             .map(Duration::from_nanos),
         acquire_after: columns.int64("acquire_after_ns")?.map(Duration::from_nanos),
+        capacity: columns.double("capacity")?,
+        max_load: columns.double("max_load")?,
+        max_partitions: columns
+            .int64("max_partitions")?
+            .map(|cap| {
+                u32::try_from(cap)
+                    .map_err(|_| columns.corrupt(format!("max_partitions {cap} is too large")))
+            })
+            .transpose()?,
+        address: columns.string("address")?.map(str::to_owned),
+        metadata: columns.metadata("metadata")?,
     })
 }
 
@@ -293,6 +341,7 @@ mod tests {
             load: Some(2.0),
             note: Some("kicked, by hand".to_owned()),
             written_at_unix_ms: Some(1_700_000_000_123),
+            previous_owner: Some(NodeId::new("before").unwrap()),
         };
         let entity = object(lease_entity("orders", PartitionId(3), &record));
         assert_eq!(entity["epoch"], json!("4294967300"));
@@ -324,6 +373,11 @@ mod tests {
             written_at_unix_ms: None,
             lease_validity: Some(Duration::from_nanos(30_000_000_007)),
             acquire_after: Some(Duration::from_secs(45)),
+            capacity: Some(2.5),
+            max_load: Some(f64::MAX),
+            max_partitions: Some(u32::MAX),
+            address: Some("http://n1.example:8080".to_owned()),
+            metadata: [("zone".to_owned(), r#"eu "1""#.to_owned())].into(),
         };
         let entity = object(member_entity(
             "orders",
@@ -332,6 +386,8 @@ mod tests {
         ));
         assert_eq!(entity["lease_validity_ns"], json!("30000000007"));
         assert_eq!(entity["acquire_after_ns@odata.type"], json!("Edm.Int64"));
+        assert_eq!(entity["max_partitions"], json!("4294967295"));
+        assert_eq!(entity["metadata"], json!(r#"{"zone":"eu \"1\""}"#));
         assert_eq!(
             parse_member(&RecordKey::Stored("k".into()), &entity).unwrap(),
             record
@@ -353,8 +409,49 @@ mod tests {
         let record = parse_member(&RecordKey::from(&node), &entity).unwrap();
         assert_eq!((record.lease_validity, record.acquire_after), (None, None));
         assert_eq!((record.weight, record.heartbeat), (2, 7));
+        assert_eq!(record.metadata, BTreeMap::new());
+        assert_eq!(
+            (
+                record.capacity,
+                record.max_load,
+                record.max_partitions,
+                record.address
+            ),
+            (None, None, None, None)
+        );
         let bare = object(member_entity("orders", &node, &MemberRecord::default()));
-        assert!(!bare.contains_key("lease_validity_ns") && !bare.contains_key("acquire_after_ns"));
+        for column in [
+            "lease_validity_ns",
+            "acquire_after_ns",
+            "capacity",
+            "max_load",
+            "max_partitions",
+            "address",
+            "metadata",
+        ] {
+            assert!(!bare.contains_key(column), "{column}");
+        }
+    }
+
+    #[test]
+    fn damaged_member_fields_are_corrupt_naming_the_member() {
+        let node = NodeId::new("n1").unwrap();
+        for (column, value) in [
+            ("metadata", json!("{not json")),
+            ("metadata", json!(r#"{"zone":1}"#)),
+            ("metadata", json!(7)),
+            ("max_partitions", json!("4294967296")),
+            ("capacity", json!("lots")),
+            ("address", json!(false)),
+        ] {
+            let mut entity = object(member_entity("orders", &node, &MemberRecord::default()));
+            entity.insert(column.to_owned(), value.clone());
+            let error = parse_member(&RecordKey::from(&node), &entity).unwrap_err();
+            assert!(
+                matches!(&error, StoreError::Corrupt { key, .. } if *key == RecordKey::from(&node)),
+                "{column} {value}: {error:?}"
+            );
+        }
     }
 
     #[test]

@@ -404,6 +404,7 @@ impl LeaseStore for AzureTableStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        record.check(node)?;
         let entity = entity::member_entity(group.as_str(), node, record);
         let row_key = entity::member_row_key(node);
         self.client

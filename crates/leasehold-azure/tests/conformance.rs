@@ -47,6 +47,11 @@ impl Harness for AzureHarness {
             ("owner", "", "an empty owner"),
             ("load", "heavy", "text as the load"),
             ("written_at_unix_ms", "yesterday", "text as the write time"),
+            (
+                "previous_owner",
+                "has space",
+                "not a node name as the previous owner",
+            ),
         ];
         let mut malformed = Vec::new();
         for (partition, (column, value, damage)) in (MALFORMED_FIRST_PARTITION..).zip(cases) {
@@ -67,6 +72,10 @@ impl Harness for AzureHarness {
                 "soon",
                 "text as the published validity",
             ),
+            ("capacity", "lots", "text as the capacity"),
+            ("max_partitions", "many", "text as the partition cap"),
+            ("metadata", "{not json", "metadata that is not JSON"),
+            ("metadata", r#"{"zone":1}"#, "a number as a metadata value"),
         ];
         for (index, (column, value, damage)) in member_cases.into_iter().enumerate() {
             let node = NodeId::new(format!("bad-{index}")).expect("a valid name");

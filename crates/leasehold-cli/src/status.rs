@@ -31,6 +31,8 @@ struct PartitionRow {
     written_at_unix_ms: Option<u64>,
     /// Milliseconds since `written_at_unix_ms` by this machine's clock: a diagnostic only.
     age_ms: Option<u64>,
+    /// The holder before the current tenure, or the node that released the partition.
+    previous_owner: Option<String>,
 }
 
 /// One member record.
@@ -44,6 +46,12 @@ struct MemberRow {
     version: String,
     written_at_unix_ms: Option<u64>,
     age_ms: Option<u64>,
+    capacity: Option<f64>,
+    max_load: Option<f64>,
+    max_partitions: Option<u32>,
+    /// The URL the node serves clients on.
+    address: Option<String>,
+    metadata: BTreeMap<String, String>,
 }
 
 /// The partitions a node holds, with its member record if it has one.
@@ -187,6 +195,7 @@ fn partition_row(lease: &StoredLease) -> PartitionRow {
         version: lease.version.to_string(),
         written_at_unix_ms: record.written_at_unix_ms,
         age_ms: age_ms(record.written_at_unix_ms),
+        previous_owner: record.previous_owner.as_ref().map(|o| o.to_string()),
     }
 }
 
@@ -201,6 +210,11 @@ fn member_row(member: &StoredMember) -> MemberRow {
         version: member.version.to_string(),
         written_at_unix_ms: record.written_at_unix_ms,
         age_ms: age_ms(record.written_at_unix_ms),
+        capacity: record.capacity,
+        max_load: record.max_load,
+        max_partitions: record.max_partitions,
+        address: record.address.clone(),
+        metadata: record.metadata.clone(),
     }
 }
 
@@ -218,6 +232,7 @@ fn render(document: &StatusDocument) -> String {
             "DRAINING",
             "HEARTBEAT",
             "AGE",
+            "ADDRESS",
             "PARTITIONS",
         ]);
         for row in nodes {
@@ -230,6 +245,7 @@ fn render(document: &StatusDocument) -> String {
                 or_dash(member.map(|m| if m.draining { "yes" } else { "no" })),
                 or_dash(member.map(|m| m.heartbeat)),
                 age(member.and_then(|m| m.age_ms)),
+                or_dash(member.and_then(|m| m.address.as_ref())),
                 partitions.join(" "),
             ]);
         }
@@ -296,4 +312,92 @@ fn partition_table(document: &StatusDocument) -> String {
         document.members.len()
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold::{Epoch, LeaseRecord, MemberRecord, Stored, Version};
+    use serde_json::json;
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    #[test]
+    fn rows_show_previous_owners_and_what_members_publish() {
+        let lease = Stored {
+            key: PartitionId(3),
+            value: LeaseRecord {
+                owner: Some(node("n1")),
+                epoch: Epoch(2),
+                state: LeaseState::Held,
+                previous_owner: Some(node("n0")),
+                ..LeaseRecord::default()
+            },
+            version: Version::from_number(7),
+        };
+        let described = Stored {
+            key: node("n1"),
+            value: MemberRecord {
+                capacity: Some(2.0),
+                max_load: Some(0.75),
+                max_partitions: Some(12),
+                address: Some("http://10.0.0.7:8080".to_owned()),
+                metadata: [("zone".to_owned(), "eu-1".to_owned())].into(),
+                ..MemberRecord::default()
+            },
+            version: Version::from_number(8),
+        };
+        let bare = Stored {
+            key: node("n2"),
+            value: MemberRecord::default(),
+            version: Version::from_number(9),
+        };
+        let partition = serde_json::to_value(partition_row(&lease)).unwrap();
+        assert_eq!(partition["previous_owner"], json!("n0"));
+        let member = serde_json::to_value(member_row(&described)).unwrap();
+        assert_eq!(
+            (
+                &member["capacity"],
+                &member["max_load"],
+                &member["max_partitions"],
+                &member["address"],
+                &member["metadata"]
+            ),
+            (
+                &json!(2.0),
+                &json!(0.75),
+                &json!(12),
+                &json!("http://10.0.0.7:8080"),
+                &json!({"zone": "eu-1"})
+            )
+        );
+        // Unset fields are still there, so that every member row has the same shape.
+        let member = serde_json::to_value(member_row(&bare)).unwrap();
+        assert_eq!(
+            (&member["address"], &member["metadata"]),
+            (&json!(null), &json!({}))
+        );
+
+        let members = [described, bare];
+        let document = StatusDocument {
+            group: "orders".to_owned(),
+            partitions: vec![partition_row(&lease)],
+            members: members.iter().map(member_row).collect(),
+            nodes: Some(by_node(std::slice::from_ref(&lease), &members)),
+            corrupt: Vec::new(),
+        };
+        let text = render(&document);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains("ADDRESS"), "{text}");
+        assert!(
+            lines[1].starts_with("n1") && lines[1].contains("http://10.0.0.7:8080"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("n2") && lines[2].contains(" - "),
+            "{text}"
+        );
+    }
 }

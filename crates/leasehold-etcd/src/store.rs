@@ -454,6 +454,7 @@ impl LeaseStore for EtcdStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        record.check(node)?;
         let key = self.keys.member(group, node);
         let name = || RecordKey::from(node);
         self.put_value(key, name, codec::encode(record), &mode)

@@ -7,16 +7,18 @@
 //!
 //! ```text
 //! leasehold_leases   (grp, partition, owner, epoch, state, prohibited text[], load, note,
-//!                     written_at_unix_ms, version)
+//!                     written_at_unix_ms, version, previous_owner)
 //! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms,
-//!                     version, lease_validity_ns, acquire_after_ns)
+//!                     version, lease_validity_ns, acquire_after_ns, capacity, max_load,
+//!                     max_partitions, address, metadata)  -- metadata: JSON text or NULL
 //! leasehold_groups   (grp, record, version)   -- the group record, as its JSON text
 //! leasehold_schema   (version)        -- the layout version, checked on every connect
 //! leasehold_version                   -- the sequence every write takes its version from
 //! ```
 //!
-//! A store finding an older layout upgrades it in place (the member timing columns of rows
-//! written before read as NULL: no published timings), and refuses a newer one.
+//! A store finding an older layout upgrades it in place (columns added since read as NULL in
+//! rows written before: no published timings, no previous owner, no capacity, limits,
+//! address or metadata), and refuses a newer one.
 //!
 //! Operators can read the tables directly (`SELECT * FROM leasehold_leases WHERE grp =
 //! 'orders' ORDER BY partition`, `SELECT record::json FROM leasehold_groups`). Triggers send

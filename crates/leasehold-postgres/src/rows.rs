@@ -1,5 +1,6 @@
 //! Records to statement parameters and rows back to records.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::{
@@ -8,7 +9,7 @@ use leasehold::{
 };
 use tokio_postgres::Row;
 
-/// A lease record as the values of the lease statements' `$3` to `$9`.
+/// A lease record as the values of the lease statements' `$3` to `$10`.
 pub(crate) struct LeaseParams<'a> {
     pub(crate) owner: Option<&'a str>,
     pub(crate) epoch: i64,
@@ -17,6 +18,7 @@ pub(crate) struct LeaseParams<'a> {
     pub(crate) load: Option<f64>,
     pub(crate) note: Option<&'a str>,
     pub(crate) written_at_unix_ms: Option<i64>,
+    pub(crate) previous_owner: Option<&'a str>,
 }
 
 impl<'a> LeaseParams<'a> {
@@ -32,11 +34,12 @@ impl<'a> LeaseParams<'a> {
                 .written_at_unix_ms
                 .map(|ms| to_column("written_at_unix_ms", ms))
                 .transpose()?,
+            previous_owner: record.previous_owner.as_ref().map(NodeId::as_str),
         })
     }
 }
 
-/// A member record as the values of the member statements' `$3` to `$9`.
+/// A member record as the values of the member statements' `$3` to `$14`.
 pub(crate) struct MemberParams {
     pub(crate) weight: i64,
     pub(crate) draining: bool,
@@ -45,10 +48,19 @@ pub(crate) struct MemberParams {
     pub(crate) written_at_unix_ms: Option<i64>,
     pub(crate) lease_validity_ns: Option<i64>,
     pub(crate) acquire_after_ns: Option<i64>,
+    pub(crate) capacity: Option<f64>,
+    pub(crate) max_load: Option<f64>,
+    pub(crate) max_partitions: Option<i64>,
+    pub(crate) address: Option<String>,
+    /// The metadata's JSON, NULL when there is none.
+    pub(crate) metadata: Option<String>,
 }
 
 impl MemberParams {
-    pub(crate) fn new(record: &MemberRecord) -> Result<MemberParams, StoreError> {
+    /// The parameters of the member record of `node`, refusing values a bigint cannot hold
+    /// and records over the limits every store keeps ([`MemberRecord::validate`]).
+    pub(crate) fn new(node: &NodeId, record: &MemberRecord) -> Result<MemberParams, StoreError> {
+        record.check(node)?;
         Ok(MemberParams {
             weight: i64::from(record.weight),
             draining: record.draining,
@@ -66,6 +78,12 @@ impl MemberParams {
                 .acquire_after
                 .map(|value| nanos_column("acquire_after", value))
                 .transpose()?,
+            capacity: record.capacity,
+            max_load: record.max_load,
+            max_partitions: record.max_partitions.map(i64::from),
+            address: record.address.clone(),
+            metadata: (!record.metadata.is_empty())
+                .then(|| codec::encode_metadata(&record.metadata)),
         })
     }
 }
@@ -179,6 +197,11 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
         .collect::<Result<Vec<_>, _>>()?;
     let epoch = unsigned(column(row, 2, "epoch", &key)?, "epoch", &key)?;
     let written_at = column(row, 7, "written_at_unix_ms", &key)?;
+    let previous_owner: Option<String> = column(row, 8, "previous_owner", &key)?;
+    let previous_owner = previous_owner
+        .map(NodeId::new)
+        .transpose()
+        .map_err(|e| corrupt(format!("previous_owner: {e}")))?;
     let record = LeaseRecord {
         owner,
         epoch: Epoch(epoch),
@@ -187,11 +210,12 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
         load: column(row, 5, "load", &key)?,
         note: column(row, 6, "note", &key)?,
         written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
+        previous_owner,
     };
     Ok(Stored {
         key: partition,
         value: record,
-        version: version(row, 8, &key)?,
+        version: version(row, 9, &key)?,
     })
 }
 
@@ -219,11 +243,28 @@ pub(crate) fn member_from_row(row: &Row) -> Result<StoredMember, StoreError> {
         written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
         lease_validity: nanos(6, "lease_validity_ns")?,
         acquire_after: nanos(7, "acquire_after_ns")?,
+        capacity: column(row, 8, "capacity", &key)?,
+        max_load: column(row, 9, "max_load", &key)?,
+        max_partitions: column::<Option<i64>>(row, 10, "max_partitions", &key)?
+            .map(|cap| unsigned(cap, "max_partitions", &key))
+            .transpose()?,
+        address: column(row, 11, "address", &key)?,
+        metadata: metadata(column(row, 12, "metadata", &key)?, &key)?,
     };
     Ok(Stored {
         key: node,
         value: record,
-        version: version(row, 8, &key)?,
+        version: version(row, 13, &key)?,
+    })
+}
+
+/// Metadata read from its column: NULL for none, else a JSON object of strings.
+fn metadata(text: Option<String>, key: &RecordKey) -> Result<BTreeMap<String, String>, StoreError> {
+    text.map_or(Ok(BTreeMap::new()), |json| {
+        codec::decode_metadata(&json).map_err(|reason| StoreError::Corrupt {
+            key: key.clone(),
+            reason,
+        })
     })
 }
 
@@ -248,17 +289,54 @@ mod tests {
             lease_validity: Some(Duration::from_nanos(i64::MAX as u64)),
             ..MemberRecord::default()
         };
-        let params = MemberParams::new(&fits).unwrap();
+        let node = NodeId::new("n1").unwrap();
+        let params = MemberParams::new(&node, &fits).unwrap();
         assert_eq!(params.lease_validity_ns, Some(i64::MAX));
         assert_eq!(params.acquire_after_ns, None);
         let too_long = MemberRecord {
             acquire_after: Some(Duration::from_nanos(i64::MAX as u64 + 1)),
             ..MemberRecord::default()
         };
-        let error = MemberParams::new(&too_long).err().expect("refused");
+        let error = MemberParams::new(&node, &too_long).err().expect("refused");
         assert!(
             matches!(&error, StoreError::Invalid(message) if message.contains("acquire_after")),
             "{error:?}"
         );
+    }
+
+    #[test]
+    fn addresses_and_metadata_over_the_limits_are_refused_and_empty_metadata_is_null() {
+        let node = NodeId::new("n1").unwrap();
+        let fits = MemberRecord {
+            address: Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES)),
+            metadata: (0..MemberRecord::MAX_METADATA_ENTRIES)
+                .map(|index| (format!("k{index}"), "v".to_owned()))
+                .collect(),
+            max_partitions: Some(u32::MAX),
+            ..MemberRecord::default()
+        };
+        let params = MemberParams::new(&node, &fits).unwrap();
+        assert_eq!(params.max_partitions, Some(i64::from(u32::MAX)));
+        assert!(params
+            .metadata
+            .unwrap()
+            .starts_with(r#"{"k0":"v","k1":"v""#));
+        let bare = MemberParams::new(&node, &MemberRecord::default()).unwrap();
+        assert_eq!(bare.metadata, None);
+        let too_long = MemberRecord {
+            address: Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES + 1)),
+            ..MemberRecord::default()
+        };
+        let too_large = MemberRecord {
+            metadata: [("k".to_owned(), "v".repeat(MemberRecord::MAX_METADATA_BYTES))].into(),
+            ..MemberRecord::default()
+        };
+        for (record, field) in [(too_long, "address"), (too_large, "metadata")] {
+            let error = MemberParams::new(&node, &record).err().expect("refused");
+            assert!(
+                matches!(&error, StoreError::Invalid(message) if message.contains(field)),
+                "{error:?}"
+            );
+        }
     }
 }

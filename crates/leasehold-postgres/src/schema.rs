@@ -10,11 +10,15 @@ use tokio_postgres::{Client, Transaction};
 use crate::error::map_error;
 
 /// The layout version this release creates and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `MIGRATIONS[n]` takes a layout from version `n` to `n + 1`; version 0 is no layout.
-const MIGRATIONS: [fn(&Names) -> String; SCHEMA_VERSION as usize] =
-    [Names::layout_v1, Names::migrate_to_v2, Names::migrate_to_v3];
+const MIGRATIONS: [fn(&Names) -> String; SCHEMA_VERSION as usize] = [
+    Names::layout_v1,
+    Names::migrate_to_v2,
+    Names::migrate_to_v3,
+    Names::migrate_to_v4,
+];
 
 /// The names of the objects of one store, from its table prefix.
 #[derive(Debug, Clone)]
@@ -151,6 +155,27 @@ impl Names {
              ALTER TABLE {members}
                  ADD COLUMN lease_validity_ns bigint,
                  ADD COLUMN acquire_after_ns bigint;"
+        )
+    }
+
+    /// Version 4: the node that held a partition before, and what members publish about
+    /// themselves for balancing and routing: capacity, maximum load, partition cap, address,
+    /// and metadata as the text of a JSON object (NULL when empty), so that it reads back
+    /// exactly as written. Every column is nullable, NULL in rows written before. The
+    /// triggers send nothing from these columns, so they stay as they are.
+    fn migrate_to_v4(&self) -> String {
+        let Names {
+            leases, members, ..
+        } = self;
+        format!(
+            "ALTER TABLE {leases}
+                 ADD COLUMN previous_owner text;
+             ALTER TABLE {members}
+                 ADD COLUMN capacity double precision,
+                 ADD COLUMN max_load double precision,
+                 ADD COLUMN max_partitions bigint,
+                 ADD COLUMN address text,
+                 ADD COLUMN metadata text;"
         )
     }
 }

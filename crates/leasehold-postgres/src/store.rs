@@ -258,6 +258,7 @@ async fn write_lease(
                     &p.load,
                     &p.note,
                     &p.written_at_unix_ms,
+                    &p.previous_owner,
                 ],
             )
             .await
@@ -281,6 +282,7 @@ async fn write_lease(
                         &p.load,
                         &p.note,
                         &p.written_at_unix_ms,
+                        &p.previous_owner,
                         &expected,
                     ],
                 )
@@ -419,7 +421,7 @@ impl LeaseStore for PostgresStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let p = MemberParams::new(record)?;
+        let p = MemberParams::new(node, record)?;
         let (grp, name) = (group.as_str(), node.as_str());
         let key = || RecordKey::from(node);
         self.bounded(async {
@@ -438,6 +440,11 @@ impl LeaseStore for PostgresStore {
                             &p.written_at_unix_ms,
                             &p.lease_validity_ns,
                             &p.acquire_after_ns,
+                            &p.capacity,
+                            &p.max_load,
+                            &p.max_partitions,
+                            &p.address,
+                            &p.metadata,
                         ],
                     )
                     .await?
@@ -462,6 +469,11 @@ impl LeaseStore for PostgresStore {
                                 &p.written_at_unix_ms,
                                 &p.lease_validity_ns,
                                 &p.acquire_after_ns,
+                                &p.capacity,
+                                &p.max_load,
+                                &p.max_partitions,
+                                &p.address,
+                                &p.metadata,
                                 &expected,
                             ],
                         )

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use leasehold::testing::unique_group;
 use leasehold::{
-    Epoch, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, MemberRecord, NodeId,
-    PartitionId, PutMode, StoreError,
+    Change, Epoch, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, MemberRecord,
+    NodeId, PartitionId, PutMode, StoreError,
 };
 use leasehold_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
@@ -236,6 +236,181 @@ async fn postgres_store_upgrades_a_version_1_layout_in_place() {
         Err(error) => {
             common::drop_layout(&client, &prefix).await;
             panic!("a version 1 layout is upgraded, not refused: {error}");
+        }
+    };
+    common::drop_layout(&client, &prefix).await;
+    assert_eq!(version, SCHEMA_VERSION);
+    used.expect("the upgraded layout works");
+}
+
+/// The layout as version 3 left it, before previous owners and the members' capacity,
+/// limits, address and metadata: version 1 with the notifications of version 2 and the group
+/// table and timing columns of version 3, its lease and member of group `orders` (versions 1
+/// and 2), and a member publishing its timings (version 3).
+fn layout_v3(prefix: &str) -> String {
+    let channel = format!("{prefix}_changes");
+    format!(
+        "{v1}
+         CREATE OR REPLACE FUNCTION {prefix}_lease_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF TG_OP = 'DELETE' THEN
+                 PERFORM pg_notify('{channel}', OLD.grp || ' lease ' || OLD.partition);
+             ELSE
+                 PERFORM pg_notify('{channel}', NEW.grp || ' lease ' || NEW.partition || ' ' || NEW.state);
+             END IF;
+             RETURN NULL;
+         END $$;
+         CREATE OR REPLACE FUNCTION {prefix}_member_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF TG_OP = 'DELETE' THEN
+                 PERFORM pg_notify('{channel}', OLD.grp || ' member ' || OLD.node || ' delete');
+             ELSE
+                 PERFORM pg_notify('{channel}', NEW.grp || ' member ' || NEW.node || ' ' || lower(TG_OP));
+             END IF;
+             RETURN NULL;
+         END $$;
+         CREATE TABLE {prefix}_groups (
+             grp text PRIMARY KEY, record text NOT NULL, version bigint NOT NULL);
+         ALTER TABLE {prefix}_members
+             ADD COLUMN lease_validity_ns bigint, ADD COLUMN acquire_after_ns bigint;
+         UPDATE {prefix}_schema SET version = 3;
+         INSERT INTO {prefix}_members VALUES
+             ('orders', 'n2', 1, false, 0.5, 3, NULL, nextval('{prefix}_version'),
+              30000000007, 45000000000);",
+        v1 = layout_v1(prefix)
+    )
+}
+
+/// What a store connected to an upgraded version 3 layout does: reads the old rows with
+/// none of the new fields, keeps the new fields of a rewrite in their own columns, and still
+/// announces writes.
+async fn use_layout_upgraded_from_v3(
+    store: PostgresStore,
+    client: &tokio_postgres::Client,
+    prefix: &str,
+) {
+    let group = GroupName::new("orders").unwrap();
+    let (n1, n2) = (NodeId::new("n1").unwrap(), NodeId::new("n2").unwrap());
+    let timed = store.get_member(&group, &n2).await.unwrap().unwrap();
+    let old = MemberRecord {
+        load: Some(0.5),
+        heartbeat: 3,
+        lease_validity: Some(Duration::from_nanos(30_000_000_007)),
+        acquire_after: Some(Duration::from_secs(45)),
+        ..MemberRecord::default()
+    };
+    assert_eq!((&timed.value, timed.version.as_number()), (&old, Some(3)));
+    let lease = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (lease.value.epoch, lease.value.previous_owner.clone()),
+        (Epoch(5), None)
+    );
+
+    let mut feed = store
+        .watch(&group)
+        .await
+        .expect("watch the upgraded layout");
+    let described = MemberRecord {
+        capacity: Some(4.0),
+        max_load: Some(0.75),
+        max_partitions: Some(12),
+        address: Some("http://10.0.0.7:8080".to_owned()),
+        metadata: [("zone".to_owned(), "eu-1".to_owned())].into(),
+        ..old
+    };
+    store
+        .put_member(&group, &n2, &described, PutMode::Update(timed.version))
+        .await
+        .expect("rewrite the old member with the new fields");
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), feed.next()).await,
+        Ok(Some(Change::MemberUpdated(n2.clone()))),
+        "the rewrite is announced"
+    );
+    let handed_back = LeaseRecord {
+        previous_owner: Some(n1.clone()),
+        ..lease.value
+    };
+    store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &handed_back,
+            PutMode::Update(lease.version),
+        )
+        .await
+        .expect("rewrite the old lease with a previous owner");
+    assert_eq!(
+        store.get_member(&group, &n2).await.unwrap().unwrap().value,
+        described
+    );
+    assert_eq!(
+        store
+            .get_lease(&group, PartitionId(0))
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        handed_back
+    );
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT m.metadata, m.max_partitions, l.previous_owner
+                 FROM {prefix}_members m, {prefix}_leases l
+                 WHERE m.grp = 'orders' AND m.node = 'n2' AND l.grp = 'orders'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let columns: (Option<String>, Option<i64>, Option<String>) =
+        (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        columns,
+        (
+            Some(r#"{"zone":"eu-1"}"#.to_owned()),
+            Some(12),
+            Some("n1".to_owned())
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_upgrades_a_version_3_layout_in_place() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    let prefix = format!("upgrade_v3_test_{}", std::process::id());
+    let client = common::raw_client(&url).await;
+    client
+        .batch_execute(&layout_v3(&prefix))
+        .await
+        .expect("create a version 3 layout");
+    let options = common::test_options(&url).table_prefix(&prefix);
+    let store = PostgresStore::connect(options).await;
+    let version: i32 = client
+        .query_one(&format!("SELECT version FROM {prefix}_schema"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    // The checks run in a task of their own so that the layout is dropped even if one fails.
+    let used = match store {
+        Ok(store) => {
+            let (url, prefix) = (url.clone(), prefix.clone());
+            tokio::spawn(async move {
+                let client = common::raw_client(&url).await;
+                use_layout_upgraded_from_v3(store, &client, &prefix).await
+            })
+            .await
+        }
+        Err(error) => {
+            common::drop_layout(&client, &prefix).await;
+            panic!("a version 3 layout is upgraded, not refused: {error}");
         }
     };
     common::drop_layout(&client, &prefix).await;

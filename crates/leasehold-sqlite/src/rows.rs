@@ -3,6 +3,7 @@
 //! Rows can be edited by hand with the `sqlite3` shell, so decoding trusts nothing: a value
 //! of the wrong type or out of range makes that one row [`StoreError::Corrupt`].
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::{
@@ -15,7 +16,8 @@ use rusqlite::Row;
 /// The columns [`decode_lease`] reads, in order, as a literal for `concat!`.
 macro_rules! lease_columns {
     () => {
-        "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version"
+        "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version, \
+         previous_owner"
     };
 }
 pub(crate) use lease_columns;
@@ -24,7 +26,8 @@ pub(crate) use lease_columns;
 macro_rules! member_columns {
     () => {
         "node, weight, draining, load, heartbeat, written_at_unix_ms, version, \
-         lease_validity_ns, acquire_after_ns"
+         lease_validity_ns, acquire_after_ns, capacity, max_load, max_partitions, address, \
+         metadata"
     };
 }
 pub(crate) use member_columns;
@@ -47,6 +50,7 @@ pub(crate) struct LeaseRow {
     pub(crate) load: Option<f64>,
     pub(crate) note: Option<String>,
     pub(crate) written_at_unix_ms: Option<i64>,
+    pub(crate) previous_owner: Option<String>,
 }
 
 /// A member record as the values of its columns, ready to bind.
@@ -59,6 +63,12 @@ pub(crate) struct MemberRow {
     pub(crate) written_at_unix_ms: Option<i64>,
     pub(crate) lease_validity_ns: Option<i64>,
     pub(crate) acquire_after_ns: Option<i64>,
+    pub(crate) capacity: Option<f64>,
+    pub(crate) max_load: Option<f64>,
+    pub(crate) max_partitions: Option<i64>,
+    pub(crate) address: Option<String>,
+    /// The metadata's JSON, NULL when there is none.
+    pub(crate) metadata: Option<String>,
 }
 
 fn storable(value: u64, field: &str, key: impl FnOnce() -> RecordKey) -> Result<i64, StoreError> {
@@ -104,11 +114,17 @@ pub(crate) fn encode_lease(
             .written_at_unix_ms
             .map(|ms| storable(ms, "written_at_unix_ms", key))
             .transpose()?,
+        previous_owner: record
+            .previous_owner
+            .as_ref()
+            .map(|node| node.as_str().to_owned()),
     })
 }
 
-/// Encodes a member record, refusing values SQLite cannot store exactly.
+/// Encodes a member record, refusing values SQLite cannot store exactly and records over
+/// the limits every store keeps ([`MemberRecord::validate`]).
 pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<MemberRow, StoreError> {
+    record.check(node)?;
     let key = || RecordKey::from(node);
     Ok(MemberRow {
         weight: i64::from(record.weight),
@@ -127,7 +143,16 @@ pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<Memb
             .acquire_after
             .map(|value| storable_nanos(value, "acquire_after", key))
             .transpose()?,
+        capacity: record.capacity,
+        max_load: record.max_load,
+        max_partitions: record.max_partitions.map(i64::from),
+        address: record.address.clone(),
+        metadata: encode_metadata(&record.metadata),
     })
+}
+
+fn encode_metadata(metadata: &BTreeMap<String, String>) -> Option<String> {
+    (!metadata.is_empty()).then(|| codec::encode_metadata(metadata))
 }
 
 /// Encodes a group record as the JSON text kept in its row, whole, so that fields this build
@@ -225,6 +250,12 @@ impl<'row> Column<'row, '_> {
     fn node(&self, text: &str) -> Result<NodeId, String> {
         NodeId::new(text).map_err(|error| format!("{}: {error}", self.name))
     }
+
+    fn optional_node(&self) -> Result<Option<NodeId>, String> {
+        self.optional_text()?
+            .map(|text| self.node(text))
+            .transpose()
+    }
 }
 
 fn column<'row, 'statement>(
@@ -255,11 +286,7 @@ pub(crate) fn decode_version(value: i64) -> Result<Version, String> {
 }
 
 fn decode_lease_fields(row: &Row<'_>) -> Result<(LeaseRecord, Version), String> {
-    let owner = column(row, 1, "owner");
-    let owner = owner
-        .optional_text()?
-        .map(|text| owner.node(text))
-        .transpose()?;
+    let owner = column(row, 1, "owner").optional_node()?;
     let state_text = column(row, 3, "state").text()?;
     let state = LeaseState::parse(state_text)
         .ok_or_else(|| format!("state {state_text:?} is not held, released or offline"))?;
@@ -279,6 +306,7 @@ fn decode_lease_fields(row: &Row<'_>) -> Result<(LeaseRecord, Version), String> 
         load: column(row, 5, "load").optional_real()?,
         note: column(row, 6, "note").optional_text()?.map(str::to_owned),
         written_at_unix_ms: column(row, 7, "written_at_unix_ms").optional_unsigned()?,
+        previous_owner: column(row, 9, "previous_owner").optional_node()?,
     };
     let version = decode_version(column(row, 8, "version").integer()?)?;
     Ok((record, version))
@@ -328,6 +356,21 @@ fn decode_member_fields(row: &Row<'_>) -> Result<(MemberRecord, Version), String
         written_at_unix_ms: column(row, 5, "written_at_unix_ms").optional_unsigned()?,
         lease_validity: column(row, 7, "lease_validity_ns").optional_nanos()?,
         acquire_after: column(row, 8, "acquire_after_ns").optional_nanos()?,
+        capacity: column(row, 9, "capacity").optional_real()?,
+        max_load: column(row, 10, "max_load").optional_real()?,
+        max_partitions: column(row, 11, "max_partitions")
+            .optional_unsigned()?
+            .map(|cap| {
+                u32::try_from(cap).map_err(|_| format!("max_partitions {cap} is out of range"))
+            })
+            .transpose()?,
+        address: column(row, 12, "address")
+            .optional_text()?
+            .map(str::to_owned),
+        metadata: match column(row, 13, "metadata").optional_text()? {
+            None => BTreeMap::new(),
+            Some(json) => codec::decode_metadata(json)?,
+        },
     };
     let version = decode_version(column(row, 6, "version").integer()?)?;
     Ok((record, version))
@@ -396,5 +439,42 @@ mod tests {
             matches!(&error, StoreError::Invalid(message) if message.contains("acquire_after")),
             "{error:?}"
         );
+    }
+
+    #[test]
+    fn addresses_and_metadata_over_the_limits_are_refused_and_empty_metadata_is_null() {
+        let node = NodeId::new("n1").unwrap();
+        let fits = MemberRecord {
+            address: Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES)),
+            metadata: (0..MemberRecord::MAX_METADATA_ENTRIES)
+                .map(|index| (format!("k{index}"), "v".to_owned()))
+                .collect(),
+            max_partitions: Some(u32::MAX),
+            ..MemberRecord::default()
+        };
+        let row = encode_member(&node, &fits).unwrap();
+        assert_eq!(row.max_partitions, Some(i64::from(u32::MAX)));
+        assert!(row.metadata.unwrap().starts_with(r#"{"k0":"v","k1":"v""#));
+        assert_eq!(
+            encode_member(&node, &MemberRecord::default())
+                .unwrap()
+                .metadata,
+            None
+        );
+        let too_long = MemberRecord {
+            address: Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES + 1)),
+            ..MemberRecord::default()
+        };
+        let too_large = MemberRecord {
+            metadata: [("k".to_owned(), "v".repeat(MemberRecord::MAX_METADATA_BYTES))].into(),
+            ..MemberRecord::default()
+        };
+        for (record, field) in [(too_long, "address"), (too_large, "metadata")] {
+            let error = encode_member(&node, &record).unwrap_err();
+            assert!(
+                matches!(&error, StoreError::Invalid(message) if message.contains(field)),
+                "{error:?}"
+            );
+        }
     }
 }

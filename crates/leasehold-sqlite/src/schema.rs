@@ -9,10 +9,10 @@ use crate::error::Context;
 use crate::options::SqliteOptions;
 
 /// The schema version this build writes and understands (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 /// `MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`; version 0 is a new file.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [CREATE_V1, MIGRATE_TO_V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [CREATE_V1, MIGRATE_TO_V2, MIGRATE_TO_V3];
 
 // Plain CREATE TABLE (no IF NOT EXISTS): a file that already has a `leases` table but no
 // leasehold schema version belongs to something else, and must not be written into.
@@ -59,6 +59,17 @@ CREATE TABLE groups (
 );
 ALTER TABLE members ADD COLUMN lease_validity_ns INTEGER NULL;
 ALTER TABLE members ADD COLUMN acquire_after_ns  INTEGER NULL;
+";
+
+// Nullable, so that rows written before read as having none of them. `metadata` holds a JSON
+// object of strings, NULL when the node has none.
+const MIGRATE_TO_V3: &str = "
+ALTER TABLE leases  ADD COLUMN previous_owner TEXT    NULL;
+ALTER TABLE members ADD COLUMN capacity       REAL    NULL;
+ALTER TABLE members ADD COLUMN max_load       REAL    NULL;
+ALTER TABLE members ADD COLUMN max_partitions INTEGER NULL;
+ALTER TABLE members ADD COLUMN address        TEXT    NULL;
+ALTER TABLE members ADD COLUMN metadata       TEXT    NULL;
 ";
 
 /// Opens a connection to `path`, creating the file if absent, with the store's settings:

@@ -79,6 +79,22 @@ impl Harness for SqliteHarness {
                  VALUES (?1, '{node}', {values})"
             )
         };
+        let lease_with = |partition: &str, column: &str, values: &str| {
+            format!(
+                "INSERT INTO leases (grp, partition, owner, epoch, state, prohibited, load, \
+                 note, written_at_unix_ms, version, {column}) VALUES (?1, {partition}, {values})"
+            )
+        };
+        // A healthy member but for one column of those added in schema version 3.
+        let next_version = std::sync::atomic::AtomicU32::new(900_014);
+        let member_with = |node: &str, column: &str, value: &str| {
+            let version = next_version.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            format!(
+                "INSERT INTO members (grp, node, weight, draining, load, heartbeat, \
+                 written_at_unix_ms, version, {column}) \
+                 VALUES (?1, '{node}', 1, 0, NULL, 0, NULL, {version}, {value})"
+            )
+        };
         let bad_member = |node: &str, damage: &str| {
             let node = NodeId::new(node).expect("a valid name");
             Malformed::new(Listed::Members, RecordKey::Member(node), damage)
@@ -150,6 +166,34 @@ impl Harness for SqliteHarness {
             (
                 member("bad-after", "1, 0, NULL, 0, NULL, 900012, 5, '45s'"),
                 bad_member("bad-after", "text in the acquire_after_ns column"),
+            ),
+            (
+                lease_with(
+                    "16",
+                    "previous_owner",
+                    "NULL, 0, 'released', '', NULL, NULL, NULL, 900013, 'has space'",
+                ),
+                Malformed::lease(16, "not a node name as the previous owner"),
+            ),
+            (
+                member_with("bad-capacity", "capacity", "'lots'"),
+                bad_member("bad-capacity", "text in the capacity column"),
+            ),
+            (
+                member_with("bad-cap", "max_partitions", "4294967296"),
+                bad_member("bad-cap", "a partition cap beyond u32"),
+            ),
+            (
+                member_with("bad-address", "address", "X'ff'"),
+                bad_member("bad-address", "a blob as the address"),
+            ),
+            (
+                member_with("bad-metadata", "metadata", "'{not json'"),
+                bad_member("bad-metadata", "metadata that is not JSON"),
+            ),
+            (
+                member_with("bad-labels", "metadata", r#"'{"zone":1}'"#),
+                bad_member("bad-labels", "a number as a metadata value"),
             ),
         ];
         let path = self.path.clone();

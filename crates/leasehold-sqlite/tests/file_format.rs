@@ -25,6 +25,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
         load: Some(1.5),
         note: None,
         written_at_unix_ms: Some(1_700_000_000_000),
+        previous_owner: Some(node("n0")),
     }
 }
 
@@ -357,8 +358,155 @@ async fn check_version_1_upgrade(path: &Path) {
     assert_eq!(got.value, timed);
 }
 
-/// An empty SQLite file (schema version 0) gets the schema, a file of schema version 1 is
-/// upgraded in place, and a file holding someone else's `leases` table is not written into.
+/// The schema as schema version 2 left it, before previous owners and the members'
+/// capacity, limits, address and metadata: one lease (version 1), one member publishing its
+/// timings (version 2) and a group record (version 3) of group `orders`.
+const VERSION_2_FILE: &str = r#"
+CREATE TABLE leases (
+    grp TEXT NOT NULL, partition INTEGER NOT NULL, owner TEXT NULL, epoch INTEGER NOT NULL,
+    state TEXT NOT NULL, prohibited TEXT NOT NULL DEFAULT '', load REAL NULL, note TEXT NULL,
+    written_at_unix_ms INTEGER NULL, version INTEGER NOT NULL, PRIMARY KEY (grp, partition));
+CREATE TABLE members (
+    grp TEXT NOT NULL, node TEXT NOT NULL, weight INTEGER NOT NULL, draining INTEGER NOT NULL,
+    load REAL NULL, heartbeat INTEGER NOT NULL, written_at_unix_ms INTEGER NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (grp, node));
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE groups (grp TEXT NOT NULL PRIMARY KEY, record TEXT NOT NULL, version INTEGER NOT NULL);
+ALTER TABLE members ADD COLUMN lease_validity_ns INTEGER NULL;
+ALTER TABLE members ADD COLUMN acquire_after_ns  INTEGER NULL;
+INSERT INTO leases VALUES ('orders', 0, 'n1', 5, 'released', 'n9', 0.5, NULL, NULL, 1);
+INSERT INTO members VALUES ('orders', 'n1', 2, 1, 1.5, 17, 1700000000000, 2, 30000000007, 45000000000);
+INSERT INTO groups VALUES ('orders', '{"format":1,"epoch_floor":4}', 3);
+INSERT INTO meta (key, value) VALUES ('next_version', 4);
+PRAGMA user_version = 2;
+"#;
+
+/// A file of schema version 2 is upgraded in place: its rows read as before with none of the
+/// new fields, the new fields of a rewrite land in their own columns and read back exactly,
+/// and the version counter carries on.
+async fn check_version_2_upgrade(path: &Path) {
+    raw(path).execute_batch(VERSION_2_FILE).unwrap();
+    let store = SqliteStore::open(path)
+        .await
+        .expect("upgrade from version 2");
+    let user_version: i64 = raw(path)
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, SqliteStore::SCHEMA_VERSION);
+    let group = GroupName::new("orders").unwrap();
+    let old_member = MemberRecord {
+        weight: 2,
+        draining: true,
+        load: Some(1.5),
+        heartbeat: 17,
+        written_at_unix_ms: Some(1_700_000_000_000),
+        lease_validity: Some(Duration::from_nanos(30_000_000_007)),
+        acquire_after: Some(Duration::from_secs(45)),
+        ..MemberRecord::default()
+    };
+    let member = store
+        .get_member(&group, &node("n1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (&member.value, member.version.as_number()),
+        (&old_member, Some(2))
+    );
+    let old_lease = LeaseRecord {
+        owner: Some(node("n1")),
+        epoch: Epoch(5),
+        prohibited: vec![node("n9")],
+        load: Some(0.5),
+        ..LeaseRecord::released()
+    };
+    let lease = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (&lease.value, lease.version.as_number()),
+        (&old_lease, Some(1))
+    );
+    let group_record = store.get_group(&group).await.unwrap().unwrap();
+    assert_eq!(group_record.value.epoch_floor, Epoch(4));
+
+    let described = MemberRecord {
+        capacity: Some(4.0),
+        max_load: Some(0.75),
+        max_partitions: Some(12),
+        address: Some("http://10.0.0.7:8080".to_owned()),
+        metadata: [("zone".to_owned(), "eu-1".to_owned())].into(),
+        ..old_member
+    };
+    let rewritten = store
+        .put_member(
+            &group,
+            &node("n1"),
+            &described,
+            PutMode::Update(member.version),
+        )
+        .await
+        .expect("rewrite the old member with the new fields");
+    assert_eq!(rewritten.as_number(), Some(4), "the counter carries on");
+    let handed_back = LeaseRecord {
+        previous_owner: Some(node("n1")),
+        ..old_lease
+    };
+    store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &handed_back,
+            PutMode::Update(lease.version),
+        )
+        .await
+        .expect("rewrite the old lease with a previous owner");
+    let got = store
+        .get_member(&group, &node("n1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, described);
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, handed_back);
+    drop(store);
+
+    let connection = raw(path);
+    let columns: (Option<f64>, Option<i64>, Option<String>, Option<String>) = connection
+        .query_row(
+            "SELECT capacity, max_partitions, address, metadata FROM members WHERE grp = 'orders'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        columns,
+        (
+            Some(4.0),
+            Some(12),
+            Some("http://10.0.0.7:8080".to_owned()),
+            Some(r#"{"zone":"eu-1"}"#.to_owned())
+        )
+    );
+    let previous: Option<String> = connection
+        .query_row(
+            "SELECT previous_owner FROM leases WHERE grp = 'orders'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(previous.as_deref(), Some("n1"));
+}
+
+/// An empty SQLite file (schema version 0) gets the schema, files of schema versions 1 and 2
+/// are upgraded in place, and a file holding someone else's `leases` table is not written
+/// into.
 #[tokio::test]
 async fn older_files_are_upgraded_and_a_foreign_one_refused() {
     let directory = tempfile::tempdir().expect("temporary directory");
@@ -372,6 +520,7 @@ async fn older_files_are_upgraded_and_a_foreign_one_refused() {
     let group = unique_group("upgraded");
     write_partitions(&store, &group, 1).await;
     check_version_1_upgrade(&directory.path().join("version-1.db")).await;
+    check_version_2_upgrade(&directory.path().join("version-2.db")).await;
 
     let foreign = directory.path().join("foreign.db");
     raw(&foreign)

@@ -293,6 +293,7 @@ impl LeaseStore for ZookeeperStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        record.check(node)?;
         let path = self.shared.layout.member(group, node);
         self.put(path, RecordKey::from(node), encode(record), mode)
             .await

@@ -430,6 +430,7 @@ impl LeaseStore for MemoryStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        record.check(node)?;
         let mut inner = self.lock();
         let version = inner.next_version + 1;
         let result = put_entry(

@@ -1,9 +1,11 @@
 //! The records kept in a store: one lease per partition, one member record per live node.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::StoreError;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
 /// Where a partition's lease stands.
@@ -71,6 +73,11 @@ pub struct LeaseRecord {
     /// The writer's wall-clock time of the last write, in milliseconds since the Unix epoch.
     #[serde(default)]
     pub written_at_unix_ms: Option<u64>,
+    /// The node that held the partition before the current tenure, or, in a released
+    /// record, the node that released it: lets a node that comes back under the same name
+    /// be handed its partitions again instead of a random share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_owner: Option<NodeId>,
 }
 
 impl LeaseRecord {
@@ -123,6 +130,30 @@ pub struct MemberRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub acquire_after: Option<std::time::Duration>,
+    /// The node's capacity for load, relative to the other members' (as `weight` is for
+    /// partition counts), so that balancing by load can give a bigger machine more of it.
+    /// `None` when the node reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
+    /// The load above which the node sheds partitions, published so that the others know
+    /// it will not take more. `None` for no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_load: Option<f64>,
+    /// The most partitions the node will hold (its `max_partitions_per_node`, when that is
+    /// below the partition count), so that a monitor can tell the partitions no node can take
+    /// from those merely unassigned yet. `None` for no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_partitions: Option<u32>,
+    /// The URL the node serves clients on, so that a router can send a key's requests to
+    /// its owner without a directory of its own. At most [`MemberRecord::MAX_ADDRESS_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// A few labels an operator or application attaches to the node (zone, version, rack),
+    /// kept small because every node reads every member record at every scan: at most
+    /// [`MemberRecord::MAX_METADATA_ENTRIES`] entries and
+    /// [`MemberRecord::MAX_METADATA_BYTES`] as JSON.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl Default for MemberRecord {
@@ -135,7 +166,135 @@ impl Default for MemberRecord {
             written_at_unix_ms: None,
             lease_validity: None,
             acquire_after: None,
+            capacity: None,
+            max_load: None,
+            max_partitions: None,
+            address: None,
+            metadata: BTreeMap::new(),
         }
+    }
+}
+
+/// A field of a record that no store accepts, and why: what [`MemberRecord::validate`]
+/// returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {reason}")]
+pub struct InvalidRecord {
+    /// The field at fault, as the record's JSON names it.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl InvalidRecord {
+    fn new(field: &'static str, reason: impl Into<String>) -> InvalidRecord {
+        InvalidRecord {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// The [`StoreError::Invalid`] a store returns for this record, naming its key.
+    pub fn into_store_error(self, key: impl Into<RecordKey>) -> StoreError {
+        StoreError::Invalid(format!("{}: {self}", key.into()))
+    }
+}
+
+impl MemberRecord {
+    /// The longest [`MemberRecord::address`], in bytes: room for any URL a node serves on,
+    /// small enough that a thousand members list in well under a megabyte.
+    pub const MAX_ADDRESS_BYTES: usize = 512;
+    /// The most entries [`MemberRecord::metadata`] may hold.
+    pub const MAX_METADATA_ENTRIES: usize = 16;
+    /// The longest [`MemberRecord::metadata`] may be, in bytes of its compact JSON (the form
+    /// every store keeps it in).
+    pub const MAX_METADATA_BYTES: usize = 4096;
+
+    /// Checks what every store refuses to write: an address or metadata over its limit or
+    /// holding control characters, an empty address or metadata key, and a capacity or
+    /// maximum load that is negative or not finite (JSON, which several stores keep records
+    /// in, has no NaN or infinity, so such a value could not be read back as written).
+    ///
+    /// Every [`LeaseStore`](crate::LeaseStore) calls it before writing a member record and
+    /// refuses one that fails with [`StoreError::Invalid`], changing nothing.
+    ///
+    /// ```
+    /// use leasehold::MemberRecord;
+    /// let mut record = MemberRecord {
+    ///     address: Some("http://10.0.0.7:8080".to_owned()),
+    ///     ..MemberRecord::default()
+    /// };
+    /// assert!(record.validate().is_ok());
+    /// record.address = Some("x".repeat(MemberRecord::MAX_ADDRESS_BYTES + 1));
+    /// assert_eq!(record.validate().unwrap_err().field, "address");
+    /// ```
+    pub fn validate(&self) -> Result<(), InvalidRecord> {
+        for (field, value) in [("capacity", self.capacity), ("max_load", self.max_load)] {
+            match value {
+                Some(value) if !value.is_finite() => {
+                    return Err(InvalidRecord::new(field, format!("{value} is not finite")));
+                }
+                Some(value) if value < 0.0 => {
+                    return Err(InvalidRecord::new(field, format!("{value} is negative")));
+                }
+                _ => {}
+            }
+        }
+        if let Some(address) = &self.address {
+            check_text(address).map_err(|reason| InvalidRecord::new("address", reason))?;
+            if address.len() > Self::MAX_ADDRESS_BYTES {
+                return Err(InvalidRecord::new(
+                    "address",
+                    format!(
+                        "is {} bytes; at most {} are kept",
+                        address.len(),
+                        Self::MAX_ADDRESS_BYTES
+                    ),
+                ));
+            }
+        }
+        self.validate_metadata()
+    }
+
+    fn validate_metadata(&self) -> Result<(), InvalidRecord> {
+        let invalid = |reason| Err(InvalidRecord::new("metadata", reason));
+        let entries = self.metadata.len();
+        if entries > Self::MAX_METADATA_ENTRIES {
+            let most = Self::MAX_METADATA_ENTRIES;
+            return invalid(format!("has {entries} entries; at most {most} are kept"));
+        }
+        for key in self.metadata.keys() {
+            if let Err(reason) = check_text(key) {
+                return invalid(format!("key {key:?} {reason}"));
+            }
+        }
+        let encoded = crate::codec::encode_metadata(&self.metadata).len();
+        if encoded > Self::MAX_METADATA_BYTES {
+            let most = Self::MAX_METADATA_BYTES;
+            return invalid(format!(
+                "is {encoded} bytes as JSON; at most {most} are kept"
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`MemberRecord::validate`], as the [`StoreError::Invalid`] a store returns for the
+    /// member record of `node`.
+    pub fn check(&self, node: &NodeId) -> Result<(), StoreError> {
+        self.validate()
+            .map_err(|error| error.into_store_error(node))
+    }
+}
+
+/// Refuses text that is empty or holds control characters, which would break the lines of
+/// the logs and tables it is shown in.
+fn check_text(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    match text.chars().find(|c| c.is_control()) {
+        Some(control) => Err(format!("holds the control character {control:?}")),
+        None => Ok(()),
     }
 }
 
@@ -244,4 +403,160 @@ pub fn unix_ms_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    #[test]
+    fn records_written_before_the_optional_fields_decode_with_their_defaults() {
+        let lease: LeaseRecord = decode(
+            PartitionId(1),
+            br#"{"owner":"n1","epoch":3,"state":"held","prohibited":[],"load":null,"note":null,"written_at_unix_ms":17}"#,
+        )
+        .unwrap();
+        assert_eq!(lease.previous_owner, None);
+        let member: MemberRecord = decode(
+            node("n1"),
+            br#"{"weight":2,"draining":false,"load":null,"heartbeat":7,"written_at_unix_ms":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            member,
+            MemberRecord {
+                weight: 2,
+                heartbeat: 7,
+                ..MemberRecord::default()
+            }
+        );
+    }
+
+    #[test]
+    fn unset_optional_fields_are_not_written_and_set_ones_round_trip() {
+        let lease = String::from_utf8(encode(&LeaseRecord::released())).unwrap();
+        assert!(!lease.contains("previous_owner"), "{lease}");
+        let member = String::from_utf8(encode(&MemberRecord::default())).unwrap();
+        for field in [
+            "capacity",
+            "max_load",
+            "max_partitions",
+            "address",
+            "metadata",
+        ] {
+            assert!(!member.contains(field), "{member}");
+        }
+        let lease = LeaseRecord {
+            previous_owner: Some(node("before")),
+            ..LeaseRecord::released()
+        };
+        assert_eq!(
+            decode::<LeaseRecord>(PartitionId(0), &encode(&lease)).unwrap(),
+            lease
+        );
+        let member = MemberRecord {
+            capacity: Some(2.5),
+            max_load: Some(0.0),
+            max_partitions: Some(u32::MAX),
+            address: Some("http://[::1]:8080".to_owned()),
+            metadata: BTreeMap::from([("zone".to_owned(), "a \"b\"".to_owned())]),
+            ..MemberRecord::default()
+        };
+        assert_eq!(
+            decode::<MemberRecord>(&node("n1"), &encode(&member)).unwrap(),
+            member
+        );
+    }
+
+    #[test]
+    fn limits_are_inclusive_and_name_the_field() {
+        let at_limit = MemberRecord {
+            address: Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES)),
+            metadata: (0..MemberRecord::MAX_METADATA_ENTRIES)
+                .map(|index| (format!("k{index:02}"), String::new()))
+                .collect(),
+            ..MemberRecord::default()
+        };
+        assert_eq!(at_limit.validate(), Ok(()));
+        let field = |record: MemberRecord| record.validate().map_err(|error| error.field);
+        let too_long = MemberRecord {
+            address: Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES + 1)),
+            ..MemberRecord::default()
+        };
+        assert_eq!(field(too_long), Err("address"));
+        let mut too_many = at_limit.clone();
+        too_many.address = None;
+        too_many
+            .metadata
+            .insert("one-more".to_owned(), String::new());
+        assert_eq!(field(too_many), Err("metadata"));
+
+        // Measured as JSON: escaping counts.
+        let mut metadata = BTreeMap::from([("k".to_owned(), String::new())]);
+        let room =
+            MemberRecord::MAX_METADATA_BYTES - crate::codec::encode_metadata(&metadata).len();
+        metadata.insert("k".to_owned(), "v".repeat(room));
+        let fits = MemberRecord {
+            metadata: metadata.clone(),
+            ..MemberRecord::default()
+        };
+        assert_eq!(fits.validate(), Ok(()));
+        metadata.insert("k".to_owned(), format!("\"{}", "v".repeat(room - 1)));
+        let escaped = MemberRecord {
+            metadata,
+            ..MemberRecord::default()
+        };
+        assert_eq!(field(escaped), Err("metadata"));
+
+        for (record, expected) in [
+            (
+                MemberRecord {
+                    capacity: Some(f64::NAN),
+                    ..MemberRecord::default()
+                },
+                "capacity",
+            ),
+            (
+                MemberRecord {
+                    max_load: Some(-0.5),
+                    ..MemberRecord::default()
+                },
+                "max_load",
+            ),
+            (
+                MemberRecord {
+                    address: Some("a\u{7f}".to_owned()),
+                    ..MemberRecord::default()
+                },
+                "address",
+            ),
+            (
+                MemberRecord {
+                    metadata: BTreeMap::from([("a\nb".to_owned(), String::new())]),
+                    ..MemberRecord::default()
+                },
+                "metadata",
+            ),
+        ] {
+            assert_eq!(field(record), Err(expected));
+        }
+    }
+
+    #[test]
+    fn a_refused_record_is_an_invalid_store_error_naming_the_member_and_field() {
+        let record = MemberRecord {
+            address: Some(String::new()),
+            ..MemberRecord::default()
+        };
+        let error = record.check(&node("n1")).unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Invalid(message) if message == "member n1: address is empty"),
+            "{error:?}"
+        );
+    }
 }

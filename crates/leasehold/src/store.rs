@@ -210,6 +210,11 @@ impl ChangeFeed {
 /// - MUST apply a write with [`PutMode::Create`] only if the record does not exist; otherwise
 ///   [`StoreError::AlreadyExists`].
 /// - MUST delete only if the version matches, with the same errors as an update.
+/// - MUST keep every field of a lease or member record and return it as written, and MUST
+///   read records written before a field existed, with the field at its default.
+/// - MUST refuse a member record that fails [`MemberRecord::validate`] with
+///   [`StoreError::Invalid`] ([`MemberRecord::check`]), writing nothing, so that every store
+///   accepts the same records.
 /// - MUST return listings ordered by key (partition number, node name), and MUST report a
 ///   record it cannot decode as a [`StoreError::Corrupt`] in [`Listing::corrupt`] while still
 ///   listing the others; `get_*` returns it as the error.

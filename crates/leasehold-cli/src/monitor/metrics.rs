@@ -208,7 +208,7 @@ impl Collector for Health {
         gauge(
             e,
             "leasehold_monitor_spillover_partitions",
-            "Unowned partitions that no live, non-draining, permitted member can take",
+            "Unowned partitions that no live, non-draining, permitted member below its cap can take",
             group,
             &one(n(s.spillover)),
         )?;

@@ -68,6 +68,7 @@ struct Member {
     load: Option<f64>,
     heartbeat: u64,
     live: bool,
+    max_partitions: Option<u32>,
 }
 
 /// One change seen between two reads.
@@ -134,7 +135,8 @@ pub struct Summary {
     pub corrupt: u64,
     /// Held records not renewed within the stale window.
     pub unrenewed: u64,
-    /// Unowned partitions that no live, non-draining, permitted member can take.
+    /// Unowned partitions that no live, non-draining, permitted member below its cap can
+    /// take.
     pub spillover: u64,
     /// Members that changed their record within the stale window.
     pub live_members: u64,
@@ -443,6 +445,7 @@ impl Tracker {
                 load: stored.value.load,
                 heartbeat: stored.value.heartbeat,
                 live,
+                max_partitions: stored.value.max_partitions,
             };
             if !first {
                 let name = || Some(stored.key.to_string());
@@ -587,11 +590,28 @@ impl Tracker {
             ..Summary::default()
         };
         let mut held_by: HashMap<i32, u32> = HashMap::new();
+        for cell in self
+            .cells
+            .iter()
+            .filter(|c| c.state == b'H' && c.owner >= 0)
+        {
+            *held_by.entry(cell.owner).or_default() += 1;
+        }
         let mut oldest = Duration::ZERO;
+        // Members that could take another partition: live, not draining, below their cap.
         let takers: BTreeSet<&str> = self
             .members
             .iter()
             .filter(|(_, m)| m.live && !m.draining && m.weight > 0)
+            .filter(|(node, m)| {
+                let held = self
+                    .index
+                    .get(node.as_str())
+                    .and_then(|i| held_by.get(i))
+                    .copied()
+                    .unwrap_or(0);
+                m.max_partitions.is_none_or(|cap| held < cap)
+            })
             .map(|(node, _)| node.as_str())
             .collect();
         for (p, cell) in self.cells.iter().enumerate() {
@@ -599,7 +619,6 @@ impl Tracker {
             match cell.state {
                 b'H' if cell.owner >= 0 => {
                     s.held += 1;
-                    *held_by.entry(cell.owner).or_default() += 1;
                     let age = now.saturating_duration_since(cell.changed_at);
                     oldest = oldest.max(age);
                     if age >= self.stale_after {

@@ -123,10 +123,11 @@ impl PostgresHarness {
     }
 }
 
-const LEASE_COLUMNS: &str =
-    "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version";
+const LEASE_COLUMNS: &str = "partition, owner, epoch, state, prohibited, load, note, \
+     written_at_unix_ms, version, previous_owner";
 const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
-     lease_validity_ns, acquire_after_ns, version";
+     lease_validity_ns, acquire_after_ns, version, capacity, max_load, max_partitions, address, \
+     metadata";
 
 fn member(node: &str, damage: &str) -> Malformed {
     let node = NodeId::new(node).expect("a valid name");
@@ -186,6 +187,7 @@ impl Harness for PostgresHarness {
                 "NULL".to_owned(),
                 "NULL".to_owned(),
                 version.clone(),
+                "NULL".to_owned(),
             ];
             values[column] = value.to_owned();
             values.join(", ")
@@ -201,6 +203,11 @@ impl Harness for PostgresHarness {
                 "NULL".to_owned(),
                 "NULL".to_owned(),
                 version.clone(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
+                "NULL".to_owned(),
             ];
             values[column] = value.to_owned();
             values.join(", ")
@@ -227,6 +234,10 @@ impl Harness for PostgresHarness {
                 Malformed::lease(14, "a negative write time"),
             ),
             (
+                released(15, 9, "'has space'"),
+                Malformed::lease(15, "not a node name as the previous owner"),
+            ),
+            (
                 released(4_294_967_296, 0, "4294967296"),
                 Malformed::new(
                     Listed::Leases,
@@ -251,6 +262,22 @@ impl Harness for PostgresHarness {
             (
                 healthy("bad-after", 7, "-30000000000"),
                 member("bad-after", "a negative acquire_after_ns"),
+            ),
+            (
+                healthy("bad-cap", 11, "-1"),
+                member("bad-cap", "a negative partition cap"),
+            ),
+            (
+                healthy("big-cap", 11, "4294967296"),
+                member("big-cap", "a partition cap beyond u32"),
+            ),
+            (
+                healthy("bad-metadata", 13, "'{not json'"),
+                member("bad-metadata", "metadata that is not JSON"),
+            ),
+            (
+                healthy("bad-labels", 13, r#"'{"zone": 1}'"#),
+                member("bad-labels", "a number as a metadata value"),
             ),
             (
                 healthy("bad name", 0, "'bad name'"),

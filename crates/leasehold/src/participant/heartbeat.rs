@@ -142,6 +142,10 @@ impl Runner {
                 written_at_unix_ms: self.write_stamp(),
                 lease_validity: Some(self.config.lease_validity),
                 acquire_after: Some(self.config.acquire_after),
+                // Published so that a monitor can tell partitions no node has room for.
+                max_partitions: (self.config.max_partitions_per_node < self.config.partitions)
+                    .then_some(self.config.max_partitions_per_node),
+                ..MemberRecord::default()
             };
             let mode = match &self.member_version {
                 Some(version) => PutMode::Update(version.clone()),

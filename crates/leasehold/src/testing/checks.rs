@@ -43,6 +43,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
         load: Some(2.5),
         note: Some("conformance".to_owned()),
         written_at_unix_ms: Some(1_700_000_000_123),
+        previous_owner: Some(node("before")),
     }
 }
 
@@ -264,6 +265,11 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
         written_at_unix_ms: Some(1_700_000_000_000),
         lease_validity: Some(std::time::Duration::from_nanos(30_000_000_007)),
         acquire_after: Some(std::time::Duration::from_secs(45)),
+        capacity: Some(1.5),
+        max_load: Some(0.8),
+        max_partitions: Some(40),
+        address: Some("http://node-b:8080".to_owned()),
+        metadata: [("zone".to_owned(), "b".to_owned())].into(),
     };
     let v_b = store
         .put_member(&group, &node("node-b"), &record, PutMode::Create)

@@ -14,6 +14,7 @@
 
 mod checks;
 mod faulty;
+mod field_checks;
 mod group_checks;
 pub mod scenarios;
 mod services;
@@ -32,6 +33,7 @@ use crate::types::{GroupName, NodeId, PartitionId};
 
 pub use checks::*;
 pub use faulty::FaultyStore;
+pub use field_checks::*;
 pub use group_checks::*;
 pub use services::{service_env, skipped, SKIP_VARIABLE};
 pub use urls::assert_urls_refused;
@@ -132,7 +134,7 @@ impl std::fmt::Display for Malformed {
 /// assert!(damage.iter().any(|(_, bytes)| std::str::from_utf8(bytes).is_err()));
 /// ```
 pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
-    let lease_values: [(&str, &[u8]); 8] = [
+    let lease_values: [(&str, &[u8]); 9] = [
         ("not JSON", b"{not json"),
         ("not UTF-8", b"\xff\xfe{}"),
         ("JSON of another shape", b"[1, 2]"),
@@ -153,8 +155,12 @@ pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
             "an unknown state",
             br#"{"owner":null,"epoch":1,"state":"bogus"}"#,
         ),
+        (
+            "an empty previous owner",
+            br#"{"owner":null,"epoch":1,"state":"released","previous_owner":""}"#,
+        ),
     ];
-    let member_values: [(&str, &str, &[u8]); 3] = [
+    let member_values: [(&str, &str, &[u8]); 7] = [
         (
             "bad-weight",
             "a weight beyond u32",
@@ -169,6 +175,26 @@ pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
             "bad-draining",
             "text as a flag",
             br#"{"weight":1,"draining":"yes"}"#,
+        ),
+        (
+            "bad-capacity",
+            "text as the capacity",
+            br#"{"weight":1,"capacity":"lots"}"#,
+        ),
+        (
+            "bad-cap",
+            "a negative partition cap",
+            br#"{"weight":1,"max_partitions":-1}"#,
+        ),
+        (
+            "bad-metadata",
+            "a number as a metadata value",
+            br#"{"weight":1,"metadata":{"zone":1}}"#,
+        ),
+        (
+            "bad-address",
+            "a list as the address",
+            br#"{"weight":1,"address":["http://a"]}"#,
         ),
     ];
     let leases = (MALFORMED_FIRST_PARTITION..)
@@ -286,6 +312,8 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(delete_then_recreate_gets_new_version, harness.store());
     check!(groups_are_isolated, harness.store());
     check!(members_round_trip, harness.store());
+    check!(optional_fields_round_trip, harness.store());
+    check!(oversize_member_fields_are_refused, harness.store());
     check!(group_record_compare_and_set, harness.store());
     check!(damaged_group_record_is_reported_apart, harness);
     check!(epochs_never_go_back, harness.store());

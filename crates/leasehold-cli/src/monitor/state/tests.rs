@@ -280,6 +280,19 @@ fn spillover_counts_unowned_partitions_no_live_member_may_take() {
 }
 
 #[test]
+fn a_member_at_its_published_cap_takes_no_more() {
+    let mut table = Table::new(3);
+    table.beat("a", |m| m.max_partitions = Some(1));
+    table.hold(0, "a", 1);
+    let mut tracker = Tracker::new("g", Duration::from_secs(1), STALE, false);
+    tracker.apply(table.reading(0));
+    assert_eq!(tracker.summary().spillover, 2);
+    table.beat("a", |m| m.max_partitions = Some(2));
+    tracker.apply(table.reading(1));
+    assert_eq!(tracker.summary().spillover, 0);
+}
+
+#[test]
 fn an_epoch_that_goes_back_is_counted() {
     let mut table = Table::new(1);
     table.hold(0, "a", 5);

@@ -1,0 +1,373 @@
+//! Checks of the optional fields of lease and member records: every write path keeps them
+//! exactly, and every store refuses the same oversize member record the same way.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::record::{LeaseRecord, LeaseState, MemberRecord};
+use crate::store::{LeaseStore, LeaseWrite, PutMode};
+use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
+
+use super::unique_group;
+
+fn node(name: &str) -> NodeId {
+    NodeId::new(name).expect("valid test node")
+}
+
+/// A lease record with `previous_owner` set, held by `owner` or released when `None`.
+fn handed_over(owner: Option<&str>, previous: &str, epoch: u64) -> LeaseRecord {
+    LeaseRecord {
+        owner: owner.map(node),
+        epoch: Epoch(epoch),
+        state: if owner.is_some() {
+            LeaseState::Held
+        } else {
+            LeaseState::Released
+        },
+        previous_owner: Some(node(previous)),
+        ..LeaseRecord::default()
+    }
+}
+
+/// A member record with every optional field set, with text that quotes, escapes, commas
+/// and non-ASCII characters could break in a store that parses what it keeps.
+fn described_member() -> MemberRecord {
+    let metadata = [
+        ("zone", "eu-west-1a"),
+        ("version", "1.2.3"),
+        ("quoted", r#"say "hi", \ then = leave; 'done'"#),
+        ("unicode", "Zürich ☃ 東京"),
+        ("empty value", ""),
+        ("{json-looking}", "[1, 2]"),
+    ];
+    MemberRecord {
+        weight: 2,
+        capacity: Some(2.5),
+        max_load: Some(0.1),
+        max_partitions: Some(12),
+        address: Some("http://node-a.example:8080/leasehold?x=1&y=\"2\"".to_owned()),
+        metadata: metadata
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect(),
+        ..MemberRecord::default()
+    }
+}
+
+/// A member record whose address and metadata are exactly at their limits, and whose
+/// numbers are at the edges of their ranges.
+fn member_at_the_limits() -> MemberRecord {
+    let address = format!(
+        "https://ü.example/{}",
+        "a".repeat(MemberRecord::MAX_ADDRESS_BYTES - "https://ü.example/".len())
+    );
+    let mut metadata: BTreeMap<String, String> = (0..MemberRecord::MAX_METADATA_ENTRIES)
+        .map(|index| (format!("key-{index:02}"), String::new()))
+        .collect();
+    let room = MemberRecord::MAX_METADATA_BYTES - crate::codec::encode_metadata(&metadata).len();
+    metadata.insert("key-00".to_owned(), "v".repeat(room));
+    MemberRecord {
+        capacity: Some(0.0),
+        max_load: Some(1e15),
+        max_partitions: Some(u32::MAX),
+        address: Some(address),
+        metadata,
+        ..MemberRecord::default()
+    }
+}
+
+async fn get_lease(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> LeaseRecord {
+    store
+        .get_lease(group, PartitionId(partition))
+        .await
+        .unwrap_or_else(|e| panic!("get lease {partition}: {e}"))
+        .unwrap_or_else(|| panic!("lease {partition} exists"))
+        .value
+}
+
+async fn listed_lease(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> LeaseRecord {
+    let listing = store.list_leases(group).await.expect("list leases");
+    assert!(listing.corrupt.is_empty(), "{:?}", listing.corrupt);
+    listing
+        .records
+        .into_iter()
+        .find(|record| record.key == PartitionId(partition))
+        .unwrap_or_else(|| panic!("lease {partition} listed"))
+        .value
+}
+
+/// Checks that `expected` reads back the same from `get_lease` and `list_leases`.
+async fn assert_lease(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: u32,
+    expected: &LeaseRecord,
+    what: &str,
+) {
+    assert_eq!(
+        &get_lease(store, group, partition).await,
+        expected,
+        "get: {what}"
+    );
+    assert_eq!(
+        &listed_lease(store, group, partition).await,
+        expected,
+        "list: {what}"
+    );
+}
+
+/// Writes `record` to member `name` and checks that it reads back the same from
+/// `get_member` and `list_members`.
+async fn put_and_read_member(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    name: &str,
+    record: &MemberRecord,
+    mode: PutMode,
+    what: &str,
+) -> Version {
+    let version = store
+        .put_member(group, &node(name), record, mode)
+        .await
+        .unwrap_or_else(|e| panic!("write member {name}, {what}: {e}"));
+    let got = store
+        .get_member(group, &node(name))
+        .await
+        .expect("get member")
+        .expect("member exists");
+    assert_eq!(
+        (&got.value, &got.version),
+        (record, &version),
+        "get: {what}"
+    );
+    let listing = store.list_members(group).await.expect("list members");
+    assert!(listing.corrupt.is_empty(), "{:?}", listing.corrupt);
+    let listed = listing
+        .records
+        .iter()
+        .find(|member| member.key == node(name))
+        .expect("member listed");
+    assert_eq!(&listed.value, record, "list: {what}");
+    version
+}
+
+/// A lease record's `previous_owner` is kept by creates, updates and batches, and cleared
+/// by a write without one; a member record's capacity, maximum load, partition cap,
+/// address and metadata are kept exactly, at their limits too, and cleared the same way.
+pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("fields");
+    let released = handed_over(None, "leaver", 4);
+    let v0 = store
+        .put_lease(&group, PartitionId(0), &released, PutMode::Create)
+        .await
+        .expect("create a released record naming who released it");
+    assert_lease(&*store, &group, 0, &released, "created").await;
+    let held = handed_over(Some("taker"), "leaver", 5);
+    let v0 = store
+        .put_lease(&group, PartitionId(0), &held, PutMode::Update(v0))
+        .await
+        .expect("update");
+    assert_lease(&*store, &group, 0, &held, "updated").await;
+    let cleared = LeaseRecord {
+        previous_owner: None,
+        ..held.clone()
+    };
+    let v0 = store
+        .put_lease(&group, PartitionId(0), &cleared, PutMode::Update(v0))
+        .await
+        .expect("update without a previous owner");
+    assert_lease(&*store, &group, 0, &cleared, "previous owner cleared").await;
+
+    let writes = vec![
+        LeaseWrite {
+            partition: PartitionId(0),
+            record: handed_over(Some("second"), "taker", 6),
+            mode: PutMode::Update(v0),
+        },
+        LeaseWrite {
+            partition: PartitionId(1),
+            record: handed_over(None, "gone-1", 2),
+            mode: PutMode::Create,
+        },
+        LeaseWrite {
+            partition: PartitionId(2),
+            record: handed_over(Some("n2"), "gone-2", 3),
+            mode: PutMode::Create,
+        },
+        LeaseWrite {
+            partition: PartitionId(3),
+            record: LeaseRecord::released(),
+            mode: PutMode::Create,
+        },
+    ];
+    let results = store
+        .put_leases(&group, &writes)
+        .await
+        .expect("batch attempted");
+    for (write, result) in writes.iter().zip(&results) {
+        let partition = write.partition.0;
+        result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("batch write of lease {partition}: {e}"));
+        assert_lease(
+            &*store,
+            &group,
+            partition,
+            &write.record,
+            "written in a batch",
+        )
+        .await;
+    }
+
+    let described = described_member();
+    let version = put_and_read_member(
+        &*store,
+        &group,
+        "node-a",
+        &described,
+        PutMode::Create,
+        "created with every field",
+    )
+    .await;
+    let version = put_and_read_member(
+        &*store,
+        &group,
+        "node-a",
+        &member_at_the_limits(),
+        PutMode::Update(version),
+        "updated to the limits",
+    )
+    .await;
+    put_and_read_member(
+        &*store,
+        &group,
+        "node-a",
+        &MemberRecord::default(),
+        PutMode::Update(version),
+        "every optional field cleared",
+    )
+    .await;
+}
+
+/// Member records over a limit of [`MemberRecord::validate`], one field at a time, each
+/// with the name of the field it breaks.
+fn refused_members() -> Vec<(&'static str, MemberRecord)> {
+    let with = |change: fn(&mut MemberRecord)| {
+        let mut record = described_member();
+        change(&mut record);
+        record
+    };
+    vec![
+        (
+            "address",
+            with(|r| r.address = Some("a".repeat(MemberRecord::MAX_ADDRESS_BYTES + 1))),
+        ),
+        (
+            "address",
+            with(|r| r.address = Some("http://a.example/\nX-Injected: 1".to_owned())),
+        ),
+        ("address", with(|r| r.address = Some(String::new()))),
+        (
+            "metadata",
+            with(|r| {
+                r.metadata = (0..=MemberRecord::MAX_METADATA_ENTRIES)
+                    .map(|index| (format!("key-{index}"), "v".to_owned()))
+                    .collect();
+            }),
+        ),
+        (
+            "metadata",
+            with(|r| {
+                let value = "v".repeat(MemberRecord::MAX_METADATA_BYTES);
+                r.metadata = BTreeMap::from([("big".to_owned(), value)]);
+            }),
+        ),
+        (
+            "metadata",
+            with(|r| {
+                r.metadata.insert(String::new(), "empty key".to_owned());
+            }),
+        ),
+        (
+            "metadata",
+            with(|r| {
+                r.metadata.insert("tab\there".to_owned(), "v".to_owned());
+            }),
+        ),
+        ("capacity", with(|r| r.capacity = Some(f64::NAN))),
+        ("capacity", with(|r| r.capacity = Some(-1.0))),
+        ("max_load", with(|r| r.max_load = Some(f64::INFINITY))),
+    ]
+}
+
+/// A member record over a size limit (an address over
+/// [`MemberRecord::MAX_ADDRESS_BYTES`], metadata over its entry count or its encoded size),
+/// holding control characters or empty text, or with a number no JSON can carry is refused
+/// with `Invalid` naming the field, by a create and an update alike, and changes nothing.
+pub async fn oversize_member_fields_are_refused(store: Arc<dyn LeaseStore>) {
+    let group = unique_group("limits");
+    let kept = described_member();
+    let version = store
+        .put_member(&group, &node("node-a"), &kept, PutMode::Create)
+        .await
+        .expect("create a member within the limits");
+    for (field, record) in refused_members() {
+        let what = format!("{field} {:?}", record.validate());
+        assert_eq!(
+            record.validate().map_err(|error| error.field),
+            Err(field),
+            "the case breaks the limit it is meant to: {what}"
+        );
+        let updated = store
+            .put_member(
+                &group,
+                &node("node-a"),
+                &record,
+                PutMode::Update(version.clone()),
+            )
+            .await;
+        assert_refused(&updated, field, &format!("update with {what}"));
+        let created = store
+            .put_member(&group, &node("node-new"), &record, PutMode::Create)
+            .await;
+        assert_refused(&created, field, &format!("create with {what}"));
+    }
+    let got = store
+        .get_member(&group, &node("node-a"))
+        .await
+        .expect("get member")
+        .expect("member exists");
+    assert_eq!(
+        (got.value, got.version),
+        (kept, version),
+        "refused updates changed nothing"
+    );
+    assert!(
+        store
+            .get_member(&group, &node("node-new"))
+            .await
+            .expect("get member")
+            .is_none(),
+        "refused creates created nothing"
+    );
+    let names: Vec<String> = store
+        .list_members(&group)
+        .await
+        .expect("list members")
+        .records
+        .iter()
+        .map(|member| member.key.to_string())
+        .collect();
+    assert_eq!(names, vec!["node-a"]);
+}
+
+fn assert_refused(result: &Result<Version, StoreError>, field: &str, what: &str) {
+    match result {
+        Err(StoreError::Invalid(message)) => assert!(
+            message.contains(field) && message.contains("member "),
+            "{what}: the message names the member and the field: {message}"
+        ),
+        other => panic!("{what}: expected Invalid, got {other:?}"),
+    }
+}
