@@ -311,6 +311,15 @@ pub struct NodeArgs {
     /// (HOST:PORT; port 0 picks a free one, printed on standard output).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Partitions this node never takes or renews, such as `3,5,10-20`.
+    #[arg(long, value_name = "LIST")]
+    pub exclude: Option<String>,
+    /// A file listing more partitions to exclude (numbers and ranges separated by commas,
+    /// spaces or lines; `#` starts a comment). Read again on SIGHUP: partitions newly listed
+    /// are handed off, those no longer listed may be taken again. A file that cannot be read
+    /// then leaves the list as it was.
+    #[arg(long, value_name = "FILE")]
+    pub exclude_file: Option<std::path::PathBuf>,
 }
 
 /// Options of `demo`.
@@ -448,6 +457,10 @@ pub struct SimArgs {
     /// which the balance check must catch.
     #[arg(long = "unsafe-ignore-members")]
     pub unsafe_ignore_members: bool,
+    /// Negative control: nodes keep and take the partitions their exclusion lists name,
+    /// which the exclusion check must catch.
+    #[arg(long = "unsafe-ignore-exclusions")]
+    pub unsafe_ignore_exclusions: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

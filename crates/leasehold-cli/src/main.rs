@@ -22,6 +22,7 @@ mod bench;
 mod cli;
 mod demo;
 mod duration;
+mod exclusions;
 mod group_commands;
 mod http;
 mod monitor;

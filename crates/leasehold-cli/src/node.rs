@@ -14,6 +14,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::admin_commands::GroupTable;
 use crate::append_log::{unix_ns, wall_time_of, AppendLog};
 use crate::cli::{Cli, NodeArgs};
+use crate::exclusions;
 use crate::http;
 use crate::store_url;
 use crate::work::Worker;
@@ -32,6 +33,7 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     {
         anyhow::bail!("--work-interval must be greater than zero");
     }
+    let excluded = exclusions::combined(args.exclude.as_deref(), args.exclude_file.as_deref())?;
     let store_timeout = configure(cli, args, 1).store_timeout;
     let store = store_url::open(&cli.store_url()?, store_timeout.min(cli.timeout)).await?;
     let table = GroupTable {
@@ -39,7 +41,10 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         group: cli.group.clone(),
     };
     let partitions = partition_count(&table, args.partitions).await?;
-    let config = configure(cli, args, partitions);
+    let config = configure(cli, args, partitions).with_excluded(excluded.iter().copied());
+    config
+        .validate()
+        .with_context(|| format!("invalid configuration for node {node}"))?;
     let recorder = Recorder {
         node: node.clone(),
         fence_log: args.fence_log.as_deref().map(AppendLog::open).transpose()?,
@@ -47,6 +52,7 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     let work_log = args.work_log.as_deref().map(AppendLog::open).transpose()?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
+    let mut hangup = signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?;
 
     tracing::info!(
         %node, group = %config.group, partitions, heartbeat = ?config.heartbeat,
@@ -76,14 +82,17 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         )),
         _ => None,
     };
-    let signal_name = tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-        // Nothing renews the leases any more: exit, so that a supervisor restarts the node.
-        _ = participant.stopped() => match participant.refusal() {
-            Some(refusal) => anyhow::bail!("{refusal}"),
-            None => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
-        },
+    let signal_name = loop {
+        tokio::select! {
+            _ = terminate.recv() => break "SIGTERM",
+            _ = interrupt.recv() => break "SIGINT",
+            _ = hangup.recv() => reload_exclusions(&participant, args),
+            // Nothing renews the leases any more: exit, so that a supervisor restarts the node.
+            _ = participant.stopped() => match participant.refusal() {
+                Some(refusal) => anyhow::bail!("{refusal}"),
+                None => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
+            },
+        }
     };
     tracing::info!(%node, signal = signal_name, held = participant.owned().len(), "releasing leases and stopping");
     match worker {
@@ -95,6 +104,29 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     }
     tracing::info!(%node, "stopped");
     Ok(Outcome::Success)
+}
+
+/// SIGHUP: reads `--exclude-file` again and adopts the list with `--exclude`'s. A list that
+/// cannot be read or names partitions the group lacks leaves the current one in place: a
+/// bad edit must not make a running node drop or take partitions.
+fn reload_exclusions(participant: &Participant, args: &NodeArgs) {
+    let Some(file) = &args.exclude_file else {
+        tracing::info!("SIGHUP: no --exclude-file to read again");
+        return;
+    };
+    let adopted = exclusions::combined(args.exclude.as_deref(), Some(file)).and_then(|list| {
+        let count = list.len();
+        participant.set_excluded(list)?;
+        Ok(count)
+    });
+    match adopted {
+        Ok(count) => {
+            tracing::info!(file = %file.display(), excluded = count, "SIGHUP: exclusion list adopted")
+        }
+        Err(error) => {
+            tracing::error!(file = %file.display(), error = format!("{error:#}"), "SIGHUP: exclusion list refused; keeping the previous one")
+        }
+    }
 }
 
 /// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.

@@ -24,6 +24,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_stale_fencing = args.unsafe_stale_fencing;
     config.unsafe_stop_acquiring = args.unsafe_stop_acquiring;
     config.unsafe_ignore_members = args.unsafe_ignore_members;
+    config.unsafe_ignore_exclusions = args.unsafe_ignore_exclusions;
     config
 }
 
@@ -172,6 +173,10 @@ fn unsafe_note(config: &SimConfig) -> String {
             config.unsafe_ignore_members,
             "a node ignoring the other members",
         ),
+        (
+            config.unsafe_ignore_exclusions,
+            "nodes ignoring their exclusion lists",
+        ),
     ]
     .into_iter()
     .filter_map(|(on, name)| on.then_some(name))
@@ -245,15 +250,17 @@ mod tests {
             "--unsafe-stale-fencing",
             "--unsafe-stop-acquiring",
             "--unsafe-ignore-members",
+            "--unsafe-ignore-exclusions",
         ]);
         let config = super::config(&args);
         assert!(config.unsafe_epoch_reuse && config.unsafe_stale_fencing);
         assert!(config.unsafe_stop_acquiring && config.unsafe_ignore_members);
+        assert!(config.unsafe_ignore_exclusions);
         let replay = config.replay_command(4);
         assert!(
             replay.ends_with(
                 " --unsafe-epoch-reuse --unsafe-stale-fencing --unsafe-stop-acquiring \
-                 --unsafe-ignore-members"
+                 --unsafe-ignore-members --unsafe-ignore-exclusions"
             ),
             "{replay}"
         );

@@ -50,12 +50,15 @@ fn a_replay_succeeds_and_a_negative_control_fails() {
 
 #[test]
 fn each_negative_control_has_its_flag() {
-    for (flag, invariant) in [
-        ("--unsafe-epoch-reuse", "epoch-order"),
-        ("--unsafe-stop-acquiring", "liveness"),
-        ("--unsafe-ignore-members", "balance"),
+    // Each with a seed whose short run breaks the control's invariant (a short run may
+    // inject no fault the control needs, such as an exclusion of a held partition).
+    for (flag, invariant, seed) in [
+        ("--unsafe-epoch-reuse", "epoch-order", "0"),
+        ("--unsafe-stop-acquiring", "liveness", "0"),
+        ("--unsafe-ignore-members", "balance", "1"),
+        ("--unsafe-ignore-exclusions", "exclusion", "4"),
     ] {
-        let caught = sim(&[&["--seed", "0", "--duration", "300s", flag][..], &SMALL].concat());
+        let caught = sim(&[&["--seed", seed, "--duration", "300s", flag][..], &SMALL].concat());
         assert_eq!(caught.code, 1, "{flag}: {caught:?}");
         assert!(
             caught

@@ -128,6 +128,12 @@ impl Timings {
         self.heartbeat + listing + self.store_timeout
     }
 
+    /// How long a hand-off waits for the work in flight: the participant's default, which
+    /// simulated nodes keep.
+    pub fn drain_timeout(&self) -> Duration {
+        ParticipantConfig::new(NodeId::new("defaults").expect("valid"), 1).drain_timeout
+    }
+
     /// How long a partition may be unowned during a cooperative hand-off once the fleet has
     /// settled: the taker hears of the release by a change notice or, at worst, its next scan.
     pub fn handoff_bound(&self) -> Duration {
@@ -302,6 +308,9 @@ pub struct SimConfig {
     /// fail (its connection answers each take as a lost race), as if the nodes had stopped
     /// taking partitions; the liveness check must catch it.
     pub unsafe_stop_acquiring: bool,
+    /// Negative control: nodes ignore their exclusion lists, keeping and taking the
+    /// partitions the director excludes; the exclusion check must catch it.
+    pub unsafe_ignore_exclusions: bool,
     /// Negative control: node `n0` counts no member but itself, so its share is the whole
     /// table and it never hands off a surplus; the balance check must catch it.
     pub unsafe_ignore_members: bool,
@@ -336,6 +345,7 @@ impl SimConfig {
             unsafe_stale_fencing: false,
             unsafe_stop_acquiring: false,
             unsafe_ignore_members: false,
+            unsafe_ignore_exclusions: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
@@ -461,6 +471,7 @@ impl SimConfig {
             (self.unsafe_stale_fencing, " --unsafe-stale-fencing"),
             (self.unsafe_stop_acquiring, " --unsafe-stop-acquiring"),
             (self.unsafe_ignore_members, " --unsafe-ignore-members"),
+            (self.unsafe_ignore_exclusions, " --unsafe-ignore-exclusions"),
         ] {
             if on {
                 command.push_str(flag);

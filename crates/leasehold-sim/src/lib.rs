@@ -23,8 +23,8 @@
 //!   rule against the fleet's, which the group record must refuse.
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
-//! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop, and
-//! balance whenever the fleet has settled. A [`Violation`] names the invariant, the seed, the
+//! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop,
+//! balance whenever the fleet has settled, and that no node serves what it excludes. A [`Violation`] names the invariant, the seed, the
 //! simulated time and the command that replays it.
 //!
 //! Each check has a negative control, a deliberately broken fleet it must catch within a few
@@ -37,7 +37,8 @@
 //! fencing check; nodes that stop taking partitions once the faults stop
 //! ([`SimConfig::unsafe_stop_acquiring`]) for the liveness check; and a node that counts no
 //! other member, so never hands off its surplus ([`SimConfig::unsafe_ignore_members`]), for
-//! the balance check. A run too short to hold its faults and the settling window after them
+//! the balance check; nodes that ignore their own exclusion lists
+//! ([`SimConfig::unsafe_ignore_exclusions`]) for the exclusion check. A run too short to hold its faults and the settling window after them
 //! is refused ([`SimConfig::validate`]) rather than passed without faults.
 //!
 //! ```

@@ -39,6 +39,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         draining: false,
         leaving: false,
         misconfigured: false,
+        excluded: None,
     });
     slot.incarnation += 1;
     slot.misconfigured = misconfigured;
@@ -56,10 +57,13 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     config.unsafe_release_ignores_permits = world.config.unsafe_release;
     config.unsafe_skip_group_check = misconfigured && world.config.unsafe_mixed_timings;
     config.unsafe_reuse_epoch = world.config.unsafe_epoch_reuse;
+    config.unsafe_ignore_exclusions = world.config.unsafe_ignore_exclusions;
+    config.excluded = slot.excluded.iter().map(|(p, _)| *p).collect();
     let unchecked = world.config.unsafe_timings
         || world.config.unsafe_release
         || config.unsafe_skip_group_check
-        || config.unsafe_reuse_epoch;
+        || config.unsafe_reuse_epoch
+        || config.unsafe_ignore_exclusions;
     let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
         Arc::clone(world),
         holder,

@@ -9,7 +9,8 @@
 //! - epoch order: acquisitions that reuse the epoch their record carries;
 //! - fencing: resources that accept stale epochs;
 //! - liveness: nodes that stop taking partitions once the faults stop;
-//! - balance: a node that counts no other member and so never hands off its surplus.
+//! - balance: a node that counts no other member and so never hands off its surplus;
+//! - exclusion: nodes that keep and take the partitions their own exclusion lists name.
 
 use std::time::Duration;
 
@@ -109,6 +110,18 @@ fn a_node_that_never_hands_off_its_surplus_is_caught_by_the_balance_check() {
         .filter(|v| v.details.starts_with("settled:") && v.at < config.duration)
         .count();
     assert!(settled >= caught.len() / 2, "{caught:#?}");
+}
+
+#[test]
+fn nodes_that_ignore_their_exclusion_lists_are_caught_by_the_exclusion_check() {
+    let mut config = fleet();
+    config.unsafe_ignore_exclusions = true;
+    caught(
+        &config,
+        Invariant::Exclusion,
+        "--unsafe-ignore-exclusions",
+        2,
+    );
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! Participant configuration and its validation.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::types::{GroupName, NodeId};
+use crate::types::{GroupName, NodeId, PartitionId};
 
 /// How one participant takes part in a group. Plain fields with documented defaults; call
 /// [`ParticipantConfig::validate`] (done by [`crate::Participant::start`]) before use.
@@ -75,6 +76,18 @@ pub struct ParticipantConfig {
     /// renewing and does not release: the lease expires, and the next holder waits
     /// `acquire_after` instead of one scan — slower, never overlapping. Default 30 s.
     pub drain_timeout: Duration,
+    /// Partitions this node never takes or renews: its own exclusion list, for a partition
+    /// it must not serve (a shard its host cannot reach, a tenant pinned elsewhere). Unlike
+    /// [`crate::admin::prohibit`], which an operator writes into the table for everyone to
+    /// see, it is this node's setting alone; change it while running with
+    /// [`crate::Participant::set_excluded`], and a partition held when it becomes excluded
+    /// is handed off as in a drain. Other nodes take what it excludes as any free partition.
+    /// Default: none.
+    pub excluded: BTreeSet<PartitionId>,
+    /// Negative control for the simulator: take and keep excluded partitions as if the list
+    /// were empty. Refused by [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_ignore_exclusions: bool,
     /// Negative control for the simulator: write a lease released without waiting for its
     /// permits, which lets two nodes work on one partition at once. Refused by
     /// [`ParticipantConfig::validate`].
@@ -133,6 +146,8 @@ impl ParticipantConfig {
                 Duration::ZERO
             },
             drain_timeout: Duration::from_secs(30),
+            excluded: BTreeSet::new(),
+            unsafe_ignore_exclusions: false,
             unsafe_release_ignores_permits: false,
             unsafe_skip_group_check: false,
             unsafe_reuse_epoch: false,
@@ -190,6 +205,38 @@ impl ParticipantConfig {
     pub fn with_max_partitions_per_node(mut self, cap: u32) -> Self {
         self.max_partitions_per_node = cap;
         self
+    }
+
+    /// Sets the partitions this node never takes or renews.
+    #[must_use]
+    pub fn with_excluded(mut self, partitions: impl IntoIterator<Item = PartitionId>) -> Self {
+        self.excluded = partitions.into_iter().collect();
+        self
+    }
+
+    /// Whether this node keeps off `partition` (see [`ParticipantConfig::excluded`]).
+    pub fn excludes(&self, partition: PartitionId) -> bool {
+        !self.unsafe_ignore_exclusions && self.excluded.contains(&partition)
+    }
+
+    /// Checks an exclusion list against a partition count, naming partitions that
+    /// do not exist (a typo in a list is better refused than silently ignored).
+    pub fn check_excluded(
+        partitions: u32,
+        excluded: &BTreeSet<PartitionId>,
+    ) -> Result<(), ConfigError> {
+        let beyond: Vec<u32> = excluded
+            .range(PartitionId(partitions)..)
+            .map(|p| p.0)
+            .collect();
+        if beyond.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::ExcludedOutOfRange {
+            count: beyond.len(),
+            first: beyond.into_iter().take(10).collect(),
+            partitions,
+        })
     }
 
     /// Checks the configuration, naming the offending values on failure.
@@ -279,6 +326,10 @@ impl ParticipantConfig {
         if self.unsafe_reuse_epoch {
             return Err(ConfigError::UnsafeEpochReuse);
         }
+        if self.unsafe_ignore_exclusions {
+            return Err(ConfigError::UnsafeExclusions);
+        }
+        Self::check_excluded(self.partitions, &self.excluded)?;
         if self.forget_members_after < self.member_timeout() * 2 {
             return Err(ConfigError::ForgetMembersTooSoon {
                 forget_members_after: self.forget_members_after,
@@ -324,6 +375,22 @@ pub enum ConfigError {
     /// The simulator's negative control for epochs was switched on outside it.
     #[error("unsafe_reuse_epoch gives two tenures one fencing token; it is for the simulator's negative control only")]
     UnsafeEpochReuse,
+    /// The simulator's negative control for exclusion lists was switched on outside it.
+    #[error("unsafe_ignore_exclusions makes a node serve partitions it excludes; it is for the simulator's negative control only")]
+    UnsafeExclusions,
+    /// The exclusion list names partitions the group does not have.
+    #[error(
+        "excluded partitions must be below the partition count {partitions}, but {count} are not: {}",
+        first.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    ExcludedOutOfRange {
+        /// How many listed partitions do not exist.
+        count: usize,
+        /// The first of them (up to ten).
+        first: Vec<u32>,
+        /// The group's partition count.
+        partitions: u32,
+    },
     /// `partitions` was zero.
     #[error("partitions must be at least 1")]
     ZeroPartitions,

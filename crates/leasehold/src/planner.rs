@@ -242,7 +242,12 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     for (partition, holding) in holdings {
         if holding.valid_until <= now {
             plan.drop.push(*partition);
-        } else if !holding.handing_off {
+        } else if holding.handing_off {
+            // Already on its way out.
+        } else if config.excludes(*partition) {
+            // Excluded while held: handed off whatever the target, as in a drain.
+            plan.release.push(*partition);
+        } else {
             plan.renew.push(*partition);
         }
     }
@@ -264,8 +269,10 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // served here (for example one rescued as an orphan).
         let wanted_elsewhere = deficit_of_others(observed, &targets, &config.node);
         let count = (held - plan.target).min(wanted_elsewhere);
-        plan.release = surplus(&plan.renew, holdings, count as usize);
-        plan.renew.retain(|p| !plan.release.contains(p));
+        let surplus = surplus(&plan.renew, holdings, count as usize);
+        plan.renew.retain(|p| !surplus.contains(p));
+        plan.release.extend(surplus);
+        plan.release.sort();
         return plan;
     }
 
@@ -315,7 +322,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         if ready_at <= now {
             plan.takeable += 1;
         }
-        if observed.leases.is_prohibited(seen, &config.node) {
+        if observed.leases.is_prohibited(seen, &config.node) || config.excludes(*partition) {
             continue;
         }
         let abandoned = ready_at <= now && abandoned_by_live_owner(seen, &members);

@@ -818,3 +818,44 @@ async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     );
     a.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_exclusion_set_while_running_hands_the_partitions_off_and_keeps_them_away() {
+    let store = store_with(8).await;
+    let recorder = Recorder::default();
+    let a = start(&store, config("a", 8), &recorder);
+    let b = start(&store, config("b", 8), &recorder);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(counts(&[&a, &b]), vec![4, 4]);
+
+    let mine: Vec<PartitionId> = a.owned().into_iter().take(2).collect();
+    let permit = a.permit(mine[0]).expect("a holds it");
+    a.set_excluded(mine.iter().copied().collect()).unwrap();
+    // New work stops at once; the work in flight holds the hand-off open.
+    assert!(a.lease(mine[0]).is_none() && a.lease(mine[1]).is_none());
+    assert!(permit.is_valid());
+    drop(permit);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for partition in &mine {
+        assert!(
+            !a.owned().contains(partition),
+            "{partition} still held by a"
+        );
+        assert!(b.owned().contains(partition), "{partition} not taken by b");
+    }
+    assert_eq!(a.owned().len() + b.owned().len(), 8);
+
+    // The exclusion outlives b: its partitions go to a, but not the excluded ones.
+    b.abort();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(a.owned().len(), 6);
+    assert!(mine.iter().all(|p| !a.owned().contains(p)));
+
+    // Lifting it lets a take them.
+    a.set_excluded(Default::default()).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 8);
+    let refused = a.set_excluded([PartitionId(9)].into()).unwrap_err();
+    assert!(refused.to_string().contains("9"), "{refused}");
+    a.shutdown().await;
+}

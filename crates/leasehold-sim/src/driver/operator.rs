@@ -14,6 +14,8 @@ use super::Director;
 pub(super) struct OperatorChanges {
     offline: Option<PartitionId>,
     prohibited: Option<(PartitionId, NodeId)>,
+    /// The node whose own exclusion list names a partition.
+    excluding: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -23,13 +25,18 @@ enum Command {
     Online(PartitionId),
     Prohibit(PartitionId, NodeId),
     Allow(PartitionId, NodeId),
+    /// Sets a node's own exclusion list, as a SIGHUP after editing `--exclude-file` would.
+    Exclude(usize, PartitionId),
+    /// Empties a node's exclusion list.
+    Include(usize),
 }
 
 impl Command {
     fn partition(&self) -> PartitionId {
         match self {
             Command::Kick(p) | Command::Offline(p) | Command::Online(p) => *p,
-            Command::Prohibit(p, _) | Command::Allow(p, _) => *p,
+            Command::Prohibit(p, _) | Command::Allow(p, _) | Command::Exclude(_, p) => *p,
+            Command::Include(_) => PartitionId(0),
         }
     }
 }
@@ -67,6 +74,14 @@ impl Director {
             (None, Some(node)) => options.push(Command::Prohibit(partition, node)),
             (None, None) => {}
         }
+        match self.operator.excluding {
+            Some(index) => options.push(Command::Include(index)),
+            None => {
+                if let Some((index, held)) = self.exclusion_candidate() {
+                    options.push(Command::Exclude(index, held.unwrap_or(partition)));
+                }
+            }
+        }
         let command = options.swap_remove(self.rng.below(options.len()));
         self.run_command(command).await;
     }
@@ -79,12 +94,45 @@ impl Director {
         if let Some((partition, node)) = self.operator.prohibited.clone() {
             self.run_command(Command::Allow(partition, node)).await;
         }
+        if let Some(index) = self.operator.excluding {
+            self.run_command(Command::Include(index)).await;
+        }
+    }
+
+    /// A running node to give an exclusion, with a partition it holds if any: excluding
+    /// what a node holds is what exercises the hand-off.
+    fn exclusion_candidate(&mut self) -> Option<(usize, Option<PartitionId>)> {
+        let state = self.world.lock();
+        let running: Vec<(usize, Vec<PartitionId>)> = state
+            .nodes
+            .iter()
+            .filter(|(_, slot)| slot.is_active())
+            .filter_map(|(index, slot)| Some((*index, slot.process()?.participant.owned())))
+            .collect();
+        drop(state);
+        // A node that holds something, when there is one (a mis-set restart the group
+        // record refused holds nothing).
+        let holding: Vec<&(usize, Vec<PartitionId>)> = running
+            .iter()
+            .filter(|(_, held)| !held.is_empty())
+            .collect();
+        let (index, held) = if holding.is_empty() {
+            running.get(self.rng.below(running.len().max(1)))?.clone()
+        } else {
+            holding[self.rng.below(holding.len())].clone()
+        };
+        let partition = (!held.is_empty()).then(|| held[self.rng.below(held.len())]);
+        Some((index, partition))
     }
 
     async fn run_command(&mut self, command: Command) {
         let world = Arc::clone(&self.world);
         let (store, group) = (&world.store, &world.group);
         let (result, text) = match &command {
+            Command::Exclude(index, partition) => {
+                return self.set_exclusion(*index, Some(*partition));
+            }
+            Command::Include(index) => return self.set_exclusion(*index, None),
             Command::Kick(p) => (admin::kick(store, group, *p).await, format!("kick p{p}")),
             Command::Offline(p) => (
                 admin::offline(store, group, *p).await,
@@ -115,9 +163,38 @@ impl Director {
             Command::Online(_) => self.operator.offline = None,
             Command::Prohibit(p, n) => self.operator.prohibited = Some((p, n)),
             Command::Allow(..) => self.operator.prohibited = None,
+            Command::Exclude(..) | Command::Include(_) => {}
         }
         world.event(&mut state, format!("operator: {text}"));
         state.recorder.disturbed(Instant::now());
+        state.counts.operator += 1;
+    }
+
+    /// Sets or empties node `index`'s exclusion list through its running process, and
+    /// records it in its slot so that a restart keeps it.
+    fn set_exclusion(&mut self, index: usize, excluded: Option<PartitionId>) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let Some(slot) = state.nodes.get_mut(&index) else {
+            return;
+        };
+        let now = Instant::now();
+        if let Some(process) = slot.process() {
+            let list = excluded.into_iter().collect();
+            if let Err(error) = process.participant.set_excluded(list) {
+                let text = format!("operator: exclusion on n{index} refused: {error}");
+                world.event(&mut state, text);
+                return;
+            }
+        }
+        slot.excluded = excluded.map(|partition| (partition, now));
+        self.operator.excluding = excluded.map(|_| index);
+        let text = match excluded {
+            Some(partition) => format!("operator: n{index} excludes p{partition}"),
+            None => format!("operator: n{index} excludes nothing"),
+        };
+        world.event(&mut state, text);
+        state.recorder.disturbed(now);
         state.counts.operator += 1;
     }
 }

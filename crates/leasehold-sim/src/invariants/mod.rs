@@ -4,6 +4,7 @@
 
 pub mod balance;
 pub mod epochs;
+pub mod exclusions;
 pub mod fencing;
 pub mod liveness;
 pub mod single_owner;
@@ -43,6 +44,8 @@ pub enum Invariant {
     Balance,
     /// [`work`]: units of work of two processes on one partition never overlap.
     WorkOverlap,
+    /// [`exclusions`]: a node serves no partition its exclusion list names.
+    Exclusion,
 }
 
 impl Invariant {
@@ -55,6 +58,7 @@ impl Invariant {
             Invariant::Liveness => "liveness",
             Invariant::Balance => "balance",
             Invariant::WorkOverlap => "work-overlap",
+            Invariant::Exclusion => "exclusion",
         }
     }
 }

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use crate::clock::SimClock;
 
 use super::{Life, Slot, State, World};
-use crate::invariants::{Holder, Invariant};
+use crate::invariants::{exclusions, Holder, Invariant};
 
 impl World {
     /// Reads `holder`'s current leases and updates its beliefs. Only when they changed since
@@ -22,6 +22,14 @@ impl World {
         else {
             return;
         };
+        let excluded = slot.excluded;
+        // A mis-set process (let in only by the mixed-timings control) keeps its leases for
+        // its own, longer validity.
+        let timings = if slot.misconfigured {
+            self.timings.clone().mis_set()
+        } else {
+            self.timings.clone()
+        };
         let Life::Running(process) = &mut slot.life else {
             return;
         };
@@ -32,6 +40,12 @@ impl World {
         // A lease being handed off is still this node's: no other may take it until the work
         // in flight under it ends and it is written released.
         let (mut leases, clock) = (process.participant.leases(), process.clock.clone());
+        // Serving, not just holding: new work on an excluded partition stops at once.
+        let serving_excluded = excluded.filter(|(p, _)| {
+            leases
+                .binary_search_by_key(p, LeaseGuard::partition)
+                .is_ok()
+        });
         leases.extend(process.participant.handing_off());
         leases.sort_by_key(LeaseGuard::partition);
         let mut gone = state.beliefs.open_partitions(holder);
@@ -46,9 +60,17 @@ impl World {
             if let Err(details) = state.beliefs.believe(holder, partition, epoch, now, end) {
                 self.violate(state, Invariant::SingleOwner, details);
             }
+            if let Err(details) = exclusions::holding(partition, excluded, end, &timings) {
+                self.violate(state, Invariant::Exclusion, format!("{holder} {details}"));
+            }
         }
         for partition in gone {
             state.beliefs.disbelieve(holder, partition, now);
+        }
+        if let Some((partition, since)) = serving_excluded {
+            if let Err(details) = exclusions::serving(partition, since, now, &timings) {
+                self.violate(state, Invariant::Exclusion, format!("{holder} {details}"));
+            }
         }
     }
 
@@ -108,6 +130,14 @@ impl World {
             self.violate(&mut state, Invariant::EpochOrder, details);
         }
         state.fencing.acquired(partition, epoch, holder);
+        let excluded = state.nodes.get(&holder.node).and_then(|slot| slot.excluded);
+        if let Err(details) = exclusions::acquired(partition, excluded, now, &self.timings) {
+            self.violate(
+                &mut state,
+                Invariant::Exclusion,
+                format!("{holder} {details}"),
+            );
+        }
         state.recorder.changed(now);
         let Some(process) = state
             .nodes

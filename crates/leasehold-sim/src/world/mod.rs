@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use leasehold::{GroupName, MemoryStore, NodeId, Participant, SeededRng};
+use leasehold::{GroupName, MemoryStore, NodeId, Participant, PartitionId, SeededRng};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -59,6 +59,9 @@ pub(crate) struct Slot {
     /// Started with timings unsafe against the fleet's (refused by the group record unless
     /// the negative control skips the check); started again properly when faults stop.
     pub misconfigured: bool,
+    /// The partition this node's own exclusion list names, and since when: kept across
+    /// restarts, as a node's configuration would be.
+    pub excluded: Option<(PartitionId, Instant)>,
 }
 
 impl Slot {

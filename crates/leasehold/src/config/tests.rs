@@ -503,3 +503,25 @@ fn members_are_forgotten_no_sooner_than_twice_the_member_timeout() {
         );
     }
 }
+
+#[test]
+fn an_exclusion_list_naming_partitions_the_group_lacks_is_refused() {
+    let config = ParticipantConfig::new(NodeId::new("n").unwrap(), 8).with_excluded([
+        PartitionId(2),
+        PartitionId(8),
+        PartitionId(12),
+    ]);
+    let error = config.validate().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "excluded partitions must be below the partition count 8, but 2 are not: 8, 12"
+    );
+    let fine = ParticipantConfig::new(NodeId::new("n").unwrap(), 8).with_excluded([PartitionId(7)]);
+    assert!(fine.validate().is_ok());
+    assert!(fine.excludes(PartitionId(7)) && !fine.excludes(PartitionId(6)));
+    let control = ParticipantConfig {
+        unsafe_ignore_exclusions: true,
+        ..fine
+    };
+    assert_eq!(control.validate(), Err(ConfigError::UnsafeExclusions));
+}

@@ -8,7 +8,7 @@ mod join;
 mod runner;
 mod scan;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -109,6 +109,8 @@ struct Shared {
     stopped: watch::Sender<bool>,
     /// `None` while the node is joining; then whether the group record admitted it.
     joined: watch::Sender<Option<Result<(), GroupMismatch>>>,
+    /// A new exclusion list from [`Participant::set_excluded`], for the task to adopt.
+    excluded: Mutex<Option<BTreeSet<PartitionId>>>,
 }
 
 /// The tenures held, those being handed off included, with a counter of changes to them
@@ -137,6 +139,7 @@ impl Shared {
             aborted: AtomicBool::new(false),
             stopped: watch::Sender::new(false),
             joined: watch::Sender::new(None),
+            excluded: Mutex::new(None),
         }
     }
 
@@ -209,6 +212,14 @@ impl Shared {
         Some(tenure)
     }
 
+    /// The exclusion list set since the task last looked, if any.
+    fn take_excluded(&self) -> Option<BTreeSet<PartitionId>> {
+        self.excluded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
     fn update_status(&self, change: impl FnOnce(&mut Status)) {
         change(&mut self.status.write().unwrap_or_else(|e| e.into_inner()));
     }
@@ -246,6 +257,9 @@ pub struct Participant {
 
 struct Inner {
     node: NodeId,
+    partitions: u32,
+    /// The simulator's negative control: exclusions change nothing.
+    ignore_exclusions: bool,
     shared: Arc<Shared>,
     commands: mpsc::Sender<Command>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -352,6 +366,8 @@ impl Participant {
         environment: Environment,
     ) -> Participant {
         let shared = Arc::new(Shared::new(config.partitions));
+        let (config_partitions, ignore_exclusions) =
+            (config.partitions, config.unsafe_ignore_exclusions);
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();
         let metrics = environment
@@ -375,6 +391,8 @@ impl Participant {
         Participant {
             inner: Arc::new(Inner {
                 node,
+                partitions: config_partitions,
+                ignore_exclusions,
                 shared,
                 commands,
                 abort: task.abort_handle(),
@@ -481,6 +499,32 @@ impl Participant {
     /// [`ParticipantConfig::drain_timeout`]). Returns whether this node was serving it.
     pub async fn release(&self, partition: PartitionId) -> bool {
         self.inner.shared.hand_off(partition)
+    }
+
+    /// Replaces this node's exclusion list ([`ParticipantConfig::excluded`]): from now on it
+    /// takes none of `excluded`, and hands off those it holds as in a drain (new work on
+    /// them stops at once, the records are released once their permits are dropped).
+    /// Refuses a list naming partitions the group does not have, keeping the old one.
+    pub fn set_excluded(&self, excluded: BTreeSet<PartitionId>) -> Result<(), ConfigError> {
+        ParticipantConfig::check_excluded(self.inner.partitions, &excluded)?;
+        let shared = &self.inner.shared;
+        if !self.inner.ignore_exclusions {
+            let leases = shared.read_leases();
+            let affected: Vec<PartitionId> = leases
+                .held
+                .keys()
+                .filter(|p| excluded.contains(p))
+                .copied()
+                .collect();
+            drop(leases);
+            // No new permit from this call on, whatever the task is doing.
+            for partition in affected {
+                shared.hand_off(partition);
+            }
+        }
+        *shared.excluded.lock().unwrap_or_else(|e| e.into_inner()) = Some(excluded);
+        shared.progress.notify_one();
+        Ok(())
     }
 
     /// Releases every held lease (a graceful hand-off), removes this node's member record and

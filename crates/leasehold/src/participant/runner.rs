@@ -178,7 +178,15 @@ impl Runner {
                     self.release(all).await;
                 }
                 Event::Expire => self.expire_due(),
-                Event::Progress => self.advance_handoffs().await,
+                Event::Progress => {
+                    if let Some(excluded) = self.shared.take_excluded() {
+                        self.config.excluded = excluded;
+                        if self.stopping.is_none() {
+                            self.act().await;
+                        }
+                    }
+                    self.advance_handoffs().await;
+                }
                 Event::Change(Some(change)) => {
                     let now = self.clock.now();
                     self.schedule.change_noticed(now, &change, &self.config);

@@ -843,3 +843,44 @@ fn a_record_never_seen_changing_counts_only_with_a_lease_or_while_young() {
         "seen heartbeating: alive"
     );
 }
+
+#[test]
+fn excluded_partitions_are_never_taken() {
+    let mut fixture = Fixture::new(4);
+    fixture.config.excluded = [PartitionId(1), PartitionId(3)].into();
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(3600));
+    let taken: Vec<u32> = plan.acquire.iter().map(|a| a.partition.0).collect();
+    assert_eq!(taken, vec![0, 2]);
+    assert_eq!(plan.takeable, 4, "others may take what this node excludes");
+
+    // The simulator's negative control ignores the list.
+    fixture.config.unsafe_ignore_exclusions = true;
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(3600));
+    assert_eq!(plan.acquire.len(), 4);
+}
+
+#[test]
+fn a_held_partition_that_becomes_excluded_is_handed_off_even_below_target() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(60);
+    fixture.hold(0, far);
+    fixture.hold(2, far);
+    fixture.config.excluded = [PartitionId(2)].into();
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
+    assert_eq!(plan.target, 4);
+    assert_eq!(plan.release, vec![PartitionId(2)]);
+    assert_eq!(plan.renew, vec![PartitionId(0)]);
+    assert!(!plan.settled());
+
+    // Above target as well: the excluded lease goes besides the surplus.
+    for peer in ["a", "b", "c"] {
+        fixture.member(peer, fixture.start);
+    }
+    fixture.hold(1, far);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
+    assert_eq!(plan.target, 1);
+    assert_eq!(plan.renew.len(), 1);
+    assert_eq!(plan.release.len(), 2);
+    assert!(plan.release.contains(&PartitionId(2)));
+    assert!(plan.release.is_sorted());
+}
