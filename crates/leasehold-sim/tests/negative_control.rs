@@ -29,7 +29,18 @@ fn fleet() -> SimConfig {
 /// `invariant` (the control breaks nothing else), that at least `at_least` of them did, and
 /// that the replay command names `flag`. Returns the violations.
 fn caught(config: &SimConfig, invariant: Invariant, flag: &str, at_least: usize) -> Vec<Violation> {
-    let caught: Vec<Violation> = (0..SEEDS)
+    caught_in(config, invariant, flag, SEEDS, at_least)
+}
+
+/// [`caught`] over seeds `0..seeds`, for a control that needs a rarer situation.
+fn caught_in(
+    config: &SimConfig,
+    invariant: Invariant,
+    flag: &str,
+    seeds: u64,
+    at_least: usize,
+) -> Vec<Violation> {
+    let caught: Vec<Violation> = (0..seeds)
         .filter_map(|seed| run_seed(config, seed).err())
         .collect();
     for violation in &caught {
@@ -38,10 +49,10 @@ fn caught(config: &SimConfig, invariant: Invariant, flag: &str, at_least: usize)
     }
     assert!(
         caught.len() >= at_least,
-        "only {} of {SEEDS} seeds broke {invariant}, not {at_least}",
+        "only {} of {seeds} seeds broke {invariant}, not {at_least}",
         caught.len()
     );
-    println!("{} of {SEEDS} seeds caught; the first:", caught.len());
+    println!("{} of {seeds} seeds caught; the first:", caught.len());
     println!("{}", caught[0]);
     caught
 }
@@ -146,7 +157,15 @@ fn mis_set_restarts() -> SimConfig {
 fn mis_set_nodes_that_skip_the_group_record_are_caught_by_the_single_owner_check() {
     let mut config = mis_set_restarts();
     config.unsafe_mixed_timings = true;
-    caught(&config, Invariant::SingleOwner, "--unsafe-mixed-timings", 2);
+    // It needs a mis-set node paused or cut off while holding a lease, which some seeds of
+    // this small fleet never bring (7 of these 24 do).
+    caught_in(
+        &config,
+        Invariant::SingleOwner,
+        "--unsafe-mixed-timings",
+        24,
+        2,
+    );
 }
 
 #[test]

@@ -175,6 +175,10 @@ pub struct Plan {
     pub renew: Vec<PartitionId>,
     /// Leases to hand off cooperatively: stop work, then write them released.
     pub release: Vec<PartitionId>,
+    /// Of `release`, those handed back to the node that held them before this one, a live
+    /// member below its target (it came back under its name): written released naming it,
+    /// so that it takes them first.
+    pub return_to: BTreeMap<PartitionId, NodeId>,
     /// Partitions to take now.
     pub acquire: Vec<Acquisition>,
     /// How many partitions this node should hold.
@@ -267,9 +271,20 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     if held > plan.target {
         // Hand off only what other live members lack: a lease nobody else needs stays
         // served here (for example one rescued as an orphan).
-        let wanted_elsewhere = deficit_of_others(observed, &targets, &config.node);
+        let deficits = deficits_of_others(observed, &targets, &config.node);
+        let wanted_elsewhere: u32 = deficits.values().sum();
         let count = (held - plan.target).min(wanted_elsewhere);
-        let surplus = surplus(&plan.renew, holdings, count as usize);
+        let surplus = surplus(&plan.renew, holdings, &deficits, count as usize);
+        for partition in &surplus {
+            if let Some(home) = holdings[partition]
+                .record
+                .previous_owner
+                .as_ref()
+                .filter(|home| deficits.contains_key(home))
+            {
+                plan.return_to.insert(*partition, home.clone());
+            }
+        }
         plan.renew.retain(|p| !surplus.contains(p));
         plan.release.extend(surplus);
         plan.release.sort();
@@ -296,8 +311,10 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     // on between readings would otherwise make every row it once saw free look orphaned.
     let listed_at = observed.listed_at.unwrap_or(now).min(now);
     let stripe = Stripe::of(&config.node, &targets, config.partitions);
-    // Candidates by kind, each split by whether they lie in this node's stripe.
+    // Candidates by kind, each split by whether they lie in this node's stripe; and, taken
+    // before any, the free rows that name this node as the one they go back to.
     let (mut ready, mut orphans) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let mut home = Vec::new();
     for seen in observed.leases.iter() {
         let partition = &seen.partition;
         let ready_at = match seen.state {
@@ -327,7 +344,9 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         }
         let abandoned = ready_at <= now && abandoned_by_live_owner(seen, &members);
         let elsewhere = usize::from(!stripe.contains(*partition));
-        if ready_at + orphaned_after <= listed_at || abandoned {
+        if ready_at <= now && seen.owner.as_ref() == Some(&config.node) {
+            home.push(seen);
+        } else if ready_at + orphaned_after <= listed_at || abandoned {
             orphans[elsewhere].push(seen);
         } else if ready_at <= now {
             ready[elsewhere].push(seen);
@@ -340,7 +359,13 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     let [orphans_here, orphans_elsewhere] = &mut orphans;
     let [ready_here, ready_elsewhere] = &mut ready;
     let mut chosen = Vec::new();
-    for candidates in [orphans_here, orphans_elsewhere, ready_here, ready_elsewhere] {
+    for candidates in [
+        &mut home,
+        orphans_here,
+        orphans_elsewhere,
+        ready_here,
+        ready_elsewhere,
+    ] {
         let missing = wanted - chosen.len();
         chosen.extend(draw(candidates, missing, rng));
     }
@@ -364,6 +389,9 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             },
             state: LeaseState::Held,
             prohibited: observed.leases.prohibited(partition).to_vec(),
+            // Who held it before this tenure (for a released row, who gave it up, or whom it
+            // was handed back to): the node it returns to if that one comes back.
+            previous_owner: seen.owner.clone().filter(|owner| *owner != config.node),
             ..LeaseRecord::default()
         };
         plan.acquire.push(Acquisition {
@@ -416,9 +444,13 @@ fn abandoned_by_live_owner(seen: &SeenLease, members: &[MemberShare]) -> bool {
     }
 }
 
-/// How many partitions the other live members lack to reach their targets, counting what
-/// each holds in the observed table.
-fn deficit_of_others(observed: &Observed, targets: &BTreeMap<NodeId, u32>, node: &NodeId) -> u32 {
+/// What each other live member below its target lacks, counting what each holds in the
+/// observed table.
+fn deficits_of_others<'a>(
+    observed: &Observed,
+    targets: &'a BTreeMap<NodeId, u32>,
+    node: &NodeId,
+) -> BTreeMap<&'a NodeId, u32> {
     let mut held: BTreeMap<&NodeId, u32> = BTreeMap::new();
     for seen in observed.leases.iter() {
         if let (LeaseState::Held, Some(owner)) = (seen.state, &seen.owner) {
@@ -428,28 +460,46 @@ fn deficit_of_others(observed: &Observed, targets: &BTreeMap<NodeId, u32>, node:
     targets
         .iter()
         .filter(|(member, _)| *member != node)
-        .map(|(member, target)| target.saturating_sub(held.get(member).copied().unwrap_or(0)))
-        .sum()
+        .map(|(member, target)| {
+            (
+                member,
+                target.saturating_sub(held.get(member).copied().unwrap_or(0)),
+            )
+        })
+        .filter(|(_, lack)| *lack > 0)
+        .collect()
 }
 
 /// The `count` leases to hand off. Leases nobody is prohibited from go first, so that any
-/// node below its target can take them; among those, the most recently acquired, which have
-/// the least warm state to lose.
+/// node below its target can take them; among those, leases going back to the node that held
+/// them before (a member below its target, in `deficits`: it came back), then the most
+/// recently acquired, which have the least warm state to lose.
 fn surplus(
     renew: &[PartitionId],
     holdings: &BTreeMap<PartitionId, Holding>,
+    deficits: &BTreeMap<&NodeId, u32>,
     count: usize,
 ) -> Vec<PartitionId> {
-    let mut candidates: Vec<(bool, std::cmp::Reverse<Instant>, PartitionId)> = renew
+    let mut candidates: Vec<(bool, bool, std::cmp::Reverse<Instant>, PartitionId)> = renew
         .iter()
         .map(|p| {
             let holding = &holdings[p];
             let restricted = !holding.record.prohibited.is_empty();
-            (restricted, std::cmp::Reverse(holding.acquired_at), *p)
+            let returns = holding
+                .record
+                .previous_owner
+                .as_ref()
+                .is_some_and(|home| deficits.contains_key(home));
+            (
+                restricted,
+                !returns,
+                std::cmp::Reverse(holding.acquired_at),
+                *p,
+            )
         })
         .collect();
     candidates.sort();
-    let mut chosen: Vec<PartitionId> = candidates.into_iter().take(count).map(|c| c.2).collect();
+    let mut chosen: Vec<PartitionId> = candidates.into_iter().take(count).map(|c| c.3).collect();
     chosen.sort();
     chosen
 }

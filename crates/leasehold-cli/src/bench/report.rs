@@ -129,6 +129,7 @@ impl Report {
             "interrupted",
             "longest gap",
             "moves/min",
+            "same holder",
             "expiries",
             "double owners",
         ]);
@@ -162,6 +163,10 @@ impl Report {
                 count(|f| f.interrupted),
                 times(|f| Some(f.longest_gap_s)),
                 moves,
+                Spread::of(runs.iter().map(|f| f.same_holder as f64)).map_or("-".to_owned(), |s| {
+                    let share = s.median / f64::from(self.settings.partitions.max(1));
+                    format!("{:.0}%", 100.0 * share)
+                }),
                 runs.iter().map(|f| f.expiries).sum::<usize>().to_string(),
                 runs.iter()
                     .map(|f| f.double_owners)
@@ -175,7 +180,8 @@ impl Report {
         }
         text.push_str(
             "times: median (min–max); unowned p·s and interrupted: median per run; \
-             moves/min: moves made against the fewest possible; expiries and double owners: \
+             moves/min: moves made against the fewest possible; same holder: partitions held \
+             at the end by their holder at the start (median); expiries and double owners: \
              totals over every run",
         );
         if self.malformed > 0 {
@@ -212,6 +218,7 @@ impl Report {
                         "longest_gap_s": spread(|f| f.longest_gap_s),
                         "moves": spread(|f| f.moves as f64),
                         "min_moves": spread(|f| f.min_moves as f64),
+                        "same_holder": spread(|f| f.same_holder as f64),
                         "expiries": runs.iter().map(|f| f.expiries).sum::<usize>(),
                         "double_owners": runs.iter().map(|f| f.double_owners).sum::<usize>(),
                     },

@@ -128,6 +128,17 @@ struct Applied {
 }
 
 impl Replay {
+    /// Each partition's holder, if exactly one node holds it.
+    fn sole_holders(&self) -> Vec<Option<String>> {
+        self.holders
+            .iter()
+            .map(|holders| match holders.len() {
+                1 => holders.iter().next().cloned(),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn new(partitions: u32) -> Replay {
         let count = partitions as usize;
         Replay {
@@ -235,6 +246,9 @@ pub struct Figures {
     pub expiries: usize,
     /// Acquisitions of a partition another node still held.
     pub double_owners: usize,
+    /// Partitions held at the end by the node that held them when the change began: after
+    /// a rolling restart, those that went back to their holder (warm caches, local state).
+    pub same_holder: usize,
 }
 
 /// The figures of the change in `window`, from `events` (sorted, the whole run so far).
@@ -248,6 +262,7 @@ pub fn figures(events: &[Event], partitions: u32, window: &Window) -> Figures {
         ..Figures::default()
     };
     let mut interrupted = BTreeSet::new();
+    let mut holders_before: Option<Vec<Option<String>>> = None;
     let mut owned_again = window.start;
     // The integral of unowned partitions runs from the window's start, event to event.
     let mut clock = window.start;
@@ -256,6 +271,7 @@ pub fn figures(events: &[Event], partitions: u32, window: &Window) -> Figures {
         if !entered && event.at >= window.start {
             entered = true;
             interrupted.extend(open_gaps(&replay));
+            holders_before = Some(replay.sole_holders());
         }
         if entered {
             figures.unowned_partition_s += replay.unowned() as f64 * seconds(event.at - clock);
@@ -285,6 +301,12 @@ pub fn figures(events: &[Event], partitions: u32, window: &Window) -> Figures {
     if !entered {
         interrupted.extend(open_gaps(&replay));
     }
+    let before = holders_before.unwrap_or_else(|| replay.sole_holders());
+    figures.same_holder = before
+        .iter()
+        .zip(replay.sole_holders())
+        .filter(|(before, after)| before.is_some() && **before == *after)
+        .count();
     figures.unowned_partition_s += replay.unowned() as f64 * seconds(stop.saturating_sub(clock));
     for since in replay.unowned_since.iter().flatten() {
         // Still unowned at the end: the gap runs to it.
@@ -400,6 +422,29 @@ mod tests {
         assert_eq!(figures.longest_gap_s, 3.0);
         assert_eq!(figures.moves, 1);
         assert_eq!(figures.double_owners, 0);
+    }
+
+    #[test]
+    fn partitions_back_with_their_holder_after_a_restart_count_as_the_same_holder() {
+        // a holds 0 and 1, b holds 2; a restarts: b takes 0 and 1, then a takes 0 back.
+        let mut events = vec![
+            event(S, "a", Kind::Acquired, 0),
+            event(S, "a", Kind::Acquired, 1),
+            event(S, "b", Kind::Acquired, 2),
+            event(10 * S, "a", Kind::Released, 0),
+            event(10 * S, "a", Kind::Released, 1),
+            event(11 * S, "b", Kind::Acquired, 0),
+            event(11 * S, "b", Kind::Acquired, 1),
+            event(15 * S, "b", Kind::Released, 0),
+            event(16 * S, "a", Kind::Acquired, 0),
+        ];
+        sort(&mut events);
+        let figures = figures(&events, 3, &window(5 * S, 30 * S, &["a", "b"]));
+        assert_eq!(
+            figures.same_holder, 2,
+            "0 came back to a, 2 never left b; 1 stayed with b"
+        );
+        assert_eq!(figures.moves, 3);
     }
 
     #[test]

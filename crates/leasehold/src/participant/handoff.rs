@@ -76,6 +76,14 @@ impl Runner {
             let mut record = holding.record.clone();
             record.state = LeaseState::Released;
             record.owner = None;
+            // The node the partition should go to next: the one it is handed back to, or
+            // this one, should it come back under its name while the partition is free.
+            record.previous_owner = Some(
+                self.returning
+                    .get(&partition)
+                    .cloned()
+                    .unwrap_or_else(|| self.config.node.clone()),
+            );
             record.load = None;
             record.written_at_unix_ms = written_at;
             writes.push(LeaseWrite {

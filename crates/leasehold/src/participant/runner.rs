@@ -91,6 +91,9 @@ pub(crate) struct Runner {
     pub(super) recheck_group: bool,
     /// The node's series, when the application asked for metrics.
     pub(crate) metrics: Option<Arc<NodeMetrics>>,
+    /// Leases being handed back to the node that held them before this one: their released
+    /// records name it (see [`crate::planner::Plan::return_to`]).
+    pub(super) returning: BTreeMap<PartitionId, crate::types::NodeId>,
 }
 
 impl Runner {
@@ -130,6 +133,7 @@ impl Runner {
             refused: None,
             recheck_group: false,
             metrics: None,
+            returning: BTreeMap::new(),
         }
     }
 
@@ -355,6 +359,7 @@ impl Runner {
             return;
         };
         self.handoffs.remove(&partition);
+        self.returning.remove(&partition);
         self.schedule.holdings_changed();
         let negative_control =
             reason == LossReason::Released && self.config.unsafe_release_ignores_permits;

@@ -200,6 +200,7 @@ impl Runner {
             self.lose(partition, LossReason::Expired, deadline);
         }
         let released = !plan.release.is_empty();
+        self.returning.extend(plan.return_to);
         if released {
             self.release(plan.release).await;
         }

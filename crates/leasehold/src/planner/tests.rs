@@ -796,15 +796,14 @@ fn the_deficit_of_others_counts_what_they_hold() {
     let targets: BTreeMap<NodeId, u32> = [(node("a"), 2), (node("b"), 2), (node("me"), 2)]
         .into_iter()
         .collect();
+    let deficits = deficits_of_others(&fixture.observed, &targets, &node("me"));
     assert_eq!(
-        deficit_of_others(&fixture.observed, &targets, &node("me")),
-        1,
+        deficits.into_iter().collect::<Vec<_>>(),
+        vec![(&node("b"), 1)],
         "a holds more than its target and lacks nothing; b lacks one"
     );
-    assert_eq!(
-        deficit_of_others(&fixture.observed, &targets, &node("b")),
-        2
-    );
+    let deficits = deficits_of_others(&fixture.observed, &targets, &node("b"));
+    assert_eq!(deficits.values().sum::<u32>(), 2);
 }
 
 /// Fails if a node counts a member record it has never seen change, whose node holds
@@ -883,4 +882,79 @@ fn a_held_partition_that_becomes_excluded_is_handed_off_even_below_target() {
     assert_eq!(plan.release.len(), 2);
     assert!(plan.release.contains(&PartitionId(2)));
     assert!(plan.release.is_sorted());
+}
+
+/// Fails if a released row that names this node as the one it goes back to is not taken
+/// before the other free rows, or if a take does not record who held the partition before.
+#[test]
+fn a_returning_node_takes_back_what_names_it_first() {
+    let mut fixture = Fixture::new(8);
+    fixture.config.max_acquires_per_scan = 2;
+    for peer in ["a", "b", "c"] {
+        fixture.member(peer, fixture.start);
+    }
+    let released_by = |node_name: &str| LeaseRecord {
+        previous_owner: Some(node(node_name)),
+        ..LeaseRecord::released()
+    };
+    fixture.set(5, released_by("me"), 60, fixture.start);
+    fixture.set(6, released_by("a"), 61, fixture.start);
+    fixture.set(7, released_by("me"), 62, fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
+    let taken: Vec<u32> = plan.acquire.iter().map(|a| a.partition.0).collect();
+    assert_eq!(
+        taken,
+        vec![5, 7],
+        "the rows that name this node, whatever the stripe"
+    );
+    assert!(plan
+        .acquire
+        .iter()
+        .all(|a| a.record.previous_owner.is_none()));
+
+    // A take of another's row records whom it came from: the releaser of a released row,
+    // the holder of an abandoned one.
+    let mut alone = Fixture::new(3);
+    alone.set(1, released_by("a"), 61, alone.start);
+    alone.set(2, held_by("b", 4), 62, alone.start);
+    let plan = alone.plan_at(alone.start + Duration::from_secs(3600));
+    let previous: Vec<Option<NodeId>> = plan
+        .acquire
+        .iter()
+        .map(|a| a.record.previous_owner.clone())
+        .collect();
+    assert_eq!(previous, vec![None, Some(node("a")), Some(node("b"))]);
+}
+
+/// Fails if a node above its target hands off its newest leases rather than those that
+/// came from a member now back and below its target, or does not name that member.
+#[test]
+fn surplus_goes_back_to_the_member_that_held_it_before() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..4 {
+        fixture.hold(p, far);
+        fixture
+            .holdings
+            .get_mut(&PartitionId(p))
+            .unwrap()
+            .acquired_at = fixture.start + Duration::from_secs(u64::from(p));
+    }
+    // Partition 0, the oldest, came from b; the newest would go first otherwise.
+    fixture
+        .holdings
+        .get_mut(&PartitionId(0))
+        .unwrap()
+        .record
+        .previous_owner = Some(node("b"));
+    fixture.member("b", fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
+    assert_eq!(plan.target, 2);
+    assert_eq!(plan.release.len(), 2);
+    assert!(plan.release.contains(&PartitionId(0)), "{:?}", plan.release);
+    assert!(plan.release.contains(&PartitionId(3)), "then the newest");
+    assert_eq!(
+        plan.return_to.into_iter().collect::<Vec<_>>(),
+        vec![(PartitionId(0), node("b"))]
+    );
 }

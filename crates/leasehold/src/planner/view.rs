@@ -18,7 +18,8 @@ pub struct SeenLease {
     /// The local instant at which this version was first seen: the start of its
     /// unchanged-for-`acquire_after` wait.
     pub first_seen: Instant,
-    /// The node that holds or last held the lease.
+    /// The node that holds the lease, or, for a released record, the one that released it
+    /// (the record's [`LeaseRecord::previous_owner`]): the node a partition goes back to.
     pub owner: Option<NodeId>,
     /// The fencing token of the current or last tenure.
     pub epoch: Epoch,
@@ -51,7 +52,12 @@ impl SeenLease {
         SeenLease {
             version,
             first_seen,
-            owner: record.owner,
+            // Released records keep no owner; the one who gave it up is what placement
+            // reads from them, in the same slot, so rows stay as small as they were.
+            owner: match record.state {
+                LeaseState::Released => record.previous_owner,
+                _ => record.owner,
+            },
             epoch: record.epoch,
             partition,
             state: record.state,
