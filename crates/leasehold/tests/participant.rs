@@ -859,3 +859,34 @@ async fn an_exclusion_set_while_running_hands_the_partitions_off_and_keeps_them_
     assert!(refused.to_string().contains("9"), "{refused}");
     a.shutdown().await;
 }
+
+/// Reports partition p's load as p.
+struct LoadByNumber;
+
+impl Callbacks for LoadByNumber {
+    fn load(&self, partition: PartitionId) -> Option<f64> {
+        Some(f64::from(partition.0))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn leases_carry_their_load_and_the_member_record_the_sum() {
+    let store = store_with(4).await;
+    let participant = Participant::start(store.clone(), config("a", 4), LoadByNumber).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(participant.owned().len(), 4);
+    let group = GroupName::new("default").unwrap();
+    for partition in 0..4 {
+        assert_eq!(
+            lease_of(&store, partition).await.value.load,
+            Some(f64::from(partition))
+        );
+    }
+    let member = store
+        .get_member(&group, &node("a"))
+        .await
+        .unwrap()
+        .expect("member record");
+    assert_eq!(member.value.load, Some(6.0));
+    participant.shutdown().await;
+}

@@ -413,7 +413,10 @@ pub trait Callbacks: Send + Sync + 'static {
         let _ = loss;
     }
 
-    /// The current load of a held partition, published in its lease record.
+    /// The current load of a held partition, in any unit the application chooses (requests
+    /// per second, bytes, queue depth), published in its lease record at each renewal; the
+    /// node's member record carries the sum over its leases. Negative and non-finite values
+    /// are left out of the sum.
     fn load(&self, partition: PartitionId) -> Option<f64> {
         let _ = partition;
         None

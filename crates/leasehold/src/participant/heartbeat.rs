@@ -130,6 +130,16 @@ impl Runner {
         settled
     }
 
+    /// The sum of the loads the application reported for the leases held, as of their last
+    /// renewal; `None` while it reports none.
+    fn total_load(&self) -> Option<f64> {
+        self.holdings
+            .values()
+            .filter_map(|holding| holding.record.load)
+            .filter(|load| load.is_finite() && *load >= 0.0)
+            .fold(None, |total, load| Some(total.unwrap_or(0.0) + load))
+    }
+
     pub(super) async fn write_member(&mut self) {
         // Two attempts: the second after adopting what an operator changed (drain/undrain).
         for _ in 0..2 {
@@ -137,7 +147,7 @@ impl Runner {
             let record = MemberRecord {
                 weight: self.config.weight,
                 draining: self.draining,
-                load: None,
+                load: self.total_load(),
                 heartbeat: self.heartbeats,
                 written_at_unix_ms: self.write_stamp(),
                 lease_validity: Some(self.config.lease_validity),
