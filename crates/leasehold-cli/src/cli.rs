@@ -221,6 +221,14 @@ pub struct StaleArgs {
     pub json: bool,
 }
 
+/// Parses `KEY=VALUE` for `--meta`.
+fn parse_meta(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
 /// Options of `monitor`.
 #[derive(Debug, Args)]
 pub struct MonitorArgs {
@@ -311,6 +319,13 @@ pub struct NodeArgs {
     /// (HOST:PORT; port 0 picks a free one, printed on standard output).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// The URL this node serves clients on, published in its member record: routers return
+    /// it with the owner of a key, and `status` shows it.
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+    /// A label published with the member record, as KEY=VALUE (repeat for more; up to 16).
+    #[arg(long = "meta", value_name = "KEY=VALUE", value_parser = parse_meta)]
+    pub meta: Vec<(String, String)>,
     /// Partitions this node never takes or renews, such as `3,5,10-20`.
     #[arg(long, value_name = "LIST")]
     pub exclude: Option<String>,

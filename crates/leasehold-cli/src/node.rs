@@ -150,6 +150,8 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
         .unwrap_or(config.forget_members_after);
     config.relist_after = args.relist_after.unwrap_or(config.relist_after);
     config.drain_timeout = args.drain_timeout.unwrap_or(config.drain_timeout);
+    config.advertise = args.advertise.clone();
+    config.metadata = args.meta.iter().cloned().collect();
     config
 }
 

@@ -1,6 +1,6 @@
 //! Participant configuration and its validation.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::types::{GroupName, NodeId, PartitionId};
@@ -84,6 +84,12 @@ pub struct ParticipantConfig {
     /// is handed off as in a drain. Other nodes take what it excludes as any free partition.
     /// Default: none.
     pub excluded: BTreeSet<PartitionId>,
+    /// The URL this node serves clients on, published in its member record so that a
+    /// [`crate::Router`] can send a key's requests to its owner. Default: none.
+    pub advertise: Option<String>,
+    /// A few labels published with the member record (zone, version), within
+    /// [`crate::MemberRecord::MAX_METADATA_ENTRIES`] entries. Default: none.
+    pub metadata: BTreeMap<String, String>,
     /// Negative control for the simulator: take and keep excluded partitions as if the list
     /// were empty. Refused by [`ParticipantConfig::validate`].
     #[doc(hidden)]
@@ -147,6 +153,8 @@ impl ParticipantConfig {
             },
             drain_timeout: Duration::from_secs(30),
             excluded: BTreeSet::new(),
+            advertise: None,
+            metadata: BTreeMap::new(),
             unsafe_ignore_exclusions: false,
             unsafe_release_ignores_permits: false,
             unsafe_skip_group_check: false,
@@ -330,6 +338,17 @@ impl ParticipantConfig {
             return Err(ConfigError::UnsafeExclusions);
         }
         Self::check_excluded(self.partitions, &self.excluded)?;
+        let published = crate::record::MemberRecord {
+            address: self.advertise.clone(),
+            metadata: self.metadata.clone(),
+            ..crate::record::MemberRecord::default()
+        };
+        published
+            .validate()
+            .map_err(|invalid| ConfigError::Published {
+                field: invalid.field,
+                reason: invalid.reason,
+            })?;
         if self.forget_members_after < self.member_timeout() * 2 {
             return Err(ConfigError::ForgetMembersTooSoon {
                 forget_members_after: self.forget_members_after,
@@ -378,6 +397,15 @@ pub enum ConfigError {
     /// The simulator's negative control for exclusion lists was switched on outside it.
     #[error("unsafe_ignore_exclusions makes a node serve partitions it excludes; it is for the simulator's negative control only")]
     UnsafeExclusions,
+    /// What the node would publish in its member record (`advertise`, `metadata`) is
+    /// refused by every store.
+    #[error("{} {reason}", if *field == "address" { "advertise" } else { *field })]
+    Published {
+        /// The member record's field at fault.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The exclusion list names partitions the group does not have.
     #[error(
         "excluded partitions must be below the partition count {partitions}, but {count} are not: {}",

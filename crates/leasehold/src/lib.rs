@@ -92,6 +92,6 @@ pub use record::{
     unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, RecordKey, Stored,
     StoredLease, StoredMember,
 };
-pub use router::{fnv1a_32, partition_for_key, NotOwner, Router, ROUTER_STORE_TIMEOUT};
+pub use router::{fnv1a_32, partition_for_key, NotOwner, Route, Router, ROUTER_STORE_TIMEOUT};
 pub use store::{Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TimeoutStore};
 pub use types::{Epoch, GroupName, InvalidName, NodeId, PartitionId, Version};

@@ -525,3 +525,23 @@ fn an_exclusion_list_naming_partitions_the_group_lacks_is_refused() {
     };
     assert_eq!(control.validate(), Err(ConfigError::UnsafeExclusions));
 }
+
+#[test]
+fn an_address_or_labels_no_store_would_keep_are_refused() {
+    let mut config = ParticipantConfig::new(NodeId::new("n").unwrap(), 8);
+    config.advertise = Some("http://10.0.0.7:8080".into());
+    config.metadata = [("zone".to_string(), "eu-1".to_string())].into();
+    assert!(config.validate().is_ok());
+    config.advertise = Some("x".repeat(crate::MemberRecord::MAX_ADDRESS_BYTES + 1));
+    let error = config.validate().unwrap_err();
+    assert!(
+        error.to_string().starts_with("advertise is 513 bytes"),
+        "{error}"
+    );
+    config.advertise = None;
+    config.metadata = (0..=crate::MemberRecord::MAX_METADATA_ENTRIES)
+        .map(|i| (format!("k{i}"), "v".to_string()))
+        .collect();
+    let error = config.validate().unwrap_err();
+    assert!(error.to_string().starts_with("metadata"), "{error}");
+}

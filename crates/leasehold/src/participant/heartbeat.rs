@@ -155,6 +155,8 @@ impl Runner {
                 // Published so that a monitor can tell partitions no node has room for.
                 max_partitions: (self.config.max_partitions_per_node < self.config.partitions)
                     .then_some(self.config.max_partitions_per_node),
+                address: self.config.advertise.clone(),
+                metadata: self.config.metadata.clone(),
                 ..MemberRecord::default()
             };
             let mode = match &self.member_version {

@@ -42,6 +42,8 @@ pub(super) struct Follower {
     /// The whole map must be reloaded: a notice named nothing, or too many partitions, or
     /// notices may have been lost.
     pub(super) reload_due: bool,
+    /// A member record was created or deleted: the addresses must be read again.
+    pub(super) members_due: bool,
     pub(super) last_reload: Instant,
     /// After failed store calls: no store call before this instant.
     pub(super) backoff_until: Option<Instant>,
@@ -65,6 +67,7 @@ impl Follower {
             rereads: BTreeSet::new(),
             unread: 0,
             reload_due: false,
+            members_due: false,
             last_reload: loaded_at,
             backoff_until: None,
             failures: 0,
@@ -126,12 +129,12 @@ impl Follower {
                 self.vacated.remove(&partition);
                 self.reread_later(partition);
             }
-            // Strays beyond the group's count are never in the map, and members do not
-            // change who owns what.
-            Change::LeaseWritten { .. }
-            | Change::Lease(_)
-            | Change::Member(_)
-            | Change::MemberUpdated(_) => {}
+            // A member that joined or left may bring or take an address; heartbeats do not
+            // change one (a member that changes its address while running is read at the
+            // next poll).
+            Change::Member(_) => self.members_due = true,
+            // Strays beyond the group's count are never in the map.
+            Change::LeaseWritten { .. } | Change::Lease(_) | Change::MemberUpdated(_) => {}
             Change::Unknown => self.reload_due = true,
         }
     }
@@ -160,7 +163,7 @@ impl Follower {
         let mut due = self.last_reload + self.poll_interval;
         if self.reload_due {
             due = due.min(self.last_reload + Router::MIN_RELOAD_INTERVAL);
-        } else if !self.rereads.is_empty() {
+        } else if !self.rereads.is_empty() || self.members_due {
             due = now;
         }
         if let Some(rewatch_at) = self.rewatch_at {
@@ -193,6 +196,14 @@ impl Follower {
                 return;
             }
             self.reload(now).await
+        } else if self.members_due {
+            match self.table.refresh_addresses().await {
+                Ok(()) => {
+                    self.members_due = false;
+                    self.reread().await
+                }
+                Err(error) => Err(error),
+            }
         } else {
             self.reread().await
         };
@@ -214,6 +225,7 @@ impl Follower {
         self.table.refresh().await?;
         // The listing is newer than every notice noted before it was asked for.
         self.reload_due = false;
+        self.members_due = false;
         self.rereads.clear();
         self.last_reload = now;
         Ok(())
@@ -443,6 +455,61 @@ mod follow_tests {
         assert!(router.map().values().all(|owner| owner == &Some(node("a"))));
         assert_eq!(faulty.listings(), 2);
         assert_eq!(faulty.record_reads(), 0);
+    }
+
+    /// A member that joins with an address is routable at once, without a poll, and one
+    /// that leaves takes its address with it; heartbeats read nothing.
+    ///
+    /// Fails if addresses are read only at polls, or re-read at every heartbeat.
+    #[tokio::test(start_paused = true)]
+    async fn addresses_follow_members_joining_and_leaving() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        let router = follow(&faulty, PARTITIONS, NO_POLL).await;
+        assert_eq!(router.address_of(&node("a")), None);
+        let record = crate::MemberRecord {
+            address: Some("http://a.example:8080".into()),
+            ..crate::MemberRecord::default()
+        };
+        let version = memory
+            .put_member(&group(), &node("a"), &record, PutMode::Create)
+            .await
+            .unwrap();
+        settle().await;
+        assert_eq!(
+            router.address_of(&node("a")).as_deref(),
+            Some("http://a.example:8080")
+        );
+        write(&memory, 2, LeaseState::Held, "a").await;
+        settle().await;
+        let key = (0..)
+            .map(|i| format!("key-{i}"))
+            .find(|key| router.partition_of(key) == PartitionId(2))
+            .unwrap();
+        let route = router.route(&key);
+        assert_eq!(route.owner, Some(node("a")));
+        assert_eq!(route.address.as_deref(), Some("http://a.example:8080"));
+
+        let member_listings = faulty.member_listings();
+        let beat = crate::MemberRecord {
+            heartbeat: 1,
+            ..record
+        };
+        let version = memory
+            .put_member(&group(), &node("a"), &beat, PutMode::Update(version))
+            .await
+            .unwrap();
+        settle().await;
+        assert_eq!(
+            faulty.member_listings(),
+            member_listings,
+            "a heartbeat reads nothing"
+        );
+        memory
+            .delete_member(&group(), &node("a"), &version)
+            .await
+            .unwrap();
+        settle().await;
+        assert_eq!(router.address_of(&node("a")), None);
     }
 
     /// While the store refuses reads, the router retries less and less often, up to

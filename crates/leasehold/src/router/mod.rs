@@ -64,6 +64,17 @@ pub struct NotOwner {
     pub owner_hint: Option<NodeId>,
 }
 
+/// Where a key's requests go: what [`Router::route`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The key's partition.
+    pub partition: PartitionId,
+    /// Its owner in the router's map, if it has one.
+    pub owner: Option<NodeId>,
+    /// The address the owner advertises, if it advertises one.
+    pub address: Option<Arc<str>>,
+}
+
 /// A client's cached map from partitions to owners.
 ///
 /// Read the whole table once, route each request with [`Router::owner_of_key`], and on a
@@ -230,6 +241,46 @@ impl Router {
     /// The cached owner of `partition`: `None` if nobody holds it or it is unknown.
     pub fn owner_of_partition(&self, partition: PartitionId) -> Option<NodeId> {
         self.table.read(|owners| owners.get(partition).cloned())
+    }
+
+    /// The address `node` advertises in its member record ([`ParticipantConfig::advertise`]),
+    /// as of the router's last reading of the members: at each refresh or reload, and, for a
+    /// following router, when a member joins or leaves.
+    pub fn address_of(&self, node: &NodeId) -> Option<Arc<str>> {
+        self.table.addresses.load().get(node).cloned()
+    }
+
+    /// Where to send a request for `key`: its partition, the cached owner and the address the
+    /// owner advertises.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold::{admin, MemoryStore, NodeId, Participant, ParticipantConfig, Router};
+    ///
+    /// let store = Arc::new(MemoryStore::new());
+    /// let mut config = ParticipantConfig::fast(NodeId::new("server-1").unwrap(), 4);
+    /// config.advertise = Some("http://10.0.0.7:8080".into());
+    /// admin::init(&*store, &config.group, 4).await.unwrap();
+    /// let group = config.group.clone();
+    /// let server = Participant::start(store.clone(), config, ()).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    ///
+    /// let router = Router::connect(store, group, 4).await.unwrap();
+    /// let route = router.route("order-42");
+    /// assert_eq!(route.owner.as_ref(), Some(server.node()));
+    /// assert_eq!(route.address.as_deref(), Some("http://10.0.0.7:8080"));
+    /// # });
+    /// ```
+    pub fn route(&self, key: &str) -> Route {
+        let (partition, owner) = self.owner_of_key(key);
+        let address = owner.as_ref().and_then(|owner| self.address_of(owner));
+        Route {
+            partition,
+            owner,
+            address,
+        }
     }
 
     /// The partition of `key` and its cached owner.

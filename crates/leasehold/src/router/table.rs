@@ -1,6 +1,7 @@
 //! The published owner map of a router, and the copy each thread keeps at hand.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -116,7 +117,12 @@ pub(super) struct Table {
     /// Held while a map is built from the published one and published in turn, so that two
     /// corrections at once cannot lose one.
     pub(super) writer: Mutex<()>,
+    /// The address each member advertises, from the member records.
+    pub(super) addresses: ArcSwap<Addresses>,
 }
+
+/// Members' advertised addresses, by name.
+pub(super) type Addresses = BTreeMap<NodeId, Arc<str>>;
 
 impl Table {
     pub(super) fn new(
@@ -138,6 +144,7 @@ impl Table {
             owners: ArcSwap::from_pointee(Owners::new(&vacant)),
             version: AtomicU64::new(0),
             writer: Mutex::new(()),
+            addresses: ArcSwap::from_pointee(Addresses::new()),
         })
     }
 
@@ -179,6 +186,7 @@ impl Table {
         self.version.fetch_add(1, Ordering::Release);
     }
 
+    /// Reloads the whole map, then the members' addresses.
     pub(super) async fn refresh(&self) -> Result<(), StoreError> {
         let listing = self.store.list_leases(&self.group).await?;
         let mut owners = vec![None; self.partitions as usize];
@@ -188,6 +196,19 @@ impl Table {
             }
         }
         self.publish(|current| current.reloaded(&owners));
+        self.refresh_addresses().await
+    }
+
+    /// Reloads the members' addresses. A member record that cannot be read is left out, as
+    /// a member without an address is.
+    pub(super) async fn refresh_addresses(&self) -> Result<(), StoreError> {
+        let members = self.store.list_members(&self.group).await?;
+        let addresses: Addresses = members
+            .records
+            .into_iter()
+            .filter_map(|member| Some((member.key, Arc::from(member.value.address?))))
+            .collect();
+        self.addresses.store(Arc::new(addresses));
         Ok(())
     }
 
