@@ -229,6 +229,7 @@ fn render(document: &StatusDocument) -> String {
             "NODE",
             "COUNT",
             "WEIGHT",
+            "LOAD",
             "DRAINING",
             "HEARTBEAT",
             "AGE",
@@ -242,6 +243,7 @@ fn render(document: &StatusDocument) -> String {
                 row.node.clone(),
                 row.count.to_string(),
                 or_dash(member.map(|m| m.weight)),
+                load(member.and_then(|m| m.load)),
                 or_dash(member.map(|m| if m.draining { "yes" } else { "no" })),
                 or_dash(member.map(|m| m.heartbeat)),
                 age(member.and_then(|m| m.age_ms)),
@@ -268,12 +270,25 @@ fn render(document: &StatusDocument) -> String {
     out
 }
 
+/// A reported load, short: `-` when none was reported.
+fn load(load: Option<f64>) -> String {
+    match load {
+        Some(load) if load.is_finite() => {
+            let text = format!("{load:.3}");
+            text.trim_end_matches('0').trim_end_matches('.').to_owned()
+        }
+        Some(load) => load.to_string(),
+        None => "-".to_owned(),
+    }
+}
+
 fn partition_table(document: &StatusDocument) -> String {
     let mut table = Table::new(vec![
         "PARTITION",
         "OWNER",
         "EPOCH",
         "STATE",
+        "LOAD",
         "PROHIBITED",
         "NOTE",
         "VERSION",
@@ -285,6 +300,7 @@ fn partition_table(document: &StatusDocument) -> String {
             or_dash(row.owner.as_ref()),
             row.epoch.to_string(),
             row.state.to_owned(),
+            load(row.load),
             if row.prohibited.is_empty() {
                 "-".to_owned()
             } else {
@@ -399,5 +415,14 @@ mod tests {
             lines[2].starts_with("n2") && lines[2].contains(" - "),
             "{text}"
         );
+    }
+
+    #[test]
+    fn loads_print_short_and_dash_when_unreported() {
+        assert_eq!(super::load(Some(12.5)), "12.5");
+        assert_eq!(super::load(Some(3.0)), "3");
+        assert_eq!(super::load(Some(0.12345)), "0.123");
+        assert_eq!(super::load(Some(0.0)), "0");
+        assert_eq!(super::load(None), "-");
     }
 }
