@@ -133,6 +133,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         | Command::Demo(_)
         | Command::Bench(_)
         | Command::Monitor(_)
+        | Command::Agent(_)
         | Command::Sim(_) => {
             unreachable!("dispatched in main")
         }

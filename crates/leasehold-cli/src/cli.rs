@@ -124,6 +124,10 @@ pub enum Command {
     /// Run one participant until SIGTERM or SIGINT, then release its leases and exit.
     #[command(after_help = duration::help())]
     Node(Box<NodeArgs>),
+    /// Run one participant, as `node` does, with an HTTP/JSON API for a worker in any
+    /// language on this host: leases, work permits, release, drain, routing and lease events.
+    #[command(after_help = duration::help())]
+    Agent(Box<AgentArgs>),
     /// Watch the table without joining the group: a live map of the fleet in the browser,
     /// its health as Prometheus metrics, and the same data as JSON and a stream of changes.
     #[command(after_help = duration::help())]
@@ -227,6 +231,21 @@ fn parse_meta(text: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("{text:?} is not KEY=VALUE")),
     }
+}
+
+/// Options of `agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The node's options, as `node` takes them.
+    #[command(flatten)]
+    pub node: NodeArgs,
+    /// The address to serve the API on (HOST:PORT; port 0 picks a free one, printed on
+    /// standard output). A non-loopback address needs --token-file.
+    #[arg(long, default_value = "127.0.0.1:7464", value_name = "ADDR")]
+    pub listen: String,
+    /// A file holding a bearer token that permits, releases and drains must carry.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Options of `monitor`.

@@ -81,3 +81,40 @@ pub fn spawn(listener: TcpListener, router: Router, what: &'static str) {
         }
     });
 }
+
+/// The longest bearer token read from a token file.
+const MAX_TOKEN: usize = 4096;
+
+/// Reads a token file (`--token-file`): one token, without spaces, naming the file in any
+/// error.
+pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() || token.len() > MAX_TOKEN || token.contains(char::is_whitespace) {
+        anyhow::bail!(
+            "the token file {} must hold one token of 1 to {MAX_TOKEN} characters without spaces",
+            path.display()
+        );
+    }
+    Ok(token.to_string())
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`, compared in time
+/// independent of where it differs.
+pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (given, token) = (given.as_bytes(), token.as_bytes());
+    given.len() == token.len()
+        && given
+            .iter()
+            .zip(token)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
+}

@@ -7,6 +7,7 @@
 //! leasehold status --by-node                # who holds what
 //! leasehold stale --watch 15s --min-nodes 3 # probe for cron or alerting; exit 1 on problems
 //! leasehold monitor --listen 127.0.0.1:9464  # live map in a browser, /metrics for Prometheus
+//! leasehold agent --id server-1               # a node with an HTTP API for a worker in any language
 //! leasehold demo                            # crash and drain a fleet in one process
 //! leasehold --group b bench --runs 5        # measure hand-offs and failover on this store
 //! leasehold sim --seeds 1000                # simulate a fleet under faults; exit 1 on a violation
@@ -17,6 +18,7 @@
 //! check fails; `sim` exits 1 when an invariant is broken.
 
 mod admin_commands;
+mod agent;
 mod append_log;
 mod bench;
 mod cli;
@@ -80,6 +82,7 @@ async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Demo(args) => demo::run(cli, args).await,
         Command::Bench(args) => bench::run(cli, args).await,
         Command::Monitor(args) => monitor::run(cli, args).await,
+        Command::Agent(args) => agent::run(cli, args).await,
         other => admin_commands::run(cli, other).await,
     }
 }
@@ -112,7 +115,7 @@ fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
 /// and so does the demo, which narrates on stdout and draws each lease change on its map.
 fn init_logging(command: &Command) {
     let default = match command {
-        Command::Node(_) => "info",
+        Command::Node(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));

@@ -22,6 +22,50 @@ use crate::Outcome;
 
 /// Runs `node` until a termination signal, then releases its leases and returns.
 pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
+    let metrics = args.metrics_listen.is_some();
+    let mut started = start(cli, args, metrics, None).await?;
+    if let (Some(address), Some(registry)) = (&args.metrics_listen, &started.registry) {
+        let (listener, bound) = http::bind(address, "metrics").await?;
+        http::spawn(
+            listener,
+            http::metrics_routes(Arc::clone(registry)),
+            "metrics",
+        );
+        crate::say(&format!("metrics listening on http://{bound}/metrics"))?;
+    }
+    started.serve_until_signal(args).await?;
+    started.stop().await;
+    Ok(Outcome::Success)
+}
+
+/// A running node: its participant, the table it works on, and what runs beside it.
+pub struct Started {
+    /// The participant.
+    pub participant: Participant,
+    /// The store (each call time-limited) and group.
+    pub table: GroupTable,
+    /// The group's partition count.
+    pub partitions: u32,
+    /// Where the participant's metrics are registered, when asked for.
+    pub registry: Option<Arc<Registry>>,
+    worker: Option<Worker>,
+    signals: Signals,
+}
+
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+/// Validates the flags, opens the store and starts the participant, with `extra` callbacks
+/// beside the fence log's, and metrics in a registry of its own if `metrics`.
+pub async fn start(
+    cli: &Cli,
+    args: &NodeArgs,
+    metrics: bool,
+    extra: Option<Arc<dyn Callbacks>>,
+) -> anyhow::Result<Started> {
     let node = args.id.clone();
     // Check the timings before touching the store, with a stand-in count if none was given.
     configure(cli, args, args.partitions.unwrap_or(1))
@@ -48,11 +92,14 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
     let recorder = Recorder {
         node: node.clone(),
         fence_log: args.fence_log.as_deref().map(AppendLog::open).transpose()?,
+        extra,
     };
     let work_log = args.work_log.as_deref().map(AppendLog::open).transpose()?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
-    let mut hangup = signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?;
+    let signals = Signals {
+        terminate: signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?,
+        interrupt: signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?,
+        hangup: signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?,
+    };
 
     tracing::info!(
         %node, group = %config.group, partitions, heartbeat = ?config.heartbeat,
@@ -60,17 +107,11 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         "node starting"
     );
     let mut environment = Environment::default();
-    if let Some(address) = &args.metrics_listen {
+    let registry = metrics.then(|| {
         let mut registry = Registry::default();
         environment.metrics = Some(Metrics::register(&mut registry));
-        let (listener, bound) = http::bind(address, "metrics").await?;
-        http::spawn(
-            listener,
-            http::metrics_routes(Arc::new(registry)),
-            "metrics",
-        );
-        crate::say(&format!("metrics listening on http://{bound}/metrics"))?;
-    }
+        Arc::new(registry)
+    });
     let participant = Participant::start_with(store, config, recorder, environment)
         .with_context(|| format!("invalid configuration for node {node}"))?;
     let worker = match (work_log, args.work_interval) {
@@ -82,28 +123,50 @@ pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
         )),
         _ => None,
     };
-    let signal_name = loop {
-        tokio::select! {
-            _ = terminate.recv() => break "SIGTERM",
-            _ = interrupt.recv() => break "SIGINT",
-            _ = hangup.recv() => reload_exclusions(&participant, args),
-            // Nothing renews the leases any more: exit, so that a supervisor restarts the node.
-            _ = participant.stopped() => match participant.refusal() {
-                Some(refusal) => anyhow::bail!("{refusal}"),
-                None => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
-            },
-        }
-    };
-    tracing::info!(%node, signal = signal_name, held = participant.owned().len(), "releasing leases and stopping");
-    match worker {
-        // Units in flight finish under their permits while the leases are handed off.
-        Some(worker) => {
-            tokio::join!(worker.stop(), participant.shutdown());
-        }
-        None => participant.shutdown().await,
+    Ok(Started {
+        participant,
+        table,
+        partitions,
+        registry,
+        worker,
+        signals,
+    })
+}
+
+impl Started {
+    /// Runs until SIGTERM or SIGINT, re-reading the exclusion file on SIGHUP. Fails if the
+    /// lease loop stops by itself: nothing renews the leases any more, and the process should
+    /// exit so that its supervisor restarts it.
+    pub async fn serve_until_signal(&mut self, args: &NodeArgs) -> anyhow::Result<()> {
+        let node = self.participant.node().clone();
+        let signals = &mut self.signals;
+        let signal_name = loop {
+            tokio::select! {
+                _ = signals.terminate.recv() => break "SIGTERM",
+                _ = signals.interrupt.recv() => break "SIGINT",
+                _ = signals.hangup.recv() => reload_exclusions(&self.participant, args),
+                _ = self.participant.stopped() => match self.participant.refusal() {
+                    Some(refusal) => anyhow::bail!("{refusal}"),
+                    None => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
+                },
+            }
+        };
+        tracing::info!(%node, signal = signal_name, held = self.participant.owned().len(), "releasing leases and stopping");
+        Ok(())
     }
-    tracing::info!(%node, "stopped");
-    Ok(Outcome::Success)
+
+    /// Releases every lease once the work in flight under it has ended, and stops.
+    pub async fn stop(self) {
+        let node = self.participant.node().clone();
+        match self.worker {
+            // Units in flight finish under their permits while the leases are handed off.
+            Some(worker) => {
+                tokio::join!(worker.stop(), self.participant.shutdown());
+            }
+            None => self.participant.shutdown().await,
+        }
+        tracing::info!(%node, "stopped");
+    }
 }
 
 /// SIGHUP: reads `--exclude-file` again and adopts the list with `--exclude`'s. A list that
@@ -182,14 +245,25 @@ async fn partition_count(table: &GroupTable, requested: Option<u32>) -> anyhow::
     Ok(partitions)
 }
 
-/// Writes the fence log from the participant's notifications.
+/// Writes the fence log from the participant's notifications, and passes them on to the
+/// callbacks of whatever runs the node (the agent's event stream).
 struct Recorder {
     node: NodeId,
     fence_log: Option<AppendLog>,
+    extra: Option<Arc<dyn Callbacks>>,
 }
 
 impl Callbacks for Recorder {
+    fn on_handing_off(&self, lease: &LeaseGuard) {
+        if let Some(extra) = &self.extra {
+            extra.on_handing_off(lease);
+        }
+    }
+
     fn on_acquired(&self, lease: &LeaseGuard) {
+        if let Some(extra) = &self.extra {
+            extra.on_acquired(lease);
+        }
         if let Some(log) = &self.fence_log {
             let now = unix_ns(SystemTime::now());
             let (partition, epoch) = (lease.partition(), lease.epoch());
@@ -201,6 +275,9 @@ impl Callbacks for Recorder {
     }
 
     fn on_lost(&self, loss: &Loss) {
+        if let Some(extra) = &self.extra {
+            extra.on_lost(loss);
+        }
         if let Some(log) = &self.fence_log {
             // For an expiry, `at` is the deadline: the moment serving stopped, which may be
             // well before this callback ran if the process was paused.

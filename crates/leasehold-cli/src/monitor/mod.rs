@@ -34,8 +34,6 @@ const MAX_STREAMS: usize = 64;
 const MIN_NOTICE_GAP: Duration = Duration::from_millis(100);
 /// The shortest interval accepted: every read lists the whole table.
 const MIN_INTERVAL: Duration = Duration::from_millis(50);
-/// The longest bearer token read from --token-file.
-const MAX_TOKEN: usize = 4096;
 
 /// What goes out on the event streams.
 #[derive(Debug)]
@@ -111,7 +109,11 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
             args.interval
         );
     }
-    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let token = args
+        .token_file
+        .as_deref()
+        .map(crate::http::read_token)
+        .transpose()?;
     let table = GroupTable::open(cli).await?;
     let (listener, bound) = crate::http::bind(&args.listen, "the monitor").await?;
     let (events, _) = broadcast::channel(STREAM_BACKLOG);
@@ -156,20 +158,6 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
     }
     reader.abort();
     Ok(Outcome::Success)
-}
-
-/// Reads the token file: one line, not empty.
-fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the token file {}", path.display()))?;
-    let token = text.trim();
-    if token.is_empty() || token.len() > MAX_TOKEN || token.contains(char::is_whitespace) {
-        anyhow::bail!(
-            "the token file {} must hold one token of 1 to {MAX_TOKEN} characters without spaces",
-            path.display()
-        );
-    }
-    Ok(token.to_string())
 }
 
 async fn read_forever(app: Arc<App>, interval: Duration, expected: Option<u32>) {

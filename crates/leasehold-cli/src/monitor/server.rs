@@ -21,7 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{App, Item};
-use crate::http::{error, scrape};
+use crate::http::{authorized, error, scrape};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/map.js");
@@ -248,22 +248,4 @@ async fn action(
             error(status, failure.to_string())
         }
     }
-}
-
-/// Whether the request carries the token, compared in time independent of where it differs.
-fn authorized(headers: &HeaderMap, token: &str) -> bool {
-    let Some(given) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    let (given, token) = (given.as_bytes(), token.as_bytes());
-    given.len() == token.len()
-        && given
-            .iter()
-            .zip(token)
-            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-            == 0
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+pub mod fuzz;
 pub mod http;
 
 /// Fast node timings: renew every 100 ms, valid 400 ms, take over after 700 ms.

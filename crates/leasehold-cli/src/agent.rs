@@ -1,0 +1,530 @@
+//! `agent`: one participant, as `node` runs it, with an HTTP/JSON API for a worker written in
+//! any language on the same host: its leases, work permits, releases, drains, routing and an
+//! event stream.
+//!
+//! Times cross the API only as durations (`ms_left`), never as instants of the agent's clock:
+//! a worker counts a permit's deadline from the moment it *sent* the request, on its own
+//! monotonic clock, so that a slow reply can only shorten it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router as Routes};
+use futures_util::stream::{self, StreamExt};
+use leasehold::admin;
+use leasehold::metrics::Registry;
+use leasehold::{
+    Callbacks, GroupName, LeaseGuard, LeaseStore, Loss, LossReason, Participant, PartitionId,
+    Router, WorkPermit,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use crate::cli::{AgentArgs, Cli};
+use crate::http::{authorized, error, scrape};
+use crate::node;
+use crate::Outcome;
+
+/// Permits outstanding at once: each holds a lease's hand-off open.
+const MAX_PERMITS: usize = 10_000;
+/// Events kept for a reader resuming with `Last-Event-ID`.
+const EVENTS_KEPT: usize = 1024;
+/// How often permits that ran out (lease lost or past its deadline) are dropped.
+const REAP_EVERY: Duration = Duration::from_millis(250);
+/// How often the agent's router reloads the whole map besides following change notices.
+const ROUTER_POLL: Duration = Duration::from_secs(5);
+
+/// The lease events a worker follows, kept for resuming readers and sent to live ones.
+#[derive(Debug)]
+struct Events {
+    kept: Mutex<Kept>,
+    live: broadcast::Sender<(u64, Arc<str>)>,
+}
+
+/// The latest events, by id, and the last id given.
+#[derive(Debug, Default)]
+struct Kept {
+    last: u64,
+    events: VecDeque<(u64, Arc<str>)>,
+}
+
+/// A request refused: its status and what was wrong.
+struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
+}
+
+impl Events {
+    fn new() -> Events {
+        Events {
+            kept: Mutex::new(Kept::default()),
+            live: broadcast::channel(EVENTS_KEPT).0,
+        }
+    }
+
+    fn push(&self, kind: &str, partition: PartitionId, epoch: u64) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.last += 1;
+        let id = kept.last;
+        let data: Arc<str> =
+            json!({"id": id, "kind": kind, "partition": partition.0, "epoch": epoch})
+                .to_string()
+                .into();
+        if kept.events.len() == EVENTS_KEPT {
+            kept.events.pop_front();
+        }
+        kept.events.push_back((id, Arc::clone(&data)));
+        // Sent under the lock, so that a reader that read the kept events under it misses
+        // nothing sent after.
+        let _ = self.live.send((id, data));
+    }
+}
+
+/// Turns the participant's notifications into events.
+struct EventCallbacks(Arc<Events>);
+
+impl Callbacks for EventCallbacks {
+    fn on_acquired(&self, lease: &LeaseGuard) {
+        self.0.push("acquired", lease.partition(), lease.epoch().0);
+    }
+
+    fn on_handing_off(&self, lease: &LeaseGuard) {
+        self.0.push("releasing", lease.partition(), lease.epoch().0);
+    }
+
+    fn on_lost(&self, loss: &Loss) {
+        let kind = match loss.reason {
+            LossReason::Released => "released",
+            _ => "lost",
+        };
+        self.0.push(kind, loss.partition, loss.epoch.0);
+    }
+}
+
+/// What the handlers share.
+struct Agent {
+    participant: Participant,
+    router: Router,
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    partitions: u32,
+    permits: Mutex<BTreeMap<u64, WorkPermit>>,
+    next_permit: AtomicU64,
+    /// Turned off at SIGTERM: the permits outstanding end, no new one is granted.
+    granting: AtomicBool,
+    token: Option<String>,
+    registry: Arc<Registry>,
+    events: Arc<Events>,
+}
+
+/// Runs `agent` until SIGTERM or SIGINT: then stops granting permits, waits for those
+/// outstanding (up to the drain timeout), releases every lease and exits.
+pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
+    let token = args
+        .token_file
+        .as_deref()
+        .map(crate::http::read_token)
+        .transpose()?;
+    let address: SocketAddr = args
+        .listen
+        .parse()
+        .with_context(|| format!("--listen {} is not HOST:PORT", args.listen))?;
+    if token.is_none() && !address.ip().is_loopback() {
+        anyhow::bail!(
+            "--listen {address} is not a loopback address: give --token-file, so that only \
+             holders of the token can release leases or drain the node"
+        );
+    }
+    let (listener, bound) = crate::http::bind(&args.listen, "the agent").await?;
+    let events = Arc::new(Events::new());
+    let callbacks: Arc<dyn Callbacks> = Arc::new(EventCallbacks(Arc::clone(&events)));
+    let mut started = node::start(cli, &args.node, true, Some(callbacks)).await?;
+    let router = Router::follow(
+        Arc::clone(&started.table.store),
+        started.table.group.clone(),
+        started.partitions,
+        ROUTER_POLL,
+    )
+    .await
+    .context("cannot read the lease table for routing")?;
+    let agent = Arc::new(Agent {
+        participant: started.participant.clone(),
+        router,
+        store: Arc::clone(&started.table.store),
+        group: started.table.group.clone(),
+        partitions: started.partitions,
+        permits: Mutex::new(BTreeMap::new()),
+        next_permit: AtomicU64::new(1),
+        granting: AtomicBool::new(true),
+        token,
+        registry: started.registry.clone().unwrap_or_default(),
+        events,
+    });
+    let reaper = tokio::spawn(reap(Arc::clone(&agent)));
+    crate::http::spawn(listener, routes(Arc::clone(&agent)), "agent");
+    crate::say(&format!("listening on http://{bound}/"))?;
+
+    let served = started.serve_until_signal(&args.node).await;
+    agent.granting.store(false, Ordering::SeqCst);
+    served?;
+    started.stop().await;
+    reaper.abort();
+    Ok(Outcome::Success)
+}
+
+/// Drops permits that no longer hold anything: their lease was lost, or ran out.
+async fn reap(agent: Arc<Agent>) {
+    loop {
+        tokio::time::sleep(REAP_EVERY).await;
+        agent.permits().retain(|_, permit| permit.is_valid());
+    }
+}
+
+impl Agent {
+    fn permits(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, WorkPermit>> {
+        self.permits.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Refuses a mutating request without the token, when the agent has one.
+    fn check(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        match &self.token {
+            Some(token) if !authorized(headers, token) => Err(Refusal(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send Authorization: Bearer <the token in --token-file>"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn partition(&self, text: &str) -> Result<PartitionId, Refusal> {
+        match text.parse::<u32>() {
+            Ok(p) if p < self.partitions => Ok(PartitionId(p)),
+            Ok(p) => Err(Refusal(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "partition {p} does not exist (the group has 0 to {})",
+                    self.partitions - 1
+                ),
+            )),
+            Err(_) => Err(Refusal(
+                StatusCode::BAD_REQUEST,
+                format!("{text:?} is not a partition number"),
+            )),
+        }
+    }
+
+    /// The answer for a partition this node does not serve: who does, and where.
+    fn not_here(&self, partition: PartitionId) -> Response {
+        // The map is a hint that follows the table: one still naming this node is behind
+        // (the lease was just released or lost), and says nothing useful.
+        let owner = self
+            .router
+            .owner_of_partition(partition)
+            .filter(|owner| owner != self.participant.node());
+        let address = owner.as_ref().and_then(|o| self.router.address_of(o));
+        let body = json!({
+            "error": format!("not the owner of partition {partition}"),
+            "partition": partition.0,
+            "owner": owner.map(|o| o.to_string()),
+            "address": address.as_deref(),
+        });
+        (StatusCode::CONFLICT, Json(body)).into_response()
+    }
+}
+
+fn lease_json(lease: &LeaseGuard) -> Value {
+    json!({
+        "partition": lease.partition().0,
+        "epoch": lease.epoch().0,
+        "ms_left": lease.remaining().as_millis() as u64,
+    })
+}
+
+fn routes(agent: Arc<Agent>) -> Routes {
+    Routes::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route(
+            "/metrics",
+            get(
+                |State(agent): State<Arc<Agent>>, headers: HeaderMap| async move {
+                    scrape(&agent.registry, &headers)
+                },
+            ),
+        )
+        .route("/v1/leases", get(leases))
+        .route("/v1/leases/{partition}", get(lease))
+        .route("/v1/leases/{partition}/permits", post(grant))
+        .route("/v1/leases/{partition}/release", post(release))
+        .route("/v1/permits/{id}", delete(end_permit))
+        .route("/v1/drain", post(drain))
+        .route("/v1/undrain", post(undrain))
+        .route("/v1/route", get(route))
+        .route("/v1/map", get(map))
+        .route("/v1/events", get(events))
+        .with_state(agent)
+}
+
+async fn readyz(State(agent): State<Arc<Agent>>) -> Response {
+    let status = agent.participant.status();
+    if status.scans == 0 {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no scan done yet",
+        );
+    }
+    if status.draining || !agent.granting.load(Ordering::SeqCst) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "not ready: draining");
+    }
+    "ready\n".into_response()
+}
+
+async fn leases(State(agent): State<Arc<Agent>>) -> Response {
+    let leases: Vec<Value> = agent.participant.leases().iter().map(lease_json).collect();
+    Json(json!({ "node": agent.participant.node().to_string(), "leases": leases })).into_response()
+}
+
+async fn lease(State(agent): State<Arc<Agent>>, Path(partition): Path<String>) -> Response {
+    let partition = match agent.partition(&partition) {
+        Ok(partition) => partition,
+        Err(refusal) => return refusal.into_response(),
+    };
+    match agent.participant.lease(partition) {
+        Some(lease) => Json(lease_json(&lease)).into_response(),
+        None => agent.not_here(partition),
+    }
+}
+
+async fn grant(
+    State(agent): State<Arc<Agent>>,
+    Path(partition): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let partition = match agent
+        .check(&headers)
+        .and_then(|()| agent.partition(&partition))
+    {
+        Ok(partition) => partition,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if !agent.granting.load(Ordering::SeqCst) {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the agent is stopping: no new permits",
+        );
+    }
+    let Some(permit) = agent.participant.permit(partition) else {
+        return agent.not_here(partition);
+    };
+    let mut permits = agent.permits();
+    if permits.len() >= MAX_PERMITS {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("{MAX_PERMITS} permits are outstanding; end some first"),
+        );
+    }
+    let id = agent.next_permit.fetch_add(1, Ordering::Relaxed);
+    let body = json!({
+        "id": id,
+        "partition": partition.0,
+        "epoch": permit.epoch().0,
+        "ms_left": permit.remaining().as_millis() as u64,
+    });
+    permits.insert(id, permit);
+    (StatusCode::CREATED, Json(body)).into_response()
+}
+
+async fn end_permit(
+    State(agent): State<Arc<Agent>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refusal) = agent.check(&headers) {
+        return refusal.into_response();
+    }
+    let Ok(id) = id.parse::<u64>() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("{id:?} is not a permit id"),
+        );
+    };
+    match agent.permits().remove(&id) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("no permit {id}: ended already, or its lease ran out"),
+        ),
+    }
+}
+
+async fn release(
+    State(agent): State<Arc<Agent>>,
+    Path(partition): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let partition = match agent
+        .check(&headers)
+        .and_then(|()| agent.partition(&partition))
+    {
+        Ok(partition) => partition,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if agent.participant.release(partition).await {
+        Json(json!({ "partition": partition.0, "releasing": true })).into_response()
+    } else {
+        agent.not_here(partition)
+    }
+}
+
+async fn set_draining(agent: &Agent, headers: &HeaderMap, draining: bool) -> Response {
+    if let Err(refusal) = agent.check(headers) {
+        return refusal.into_response();
+    }
+    let node = agent.participant.node();
+    match admin::set_draining(&*agent.store, &agent.group, node, draining).await {
+        Ok(_) => Json(json!({ "node": node.to_string(), "draining": draining })).into_response(),
+        Err(failure) => error(StatusCode::SERVICE_UNAVAILABLE, failure.to_string()),
+    }
+}
+
+async fn drain(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response {
+    set_draining(&agent, &headers, true).await
+}
+
+async fn undrain(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response {
+    set_draining(&agent, &headers, false).await
+}
+
+#[derive(Debug, Deserialize)]
+struct RouteQuery {
+    key: Option<String>,
+}
+
+async fn route(State(agent): State<Arc<Agent>>, Query(query): Query<RouteQuery>) -> Response {
+    let Some(key) = query.key else {
+        return error(StatusCode::BAD_REQUEST, "give the key: /v1/route?key=K");
+    };
+    let route = agent.router.route(&key);
+    let epoch = agent
+        .participant
+        .lease(route.partition)
+        .map(|lease| lease.epoch().0);
+    Json(json!({
+        "key": key,
+        "partition": route.partition.0,
+        "owner": route.owner.map(|o| o.to_string()),
+        "address": route.address.as_deref(),
+        "epoch": epoch,
+    }))
+    .into_response()
+}
+
+async fn map(State(agent): State<Arc<Agent>>) -> Response {
+    let partitions: Vec<Value> = (0..agent.partitions)
+        .map(|p| {
+            let owner = agent.router.owner_of_partition(PartitionId(p));
+            let address = owner.as_ref().and_then(|o| agent.router.address_of(o));
+            json!({
+                "partition": p,
+                "owner": owner.map(|o| o.to_string()),
+                "address": address.as_deref(),
+            })
+        })
+        .collect();
+    Json(json!({ "group": agent.group.to_string(), "partitions": partitions })).into_response()
+}
+
+/// `Last-Event-ID`, if the reader resumes.
+fn resume_from(headers: &HeaderMap) -> Result<Option<u64>, Refusal> {
+    match headers.get("last-event-id") {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                Refusal(
+                    StatusCode::BAD_REQUEST,
+                    "Last-Event-ID is not an event id".into(),
+                )
+            }),
+    }
+}
+
+async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response {
+    let after = match resume_from(&headers) {
+        Ok(after) => after,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let (backlog, receiver) = {
+        let kept = agent.events.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let receiver = agent.events.live.subscribe();
+        let oldest = kept.events.front().map(|(id, _)| *id);
+        if let (Some(after), Some(oldest)) = (after, oldest) {
+            if after + 1 < oldest {
+                return error(
+                    StatusCode::GONE,
+                    format!(
+                        "events after {after} are no longer kept (the oldest is {oldest}): \
+                         read /v1/leases and follow from now"
+                    ),
+                );
+            }
+        }
+        let backlog: Vec<(u64, Arc<str>)> = match after {
+            Some(after) => kept
+                .events
+                .iter()
+                .filter(|(id, _)| *id > after)
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        (backlog, receiver)
+    };
+    let event = |(id, data): (u64, Arc<str>)| {
+        Event::default()
+            .id(id.to_string())
+            .event("lease")
+            .data(data.as_ref())
+    };
+    let live = stream::unfold(Some(receiver), move |receiver| async move {
+        let mut receiver = receiver?;
+        match receiver.recv().await {
+            Ok(item) => Some((event(item), Some(receiver))),
+            // A reader this slow would hold the agent back: it is told why, and cut off.
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some((
+                Event::default().event("error").data(
+                    json!({"error": format!("too slow: {missed} events missed; reconnect with Last-Event-ID")})
+                        .to_string(),
+                ),
+                None,
+            )),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    });
+    let stream = stream::iter(backlog.into_iter().map(event)).chain(live);
+    Sse::new(stream.map(Ok::<_, Infallible>))
+        .keep_alive(
+            KeepAlive::new()
+                .interval(Duration::from_secs(15))
+                .text("keep-alive"),
+        )
+        .into_response()
+}

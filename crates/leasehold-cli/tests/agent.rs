@@ -1,0 +1,206 @@
+//! `leasehold agent` driven over HTTP as a worker in another language would: leases, permits
+//! that hold a hand-off open, NotOwner answers with the owner's address, the event stream,
+//! tokens, and requests no worker should send.
+
+mod common;
+
+use std::time::Duration;
+
+use common::http::{self, EventStream};
+use common::{NodeProcess, Site};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(60);
+const AUTH: &str = "Authorization: Bearer agent-token";
+
+struct Agent {
+    at: String,
+    _process: NodeProcess,
+}
+
+fn agent(site: &Site, id: &str, token: &str) -> Agent {
+    let advertise = format!("http://{id}.example:9000");
+    let mut args = vec!["agent", "--id", id];
+    args.extend(common::FAST);
+    args.extend([
+        "--advertise",
+        &advertise,
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        token,
+    ]);
+    let process = site.process(id, &args);
+    let at = http::authority(&site.printed_url(id)).to_string();
+    Agent {
+        at,
+        _process: process,
+    }
+}
+
+fn held(agent: &Agent) -> Vec<u64> {
+    let leases = http::get(&agent.at, "/v1/leases").json();
+    leases["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["partition"].as_u64().unwrap())
+        .collect()
+}
+
+fn post(agent: &Agent, path: &str, auth: bool) -> http::Response {
+    let headers: &[&str] = if auth { &[AUTH] } else { &[] };
+    http::request(&agent.at, "POST", path, headers, "")
+}
+
+#[test]
+fn a_worker_holds_a_hand_off_open_with_a_permit_and_is_told_who_owns_the_rest() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "8"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token\n").unwrap();
+    let token = token.to_str().unwrap();
+    let a = agent(&site, "a", token);
+    let b = agent(&site, "b", token);
+    site.wait_for(WAIT, "both agents to hold four partitions", || {
+        held(&a).len() == 4 && held(&b).len() == 4
+    });
+    assert_eq!(http::get(&a.at, "/readyz").status, 200);
+    let mut events = EventStream::open(&a.at, "/v1/events");
+
+    // A partition b holds: a answers 409 naming b and where b serves.
+    // The owner named comes from a's routing map, which follows the table: wait for it.
+    let theirs = held(&b)[0];
+    let mut body = Value::Null;
+    site.wait_for(WAIT, "a's map to name b as the owner", || {
+        let response = http::get(&a.at, &format!("/v1/leases/{theirs}"));
+        assert_eq!(response.status, 409, "{response:?}");
+        body = response.json();
+        body["owner"] == "b"
+    });
+    assert_eq!(body["address"], "http://b.example:9000");
+    let route: Value = http::get(&a.at, "/v1/route?key=order-42").json();
+    assert!(route["partition"].as_u64().unwrap() < 8);
+    assert_eq!(
+        http::get(&a.at, "/v1/map").json()["partitions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
+
+    // A permit on one of a's own, then a release: the hand-off waits for the permit.
+    let mine = held(&a)[0];
+    assert_eq!(
+        post(&a, &format!("/v1/leases/{mine}/permits"), false).status,
+        401
+    );
+    let permit = post(&a, &format!("/v1/leases/{mine}/permits"), true);
+    assert_eq!(permit.status, 201, "{permit:?}");
+    let permit = permit.json();
+    assert_eq!(permit["partition"].as_u64(), Some(mine));
+    assert!(permit["ms_left"].as_u64().unwrap() <= 400);
+    let released = post(&a, &format!("/v1/leases/{mine}/release"), true);
+    assert_eq!(released.status, 200, "{released:?}");
+    assert_eq!(
+        http::get(&a.at, &format!("/v1/leases/{mine}")).status,
+        409,
+        "no new work"
+    );
+    let epoch_of = |partition: u64| {
+        let status = site.status();
+        status["partitions"][partition as usize]["epoch"]
+            .as_u64()
+            .unwrap()
+    };
+    let tenure = permit["epoch"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        epoch_of(mine),
+        tenure,
+        "the partition changed hands while the permit was held"
+    );
+    assert!(!held(&b).contains(&mine));
+    let id = permit["id"].as_u64().unwrap();
+    let ended = http::request(&a.at, "DELETE", &format!("/v1/permits/{id}"), &[AUTH], "");
+    assert_eq!(ended.status, 204, "{ended:?}");
+    // Released once the permit is gone, and taken again (by a, below its share, or b).
+    site.wait_for(WAIT, "a new tenure once the permit ended", || {
+        epoch_of(mine) > tenure
+    });
+    let again = http::request(&a.at, "DELETE", &format!("/v1/permits/{id}"), &[AUTH], "");
+    assert_eq!(again.status, 404);
+
+    // The stream said so, in order, each event with its id.
+    let mut kinds = Vec::new();
+    let mut last_id = String::new();
+    while !kinds.contains(&"released".to_string()) {
+        let event = events.next();
+        let data: Value = serde_json::from_str(&event.data).unwrap();
+        if data["partition"].as_u64() == Some(mine) {
+            kinds.push(data["kind"].as_str().unwrap().to_string());
+        }
+        last_id = event.id.unwrap();
+    }
+    assert_eq!(kinds, vec!["releasing", "released"]);
+    assert!(last_id.parse::<u64>().unwrap() >= 2);
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_a_public_address_needs_a_token() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token").unwrap();
+    let a = agent(&site, "a", token.to_str().unwrap());
+    for (method, path, headers, status) in [
+        ("GET", "/v1/leases/x", &[][..], 400),
+        ("GET", "/v1/leases/99", &[][..], 404),
+        (
+            "POST",
+            "/v1/leases/1/permits",
+            &["Authorization: Bearer nope"][..],
+            401,
+        ),
+        ("POST", "/v1/drain", &[][..], 401),
+        ("DELETE", "/v1/permits/abc", &[AUTH][..], 400),
+        ("GET", "/v1/route", &[][..], 400),
+        ("GET", "/v1/nowhere", &[][..], 404),
+        ("PUT", "/v1/leases", &[][..], 405),
+    ] {
+        let response = http::request(&a.at, method, path, headers, "");
+        assert_eq!(response.status, status, "{method} {path}: {response:?}");
+        if status != 405 {
+            assert!(response.json()["error"].is_string(), "{method} {path}");
+        }
+    }
+    let resumed = http::request(&a.at, "GET", "/v1/events", &["Last-Event-ID: soon"], "");
+    assert_eq!(resumed.status, 400);
+    assert_eq!(post(&a, "/v1/drain", true).status, 200);
+    site.wait_for(WAIT, "readyz to say draining", || {
+        http::get(&a.at, "/readyz").status == 503
+    });
+    assert_eq!(http::get(&a.at, "/healthz").body, "ok\n");
+
+    let run = site.run(&["agent", "--id", "z", "--listen", "0.0.0.0:0"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--token-file"), "{}", run.stderr);
+}
+
+/// Whatever arrives, the agent answers below 500 (or drops a request that is not HTTP) and
+/// keeps serving.
+#[test]
+fn nothing_a_client_sends_crashes_the_agent_or_gets_a_server_error() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    let token = site.path("token");
+    std::fs::write(&token, "fuzz-token").unwrap();
+    let a = agent(&site, "a", token.to_str().unwrap());
+    common::fuzz::nothing_crashes(
+        &a.at,
+        &[
+            "leases", "permits", "release", "route", "map", "drain", "undrain", "1", "events",
+        ],
+        "/v1/events",
+    );
+}
