@@ -204,3 +204,28 @@ fn nothing_a_client_sends_crashes_the_agent_or_gets_a_server_error() {
         "/v1/events",
     );
 }
+
+/// The Python client in `clients/python` against a real agent: leases, a permit, the event
+/// stream, a refused token and a drain, checked by `check_agent.py`.
+#[test]
+fn the_python_client_drives_the_agent() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token").unwrap();
+    let a = agent(&site, "a", token.to_str().unwrap());
+    let client = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/python");
+    let output = std::process::Command::new("python3")
+        .arg("check_agent.py")
+        .arg(format!("http://{}", a.at))
+        .arg("agent-token")
+        .current_dir(client)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "check_agent.py failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

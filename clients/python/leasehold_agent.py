@@ -1,0 +1,158 @@
+"""A client for `leasehold agent`: leases, work permits and lease events over its HTTP API.
+
+Standard library only. A permit's deadline is counted on this process's own monotonic clock
+from the moment the request was *sent*, so a slow reply can only shorten it:
+
+    agent = Agent("http://127.0.0.1:7464", token="...")
+    for event in agent.events():
+        if event["kind"] == "acquired":
+            with agent.permit(event["partition"]) as permit:
+                while permit.valid():
+                    do_some_work(permit.partition, fencing_token=permit.epoch)
+"""
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+class AgentError(Exception):
+    """The agent refused a request: `status` and the `error` it gave."""
+
+    def __init__(self, status, body):
+        self.status = status
+        self.body = body
+        super().__init__(f"{status}: {body.get('error', body)}")
+
+
+class NotOwner(AgentError):
+    """This node does not serve the partition; `owner` and `address` say who does, if known."""
+
+    @property
+    def owner(self):
+        return self.body.get("owner")
+
+    @property
+    def address(self):
+        return self.body.get("address")
+
+
+class Permit:
+    """One unit of work's hold on a partition: the hand-off of the partition waits until it
+    is ended, the lease ends, or `valid()` turns false (its deadline, on this clock)."""
+
+    def __init__(self, agent, body, sent_at):
+        self.agent = agent
+        self.id = body["id"]
+        self.partition = body["partition"]
+        self.epoch = body["epoch"]
+        self.deadline = sent_at + body["ms_left"] / 1000.0
+        self.ended = False
+
+    def valid(self):
+        return not self.ended and time.monotonic() < self.deadline
+
+    def end(self):
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            self.agent._call("DELETE", f"/v1/permits/{self.id}")
+        except AgentError as error:
+            # Already gone with its lease: nothing left to end.
+            if error.status != 404:
+                raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.end()
+
+
+class Agent:
+    """The agent at `base_url` (`http://127.0.0.1:7464`), with its bearer token if it has one."""
+
+    def __init__(self, base_url, token=None, timeout=5.0):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _request(self, method, path, headers=None):
+        request = urllib.request.Request(self.base_url + path, method=method)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        return request
+
+    def _call(self, method, path):
+        try:
+            with urllib.request.urlopen(self._request(method, path), timeout=self.timeout) as reply:
+                text = reply.read().decode()
+                return json.loads(text) if text else None
+        except urllib.error.HTTPError as error:
+            text = error.read().decode()
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = {"error": text}
+            if error.code == 409:
+                raise NotOwner(error.code, body) from None
+            raise AgentError(error.code, body) from None
+
+    def leases(self):
+        """The leases this node holds: partition, epoch, ms_left."""
+        return self._call("GET", "/v1/leases")["leases"]
+
+    def lease(self, partition):
+        """The lease on `partition` if this node holds it; raises NotOwner otherwise."""
+        return self._call("GET", f"/v1/leases/{int(partition)}")
+
+    def permit(self, partition):
+        """A work permit on `partition`; raises NotOwner if this node does not serve it."""
+        sent_at = time.monotonic()
+        body = self._call("POST", f"/v1/leases/{int(partition)}/permits")
+        return Permit(self, body, sent_at)
+
+    def release(self, partition):
+        return self._call("POST", f"/v1/leases/{int(partition)}/release")
+
+    def drain(self):
+        return self._call("POST", "/v1/drain")
+
+    def undrain(self):
+        return self._call("POST", "/v1/undrain")
+
+    def route(self, key):
+        return self._call("GET", "/v1/route?" + urllib.parse.urlencode({"key": key}))
+
+    def map(self):
+        return self._call("GET", "/v1/map")["partitions"]
+
+    def events(self, last_event_id=None, timeout=None):
+        """Lease events as dicts (id, kind, partition, epoch), from after `last_event_id` if
+        given. Ends when the agent closes the stream; reconnect with the last id seen."""
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        request = self._request("GET", "/v1/events", headers)
+        with urllib.request.urlopen(request, timeout=timeout) as stream:
+            name, data = "message", []
+            for raw in stream:
+                line = raw.decode().rstrip("\r\n")
+                if not line:
+                    if data:
+                        event = json.loads("\n".join(data))
+                        if name == "error":
+                            raise AgentError(503, event)
+                        yield event
+                    name, data = "message", []
+                elif line.startswith(":"):
+                    continue
+                elif line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip())
