@@ -15,7 +15,7 @@ const AUTH: &str = "Authorization: Bearer agent-token";
 
 struct Agent {
     at: String,
-    _process: NodeProcess,
+    process: NodeProcess,
 }
 
 fn agent(site: &Site, id: &str, token: &str) -> Agent {
@@ -32,10 +32,7 @@ fn agent(site: &Site, id: &str, token: &str) -> Agent {
     ]);
     let process = site.process(id, &args);
     let at = http::authority(&site.printed_url(id)).to_string();
-    Agent {
-        at,
-        _process: process,
-    }
+    Agent { at, process }
 }
 
 fn held(agent: &Agent) -> Vec<u64> {
@@ -227,5 +224,44 @@ fn the_python_client_drives_the_agent() {
         "check_agent.py failed:\n{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// SIGTERM: no new permit is granted, the agent waits for the outstanding one (the API still
+/// answers meanwhile), and exits 0 once the worker ends it.
+#[test]
+fn on_sigterm_the_agent_waits_for_outstanding_permits_then_exits() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "2"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token").unwrap();
+    let mut a = agent(&site, "a", token.to_str().unwrap());
+    site.wait_for(WAIT, "a to hold both partitions", || held(&a).len() == 2);
+    let permit = post(&a, "/v1/leases/0/permits", true);
+    assert_eq!(permit.status, 201, "{permit:?}");
+    let id = permit.json()["id"].as_u64().unwrap();
+
+    a.process.signal("TERM");
+    site.wait_for(WAIT, "the agent to stop granting permits", || {
+        post(&a, "/v1/leases/1/permits", true).status == 503
+    });
+    assert_eq!(http::get(&a.at, "/readyz").status, 503);
+    // The drain timeout is 30 s: a second later it is still waiting for the permit.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        a.process.is_running(),
+        "the agent exited with a permit outstanding"
+    );
+    let ended = http::request(&a.at, "DELETE", &format!("/v1/permits/{id}"), &[AUTH], "");
+    assert_eq!(ended.status, 204, "{ended:?}");
+    assert_eq!(a.process.terminate(WAIT), 0);
+    let status = site.status();
+    assert!(
+        status["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["state"] == "released"),
+        "{status}"
     );
 }
