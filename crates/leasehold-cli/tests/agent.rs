@@ -242,10 +242,12 @@ fn on_sigterm_the_agent_waits_for_outstanding_permits_then_exits() {
     let id = permit.json()["id"].as_u64().unwrap();
 
     a.process.signal("TERM");
-    site.wait_for(WAIT, "the agent to stop granting permits", || {
-        post(&a, "/v1/leases/1/permits", true).status == 503
+    // Probed by readyz, not by asking for permits: one granted before the signal arrived
+    // would hold its own hand-off open.
+    site.wait_for(WAIT, "the agent to stop being ready", || {
+        http::get(&a.at, "/readyz").status == 503
     });
-    assert_eq!(http::get(&a.at, "/readyz").status, 503);
+    assert_eq!(post(&a, "/v1/leases/1/permits", true).status, 503);
     // The drain timeout is 30 s: a second later it is still waiting for the permit.
     std::thread::sleep(Duration::from_secs(1));
     assert!(
