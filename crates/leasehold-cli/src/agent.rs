@@ -38,6 +38,8 @@ use crate::Outcome;
 
 /// Permits outstanding at once: each holds a lease's hand-off open.
 const MAX_PERMITS: usize = 10_000;
+/// Event streams served at once: each holds a connection and a task.
+const MAX_STREAMS: usize = 64;
 /// Events kept for a reader resuming with `Last-Event-ID`.
 const EVENTS_KEPT: usize = 1024;
 /// How often permits that ran out (lease lost or past its deadline) are dropped.
@@ -129,6 +131,7 @@ struct Agent {
     token: Option<String>,
     registry: Arc<Registry>,
     events: Arc<Events>,
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// Runs `agent` until SIGTERM or SIGINT: then stops granting permits, waits for those
@@ -173,6 +176,7 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
         token,
         registry: started.registry.clone().unwrap_or_default(),
         events,
+        streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
     });
     let reaper = tokio::spawn(reap(Arc::clone(&agent)));
     crate::http::spawn(listener, routes(Arc::clone(&agent)), "agent");
@@ -472,6 +476,12 @@ async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response
         Ok(after) => after,
         Err(refusal) => return refusal.into_response(),
     };
+    let Ok(slot) = Arc::clone(&agent.streams).try_acquire_owned() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_STREAMS} event streams are open; close one first"),
+        );
+    };
     let (backlog, receiver) = {
         let kept = agent.events.kept.lock().unwrap_or_else(|e| e.into_inner());
         let receiver = agent.events.live.subscribe();
@@ -504,10 +514,11 @@ async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response
             .event("lease")
             .data(data.as_ref())
     };
-    let live = stream::unfold(Some(receiver), move |receiver| async move {
-        let mut receiver = receiver?;
+    // The stream keeps its slot until it ends.
+    let live = stream::unfold(Some((receiver, slot)), move |open| async move {
+        let (mut receiver, slot) = open?;
         match receiver.recv().await {
-            Ok(item) => Some((event(item), Some(receiver))),
+            Ok(item) => Some((event(item), Some((receiver, slot)))),
             // A reader this slow would hold the agent back: it is told why, and cut off.
             Err(broadcast::error::RecvError::Lagged(missed)) => Some((
                 Event::default().event("error").data(

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::Context;
-use leasehold::{unix_ms_now, ChangeFeed, GroupName, LeaseStore, StoreError};
+use leasehold::{unix_ms_now, Change, ChangeFeed, GroupName, LeaseState, LeaseStore, StoreError};
 use tokio::sync::{broadcast, Semaphore};
 use tokio::time::Instant;
 
@@ -173,20 +173,38 @@ async fn read_forever(app: Arc<App>, interval: Duration, expected: Option<u32>) 
         let started = Instant::now();
         read_once(&app, expected).await;
         let next = started + interval;
-        tokio::select! {
-            _ = tokio::time::sleep_until(next) => {}
-            notice = next_notice(&mut feed) => {
-                if notice.is_none() {
-                    feed = None;
-                }
-                // Coalesces a burst of notices (a fleet renewing) into one read.
-                tokio::time::sleep_until((started + MIN_NOTICE_GAP).min(next)).await;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => break,
+                notice = next_notice(&mut feed) => match notice {
+                    None => feed = None,
+                    Some(change) if routine(&change) => {}
+                    Some(_) => {
+                        // Coalesces a burst of notices into one read.
+                        tokio::time::sleep_until((started + MIN_NOTICE_GAP).min(next)).await;
+                        break;
+                    }
+                },
             }
         }
     }
 }
 
-async fn next_notice(feed: &mut Option<ChangeFeed>) -> Option<leasehold::Change> {
+/// Whether a notice can wait for the next read: a lease written held (every renewal, as
+/// well as a take) or a member's heartbeat. A fleet sends them every heartbeat, and reading
+/// the whole table for each would cost the store far more than the map gains; releases,
+/// operator changes and members joining or leaving are read at once.
+fn routine(change: &Change) -> bool {
+    matches!(
+        change,
+        Change::LeaseWritten {
+            state: LeaseState::Held,
+            ..
+        } | Change::MemberUpdated(_)
+    )
+}
+
+async fn next_notice(feed: &mut Option<ChangeFeed>) -> Option<Change> {
     match feed {
         Some(feed) => feed.next().await,
         None => std::future::pending().await,
