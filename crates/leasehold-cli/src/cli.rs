@@ -495,6 +495,15 @@ pub struct SimArgs {
     /// which the exclusion check must catch.
     #[arg(long = "unsafe-ignore-exclusions")]
     pub unsafe_ignore_exclusions: bool,
+    /// The load on the partitions: none (nodes balance by count), or zipf (each partition's
+    /// load from a Zipf distribution, s = 0.6, a tenth of the ranks shuffled every ten
+    /// minutes; node capacities and weights 2, 3 and 4 in turn), which nodes report and balance on.
+    #[arg(long, default_value = "none", value_parser = ["none", "zipf"])]
+    pub load: String,
+    /// Restart every node once, one at a time, a third into the run, and report how many
+    /// partitions went back to their holders.
+    #[arg(long)]
+    pub rolling_restart: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

@@ -25,6 +25,8 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_stop_acquiring = args.unsafe_stop_acquiring;
     config.unsafe_ignore_members = args.unsafe_ignore_members;
     config.unsafe_ignore_exclusions = args.unsafe_ignore_exclusions;
+    config.load = (args.load == "zipf").then(leasehold_sim::LoadShape::default);
+    config.rolling_restart = args.rolling_restart;
     config
 }
 

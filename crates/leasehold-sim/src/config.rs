@@ -324,6 +324,13 @@ pub struct SimConfig {
     /// Whether the store pushes change notices (as etcd, ZooKeeper and PostgreSQL can); when
     /// off, nodes learn of changes only by scanning every `scan_interval`.
     pub change_notices: bool,
+    /// The load on the partitions, which nodes report and balance on; `None` for a fleet
+    /// that reports none and balances by count.
+    pub load: Option<crate::load::LoadShape>,
+    /// Restart every node once, one at a time, as a rolling update does (graceful stop,
+    /// start under the same name, the next once it has joined), a third into the run;
+    /// with every fault off, the figures say how many partitions went back to their holder.
+    pub rolling_restart: bool,
 }
 
 impl SimConfig {
@@ -349,6 +356,8 @@ impl SimConfig {
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
+            load: None,
+            rolling_restart: false,
         }
     }
 
@@ -472,6 +481,8 @@ impl SimConfig {
             (self.unsafe_stop_acquiring, " --unsafe-stop-acquiring"),
             (self.unsafe_ignore_members, " --unsafe-ignore-members"),
             (self.unsafe_ignore_exclusions, " --unsafe-ignore-exclusions"),
+            (self.load.is_some(), " --load zipf"),
+            (self.rolling_restart, " --rolling-restart"),
         ] {
             if on {
                 command.push_str(flag);

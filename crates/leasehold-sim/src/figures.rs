@@ -118,6 +118,48 @@ pub struct Samples {
     pub settled_checks: u64,
     /// Faults injected.
     pub faults: FaultCounts,
+    /// Load balancing, when the run models load.
+    pub load: LoadSamples,
+}
+
+/// What runs with a load model record of their balance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LoadSamples {
+    /// At each sample after the fleet first came within the band: the highest ratio of a
+    /// serving node's true load to its fair share.
+    pub max_over_mean: Vec<f64>,
+    /// For each shift of the load that put the fleet out of the band: the time from the
+    /// shift until it was back within it.
+    pub back_in_band: Vec<Duration>,
+    /// Shifts after which the fleet was still out of the band at the next shift or the end.
+    pub unrecovered: u64,
+    /// Partitions handed off after the fleet first came within the band.
+    pub moves: u64,
+    /// Simulated time after the fleet first came within the band.
+    pub observed: Duration,
+    /// The churn budget's limit on moves over `observed`, summed over the fleet.
+    pub budget: f64,
+    /// Rolling restarts: partitions whose holder after the restart was the one before.
+    pub returned: u64,
+    /// Rolling restarts: partitions compared.
+    pub compared: u64,
+    /// Rolling restarts: acquisitions between the first stop and the fleet settling after
+    /// the last start.
+    pub rolling_moves: u64,
+}
+
+impl LoadSamples {
+    fn add(&mut self, other: &LoadSamples) {
+        self.max_over_mean.extend_from_slice(&other.max_over_mean);
+        self.back_in_band.extend_from_slice(&other.back_in_band);
+        self.unrecovered += other.unrecovered;
+        self.moves += other.moves;
+        self.observed += other.observed;
+        self.budget += other.budget;
+        self.returned += other.returned;
+        self.compared += other.compared;
+        self.rolling_moves += other.rolling_moves;
+    }
 }
 
 impl Samples {
@@ -135,6 +177,7 @@ impl Samples {
         self.work_units.1 += other.work_units.1;
         self.settled_checks += other.settled_checks;
         self.faults.add(&other.faults);
+        self.load.add(&other.load);
     }
 }
 

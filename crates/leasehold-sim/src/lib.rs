@@ -70,6 +70,7 @@ mod faults;
 mod figures;
 pub mod invariants;
 mod lifecycle;
+pub mod load;
 mod report;
 mod resource;
 mod run;
@@ -79,7 +80,8 @@ mod world;
 
 pub use clock::{Gate, SimClock};
 pub use config::{FaultConfig, FaultProfile, SimConfig, SimConfigError, Timings};
-pub use figures::{FaultCounts, Percentiles, Samples, StoreTraffic};
-pub use report::{Figures, SeedReport, Summary, Violation};
+pub use figures::{FaultCounts, LoadSamples, Percentiles, Samples, StoreTraffic};
+pub use load::LoadShape;
+pub use report::{Figures, Ratios, SeedReport, Summary, Violation};
 pub use run::{run_many, run_many_on, run_seed, run_seed_traced};
 pub use trace::Trace;

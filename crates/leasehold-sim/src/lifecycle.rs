@@ -59,6 +59,12 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     config.unsafe_reuse_epoch = world.config.unsafe_epoch_reuse;
     config.unsafe_ignore_exclusions = world.config.unsafe_ignore_exclusions;
     config.excluded = slot.excluded.iter().map(|(p, _)| *p).collect();
+    if world.load.is_some() {
+        // Weights in proportion to the capacities, as an operator sets them, so that the
+        // first placement, made by count before any load is reported, starts close; the
+        // capacity for load defaults to the weight.
+        config.weight = crate::load::LoadModel::weight(index);
+    }
     let unchecked = world.config.unsafe_timings
         || world.config.unsafe_release
         || config.unsafe_skip_group_check
@@ -292,5 +298,10 @@ impl Callbacks for NodeCallbacks {
 
     fn on_lost(&self, loss: &Loss) {
         self.world.lost(self.holder, loss);
+    }
+
+    fn load(&self, partition: PartitionId) -> Option<f64> {
+        let model = self.world.load.as_ref()?;
+        Some(model.load(partition, self.world.elapsed(Instant::now())))
     }
 }

@@ -106,6 +106,55 @@ pub struct Figures {
     pub simulated_per_wall_second: f64,
     /// Faults injected.
     pub faults: FaultCounts,
+    /// With a load model: the highest ratio of a serving node's load to its fair share,
+    /// over the samples after the fleet first came within the band.
+    pub load_max_over_mean: Option<Ratios>,
+    /// With a load model: from a shift of the load to the fleet being back within the band.
+    pub load_back_in_band: Option<Percentiles>,
+    /// With a load model: shifts the fleet had not recovered from by the next one or the end.
+    pub load_unrecovered_shifts: u64,
+    /// With a load model: partitions handed off per hour after convergence, and what the
+    /// churn budget allows per hour.
+    pub load_moves_per_hour: Option<(f64, f64)>,
+    /// With a rolling restart: the share of partitions back with their holder afterwards.
+    pub rolling_same_holder: Option<f64>,
+    /// With a rolling restart: acquisitions per partition, from the first stop to the fleet
+    /// settling after the last start.
+    pub rolling_moves_per_partition: Option<f64>,
+}
+
+/// A distribution of ratios.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ratios {
+    /// Number of samples.
+    pub count: usize,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Ratios {
+    /// The summary of `samples`, or `None` if there are none.
+    pub fn of(samples: &[f64]) -> Option<Ratios> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let index = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+            sorted[index]
+        };
+        Some(Ratios {
+            count: sorted.len(),
+            p50: at(0.50),
+            p99: at(0.99),
+            max: sorted[sorted.len() - 1],
+        })
+    }
 }
 
 impl Figures {
@@ -148,6 +197,20 @@ impl Figures {
             settled_balance_checks: samples.settled_checks,
             simulated_per_wall_second: simulated.as_secs_f64() / wall.as_secs_f64().max(1e-9),
             faults: samples.faults.clone(),
+            load_max_over_mean: Ratios::of(&samples.load.max_over_mean),
+            load_back_in_band: Percentiles::of(&samples.load.back_in_band),
+            load_unrecovered_shifts: samples.load.unrecovered,
+            load_moves_per_hour: (!samples.load.observed.is_zero()).then(|| {
+                let hours = samples.load.observed.as_secs_f64() / 3600.0;
+                (
+                    samples.load.moves as f64 / hours,
+                    samples.load.budget / hours,
+                )
+            }),
+            rolling_same_holder: (samples.load.compared > 0)
+                .then(|| samples.load.returned as f64 / samples.load.compared as f64),
+            rolling_moves_per_partition: (samples.load.compared > 0)
+                .then(|| samples.load.rolling_moves as f64 / samples.load.compared as f64),
         }
     }
 }
@@ -172,6 +235,36 @@ impl fmt::Display for Figures {
         }
         line(f, "hand-off on release", &self.handoff)?;
         line(f, "join to fair share", &self.join_to_fair_share)?;
+        if let Some(r) = &self.load_max_over_mean {
+            writeln!(
+                f,
+                "  {:<22} p50 {:>8.3}   p99 {:>8.3}   max {:>8.3}   (n={}, after first within the band)",
+                "load max/fair share", r.p50, r.p99, r.max, r.count
+            )?;
+            line(f, "load back in band", &self.load_back_in_band)?;
+            writeln!(
+                f,
+                "  {:<22} {} shifts not recovered from by the next",
+                "", self.load_unrecovered_shifts
+            )?;
+        }
+        if let Some((moves, budget)) = self.load_moves_per_hour {
+            writeln!(
+                f,
+                "  {:<22} {moves:.1} hand-offs per hour (churn budget {budget:.1})",
+                "load moves"
+            )?;
+        }
+        if let (Some(same), Some(moves)) =
+            (self.rolling_same_holder, self.rolling_moves_per_partition)
+        {
+            writeln!(
+                f,
+                "  {:<22} {:.1}% back with their holder, {moves:.2} moves per partition",
+                "rolling restart",
+                same * 100.0
+            )?;
+        }
         match (self.moved_per_change, self.minimum_per_change) {
             (Some(moved), Some(minimum)) => writeln!(
                 f,

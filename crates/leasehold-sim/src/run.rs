@@ -93,6 +93,29 @@ fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violat
     samples.fenced = (state.fencing.accepted, state.fencing.refused);
     samples.work_units = (state.work.units, state.work.cut_short);
     samples.faults = state.counts.clone();
+    if world.load.is_some() {
+        let mut record = state.load.clone();
+        record.finish();
+        let node = leasehold::NodeId::new("n").expect("valid");
+        let config = world
+            .timings
+            .participant_config(node, world.config.partitions);
+        let windows = record.observed.as_secs_f64() / config.churn_window.as_secs_f64();
+        samples.load = crate::figures::LoadSamples {
+            max_over_mean: record.ratios.clone(),
+            back_in_band: record.recoveries.clone(),
+            unrecovered: u64::from(record.unrecovered),
+            moves: record.moves,
+            observed: record.observed,
+            budget: config.churn_budget * f64::from(world.config.partitions) * windows,
+            ..Default::default()
+        };
+    }
+    if let Some((returned, compared, moves)) = state.rolling {
+        samples.load.returned = returned;
+        samples.load.compared = compared;
+        samples.load.rolling_moves = moves;
+    }
     Ok(SeedReport {
         seed,
         simulated,

@@ -80,6 +80,7 @@ fn runner_work_per_scan(partitions: u32) -> (Duration, Duration) {
             observed: &observed,
             holdings: &holdings,
             draining: false,
+            load_moves_left: 0,
         };
         std::hint::black_box(plan(&input, &mut rng));
     }

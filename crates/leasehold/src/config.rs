@@ -90,6 +90,28 @@ pub struct ParticipantConfig {
     /// A few labels published with the member record (zone, version), within
     /// [`crate::MemberRecord::MAX_METADATA_ENTRIES`] entries. Default: none.
     pub metadata: BTreeMap<String, String>,
+    /// This node's capacity for load, relative to the other members' (as `weight` is for
+    /// partition counts): when the application reports load ([`crate::Callbacks::load`]),
+    /// each node's fair share of the fleet's load is in proportion to it. Default: `weight`.
+    pub capacity: Option<f64>,
+    /// The load above which this node hands off its hottest partitions that another member
+    /// has room for, even when the fleet is otherwise balanced; published so that the others
+    /// do not send it more. Default: none.
+    pub max_load: Option<f64>,
+    /// How far a node's load may stray above its fair share before partitions move to
+    /// balance it: 1.10 lets the most loaded node carry 10% more than its share. A node that
+    /// crosses the band sheds down to its share, not just under the band, so that noise
+    /// around the edge does not move partitions back and forth. Must be at least 1.
+    /// Default 1.10.
+    pub load_band: f64,
+    /// The most partitions the fleet moves to balance load within any `churn_window`, as a
+    /// fraction of the table: each node moves at most its even part of it (at least one),
+    /// so with every node at 0.10 at most a tenth of the table moves per window. Moves
+    /// forced by a crash, a drain, an exclusion or a nearly empty newcomer are not counted.
+    /// Default 0.10.
+    pub churn_budget: f64,
+    /// The window `churn_budget` counts over. Default 10 minutes.
+    pub churn_window: Duration,
     /// Negative control for the simulator: take and keep excluded partitions as if the list
     /// were empty. Refused by [`ParticipantConfig::validate`].
     #[doc(hidden)]
@@ -155,6 +177,11 @@ impl ParticipantConfig {
             excluded: BTreeSet::new(),
             advertise: None,
             metadata: BTreeMap::new(),
+            capacity: None,
+            max_load: None,
+            load_band: 1.10,
+            churn_budget: 0.10,
+            churn_window: Duration::from_secs(600),
             unsafe_ignore_exclusions: false,
             unsafe_release_ignores_permits: false,
             unsafe_skip_group_check: false,
@@ -254,7 +281,7 @@ impl ParticipantConfig {
     /// wrote it. With clock rates within ρ of true time, the taker cannot start before the
     /// holder stopped if `acquire_after × (1 − ρ) > lease_validity × (1 + ρ)`.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        // The last three may be zero: they switch a behaviour off or make it immediate.
+        // forget_members_after, relist_after and drain_timeout may be zero: they switch a behaviour off or make it immediate.
         for (name, value, may_be_zero) in [
             ("heartbeat", self.heartbeat, false),
             ("lease_validity", self.lease_validity, false),
@@ -264,6 +291,7 @@ impl ParticipantConfig {
             ("forget_members_after", self.forget_members_after, true),
             ("relist_after", self.relist_after, true),
             ("drain_timeout", self.drain_timeout, true),
+            ("churn_window", self.churn_window, false),
         ] {
             if value.is_zero() && !may_be_zero {
                 return Err(ConfigError::ZeroDuration { name });
@@ -338,9 +366,29 @@ impl ParticipantConfig {
             return Err(ConfigError::UnsafeExclusions);
         }
         Self::check_excluded(self.partitions, &self.excluded)?;
+        if !(self.load_band.is_finite() && self.load_band >= 1.0) {
+            return Err(ConfigError::LoadBandOutOfRange {
+                load_band: self.load_band,
+            });
+        }
+        for (field, value) in [("capacity", self.capacity), ("max_load", self.max_load)] {
+            if let Some(value) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(ConfigError::Published {
+                    field,
+                    reason: format!("= {value} must be a positive number"),
+                });
+            }
+        }
+        if !(self.churn_budget.is_finite() && self.churn_budget > 0.0 && self.churn_budget <= 1.0) {
+            return Err(ConfigError::ChurnBudgetOutOfRange {
+                churn_budget: self.churn_budget,
+            });
+        }
         let published = crate::record::MemberRecord {
             address: self.advertise.clone(),
             metadata: self.metadata.clone(),
+            capacity: self.capacity,
+            max_load: self.max_load,
             ..crate::record::MemberRecord::default()
         };
         published
@@ -418,6 +466,18 @@ pub enum ConfigError {
         first: Vec<u32>,
         /// The group's partition count.
         partitions: u32,
+    },
+    /// The load band was below 1 or not a number.
+    #[error("load_band = {load_band} must be at least 1 (1.10 lets a node carry 10% above its fair share)")]
+    LoadBandOutOfRange {
+        /// The rejected value.
+        load_band: f64,
+    },
+    /// The churn budget was outside `(0, 1]`.
+    #[error("churn_budget = {churn_budget} must be in (0, 1]: the fraction of its partitions a node may move per churn_window to balance load")]
+    ChurnBudgetOutOfRange {
+        /// The rejected value.
+        churn_budget: f64,
     },
     /// `partitions` was zero.
     #[error("partitions must be at least 1")]

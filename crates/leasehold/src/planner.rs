@@ -12,6 +12,7 @@ use crate::config::ParticipantConfig;
 use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
+pub mod load;
 mod members;
 mod schedule;
 mod shares;
@@ -200,6 +201,13 @@ pub struct Plan {
     /// How many of `acquire` lie outside this node's [`Stripe`]: rows other nodes take
     /// first, which a view not read just now may show free when they are not.
     pub off_stripe: u32,
+    /// Of `release`, how many hand off load to balance it and count against the churn
+    /// budget ([`ParticipantConfig::churn_budget`]).
+    pub shed: u32,
+    /// This node's load and fair share of the fleet's, when the application reports load.
+    pub load: Option<(f64, f64)>,
+    /// Load above this node's [`ParticipantConfig::max_load`] that no member has room for.
+    pub load_spillover: f64,
 }
 
 impl Plan {
@@ -230,6 +238,9 @@ pub struct PlanInput<'a> {
     pub holdings: &'a BTreeMap<PartitionId, Holding>,
     /// Whether this node has been asked to drain.
     pub draining: bool,
+    /// How many more partitions this node may move to balance load within the current
+    /// churn window ([`ParticipantConfig::churn_budget`]).
+    pub load_moves_left: u32,
 }
 
 /// Decides what to drop, renew, release and acquire. `rng` only orders equally good
@@ -241,6 +252,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         observed,
         holdings,
         draining,
+        load_moves_left,
     } = *input;
     let mut plan = Plan::default();
     for (partition, holding) in holdings {
@@ -267,8 +279,85 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     plan.target = targets.get(&config.node).copied().unwrap_or(0);
     plan.live_members = members.len();
 
+    // Balancing by load, when the application reports it; by count otherwise, and always
+    // while draining, which empties the node whatever the loads.
+    let loads = if draining {
+        None
+    } else {
+        load::LoadView::of(now, config, observed, holdings, &plan.renew, draining)
+    };
+    if let Some(view) = &loads {
+        let keep: Vec<(PartitionId, f64, Option<NodeId>)> = plan
+            .renew
+            .iter()
+            .map(|p| {
+                let record = &holdings[p].record;
+                (
+                    *p,
+                    view.estimate(record.load),
+                    record.previous_owner.clone(),
+                )
+            })
+            .collect();
+        let shedding = load::shed(view, config, &keep, load_moves_left, |p, node| {
+            observed.leases.prohibited(p).contains(node)
+        });
+        let own = view.get(&config.node);
+        plan.load = own.map(|me| (me.load, me.fair));
+        plan.target = plan.renew.len() as u32;
+        plan.load_spillover = shedding.spillover;
+        if !shedding.moves.is_empty() {
+            plan.shed = shedding.budgeted;
+            for (partition, to) in shedding.moves {
+                plan.renew.retain(|p| *p != partition);
+                plan.release.push(partition);
+                plan.return_to.insert(partition, to);
+            }
+            plan.release.sort();
+            plan.target = plan.renew.len() as u32;
+            return plan;
+        }
+    }
+
+    // Placement that remembers, by count: a member nearly empty (it came back under its
+    // name) gets back what it held before from whoever took it meanwhile, up to what it
+    // lacks, even from a node not above its own target: that node then takes a free
+    // partition or a surplus elsewhere, and the returning member finds its warm state.
+    if loads.is_none() && !draining {
+        // Only towards a member nearly empty (below half its target): one that has just come
+        // back. A member merely short of its share is filled by the surplus below, without
+        // taking partitions from nodes at their own target.
+        let mut lacking: BTreeMap<&NodeId, u32> =
+            deficits_of_others(observed, &targets, &config.node)
+                .into_iter()
+                .filter(|(member, lack)| lack * 2 > targets[*member])
+                .collect();
+        let mut homecoming = Vec::new();
+        for partition in &plan.renew {
+            let holding = &holdings[partition];
+            let Some(home) = holding.record.previous_owner.as_ref() else {
+                continue;
+            };
+            if let Some(lack) = lacking.get_mut(home).filter(|lack| **lack > 0) {
+                if !holding.record.prohibited.contains(home) {
+                    *lack -= 1;
+                    homecoming.push((*partition, home.clone()));
+                }
+            }
+        }
+        if !homecoming.is_empty() {
+            for (partition, home) in homecoming {
+                plan.renew.retain(|p| *p != partition);
+                plan.release.push(partition);
+                plan.return_to.insert(partition, home);
+            }
+            plan.release.sort();
+            return plan;
+        }
+    }
+
     let held = plan.renew.len() as u32;
-    if held > plan.target {
+    if loads.is_none() && held > plan.target {
         // Hand off only what other live members lack: a lease nobody else needs stays
         // served here (for example one rescued as an orphan).
         let deficits = deficits_of_others(observed, &targets, &config.node);
@@ -291,7 +380,17 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         return plan;
     }
 
-    let wanted = (plan.target - held).min(config.max_acquires_per_scan) as usize;
+    let own_load = plan.load.map_or(0.0, |(load, _)| load);
+    let wanted = match &loads {
+        // Any number while below the fair share: which ones fit is decided per partition,
+        // below. A node at or above its share seeks nothing (whatever is left free while
+        // every node is there weighs nothing, and is taken as an orphan).
+        Some(_) if plan.load.is_some_and(|(load, fair)| load < fair) => {
+            config.max_acquires_per_scan.min(cap_room(config, held)) as usize
+        }
+        Some(_) => 0,
+        None => (plan.target - held).min(config.max_acquires_per_scan) as usize,
+    };
     // Room beyond the target, for orphans only: see `ORPHAN_GRACE_SCANS`. A draining node
     // has none: it is being emptied, and would only hand a rescued partition straight on,
     // after its application had started serving it.
@@ -359,15 +458,41 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     let [orphans_here, orphans_elsewhere] = &mut orphans;
     let [ready_here, ready_elsewhere] = &mut ready;
     let mut chosen = Vec::new();
-    for candidates in [
+    let mut taking = own_load;
+    for (kind, candidates) in [
         &mut home,
         orphans_here,
         orphans_elsewhere,
         ready_here,
         ready_elsewhere,
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let missing = wanted - chosen.len();
-        chosen.extend(draw(candidates, missing, rng));
+        let drawn = draw(candidates, missing, rng);
+        match &loads {
+            // Orphans (kinds 1 and 2) are taken whatever they weigh: every partition must
+            // be served, and a node with room sheds the excess later.
+            Some(view) if kind != 1 && kind != 2 => {
+                for seen in drawn {
+                    let add = view.estimate(seen.load.map(f64::from));
+                    if load::fits(view, config, taking, add) {
+                        taking += add;
+                        chosen.push(seen);
+                    }
+                }
+            }
+            _ => {
+                if let Some(view) = &loads {
+                    taking += drawn
+                        .iter()
+                        .map(|seen| view.estimate(seen.load.map(f64::from)))
+                        .sum::<f64>();
+                }
+                chosen.extend(drawn);
+            }
+        }
     }
     let mut extra = room.saturating_sub(chosen.len());
     for candidates in &mut orphans {
@@ -392,6 +517,9 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             // Who held it before this tenure (for a released row, who gave it up, or whom it
             // was handed back to): the node it returns to if that one comes back.
             previous_owner: seen.owner.clone().filter(|owner| *owner != config.node),
+            // The partition's load as last reported, until this tenure's first renewal
+            // reports its own: the others balance on it meanwhile.
+            load: seen.load.map(f64::from),
             ..LeaseRecord::default()
         };
         plan.acquire.push(Acquisition {
@@ -404,7 +532,16 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     if plan.acquire.len() >= wanted {
         plan.wake_at = None;
     }
+    if loads.is_some() {
+        // Balancing by load has no count to reach: the target is what this plan leaves held.
+        plan.target = (plan.renew.len() + plan.acquire.len()) as u32;
+    }
     plan
+}
+
+/// How many more partitions this node's cap lets it hold.
+fn cap_room(config: &ParticipantConfig, held: u32) -> u32 {
+    config.max_partitions_per_node.saturating_sub(held)
 }
 
 /// Removes `count` items (or all there are) chosen uniformly at random, without shuffling

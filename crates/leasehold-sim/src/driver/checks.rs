@@ -24,11 +24,20 @@ impl Director {
     pub(super) fn check_balance(&self, now: Instant, always: bool) {
         let world = &self.world;
         let mut state = world.lock();
-        if !always {
+        // The load form is judged only where the fleet has settled, the end included: a
+        // shift of the load late in the quiet period leaves the nodes no time to see it.
+        if !always || world.load.is_some() {
             if !settled(world, &state, now, self.operator.offline()) {
                 return;
             }
             state.recorder.samples.settled_checks += 1;
+        }
+        if self.world.load.is_some() {
+            if let Err(details) = self.check_load_balance(&state, now) {
+                let when = if always { "at the end" } else { "settled" };
+                world.violate(&mut state, Invariant::Balance, format!("{when}: {details}"));
+            }
+            return;
         }
         let holdings: Vec<balance::Holdings> = state
             .nodes

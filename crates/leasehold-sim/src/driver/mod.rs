@@ -25,6 +25,8 @@ enum Action {
     Resume(Holder),
     StopDelays,
     Quiet,
+    Shift,
+    Rolling,
     End,
 }
 
@@ -106,6 +108,17 @@ impl Director {
             Action::StopDelays,
         );
         self.at(self.quiet_at, Action::Quiet);
+        if let Some(model) = &world.load {
+            for period in 1..model.periods() {
+                let at = world.origin + model.shift_at(period);
+                if at < world.origin + config.duration {
+                    self.at(at, Action::Shift);
+                }
+            }
+        }
+        if config.rolling_restart {
+            self.at(world.origin + config.duration / 3, Action::Rolling);
+        }
         self.at(world.origin + config.duration, Action::End);
     }
 
@@ -158,6 +171,13 @@ impl Director {
             }
             Action::Resume(holder) => self.resume(holder),
             Action::StopDelays => self.world.lock().faults.delays = false,
+            Action::Shift => {
+                // The nodes see the new loads only at their next renewals and listings.
+                let mut state = self.world.lock();
+                state.recorder.changed(Instant::now());
+                self.world.event(&mut state, "load shifts".to_owned());
+            }
+            Action::Rolling => self.rolling_restart(),
             Action::Quiet => {
                 self.quiet();
                 self.undo_operator_changes().await;
@@ -173,6 +193,7 @@ impl Director {
             self.check_liveness(now);
         }
         self.check_balance(now, false);
+        self.sample_load(now);
         self.world.lock().recorder.settle(now);
         self.at(now + self.world.config.sample_every, Action::Sample);
     }
@@ -231,4 +252,5 @@ impl Director {
 mod checks;
 mod churn;
 mod disruption;
+mod load;
 mod operator;

@@ -48,6 +48,13 @@ impl OperatorChanges {
     }
 }
 
+impl OperatorChanges {
+    /// The partition someone is prohibited from, if any.
+    pub(super) fn prohibited_partition(&self) -> Option<PartitionId> {
+        self.prohibited.as_ref().map(|(p, _)| *p)
+    }
+}
+
 impl Director {
     /// Runs one operator command. At most one partition is offline and one prohibition in
     /// force at a time, so the fleet always has partitions to serve and nodes to serve them.

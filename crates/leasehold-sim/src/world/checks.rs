@@ -126,6 +126,7 @@ impl World {
             &mut state,
             format!("{holder} acquired p{partition} epoch={epoch}"),
         );
+        state.acquisitions += 1;
         if let Err(details) = state.epochs.acquired(partition, epoch, holder) {
             self.violate(&mut state, Invariant::EpochOrder, details);
         }
@@ -173,6 +174,7 @@ impl World {
         state.recorder.changed(Instant::now());
         if loss.reason == LossReason::Released {
             state.recorder.released(loss.partition, Instant::now());
+            state.load.moved();
         } else if let Some(process) = state.nodes.get(&holder.node).and_then(Slot::process) {
             // A release waits for the permits, so only the other losses can cut work short.
             let at = process.clock.to_true(loss.at);

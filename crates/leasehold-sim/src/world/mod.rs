@@ -20,6 +20,7 @@ use crate::invariants::fencing::FencingJudge;
 use crate::invariants::single_owner::SingleOwner;
 use crate::invariants::work::WorkSpans;
 use crate::invariants::{Holder, Invariant};
+use crate::load::{LoadModel, LoadRecord};
 use crate::report::Violation;
 use crate::resource::Resources;
 use crate::trace::Trace;
@@ -101,6 +102,13 @@ pub(crate) struct State {
     pub counts: FaultCounts,
     pub violation: Option<Violation>,
     pub tasks: JoinSet<()>,
+    /// Load balancing over the run, with a load model.
+    pub load: LoadRecord,
+    /// Acquisitions so far: a rolling restart counts its moves from them.
+    pub acquisitions: u64,
+    /// A rolling restart's outcome: partitions back with their holder, partitions
+    /// compared, acquisitions meanwhile.
+    pub rolling: Option<(u64, u64, u64)>,
 }
 
 /// The world of one seed.
@@ -111,6 +119,8 @@ pub(crate) struct World {
     pub origin: Instant,
     pub store: MemoryStore,
     pub group: GroupName,
+    /// The partitions' load, if the run models it.
+    pub load: Option<LoadModel>,
     state: Mutex<State>,
 }
 
@@ -133,6 +143,10 @@ impl World {
             origin,
             store: MemoryStore::new(),
             group: GroupName::new("sim").expect("valid"),
+            load: config
+                .load
+                .as_ref()
+                .map(|shape| LoadModel::new(shape, config.partitions, config.duration, seed)),
             state: Mutex::new(State {
                 trace,
                 rng: SeededRng::new(seed ^ 0x005E_ED0F_FA17),
@@ -148,6 +162,9 @@ impl World {
                 counts: FaultCounts::default(),
                 violation: None,
                 tasks: JoinSet::new(),
+                load: LoadRecord::default(),
+                acquisitions: 0,
+                rolling: None,
             }),
             timings,
         })

@@ -84,7 +84,7 @@ impl Runner {
                     .cloned()
                     .unwrap_or_else(|| self.config.node.clone()),
             );
-            record.load = None;
+            // The load stays: it is the partition's, and tells the next taker what it takes on.
             record.written_at_unix_ms = written_at;
             writes.push(LeaseWrite {
                 partition,

@@ -28,9 +28,12 @@ impl Runner {
             .map(|(partition, holding)| {
                 let mut record = holding.record.clone();
                 record.written_at_unix_ms = written_at;
+                // A load no store could keep (JSON has no NaN) or that makes no sense is left
+                // out rather than failing the renewal.
                 record.load = self
                     .contain("load", |callbacks| callbacks.load(*partition))
-                    .flatten();
+                    .flatten()
+                    .filter(|load| load.is_finite() && *load >= 0.0);
                 LeaseWrite {
                     partition: *partition,
                     record,
@@ -157,7 +160,10 @@ impl Runner {
                     .then_some(self.config.max_partitions_per_node),
                 address: self.config.advertise.clone(),
                 metadata: self.config.metadata.clone(),
-                ..MemberRecord::default()
+                // Read by the others' load balancing: their share of the fleet's load, and
+                // the ceiling above which they must not send this node more.
+                capacity: self.config.capacity,
+                max_load: self.config.max_load,
             };
             let mode = match &self.member_version {
                 Some(version) => PutMode::Update(version.clone()),

@@ -73,7 +73,7 @@ pub enum JoinError {
 }
 
 /// A snapshot of what a participant's background loop last decided.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Status {
     /// How many partitions this node aims to hold.
     pub target: u32,
@@ -90,6 +90,15 @@ pub struct Status {
     pub last_scan_error: Option<String>,
     /// Application callbacks that panicked (each contained and logged).
     pub callback_panics: u64,
+    /// When the application reports load: this node's load and its fair share of the
+    /// fleet's, at the last decision.
+    pub load: Option<(f64, f64)>,
+    /// How many more partitions this node may move to balance load in the current churn
+    /// window ([`ParticipantConfig::churn_budget`]).
+    pub load_moves_left: u32,
+    /// Load above [`ParticipantConfig::max_load`] that no member had room for at the last
+    /// decision: it stays on this node.
+    pub load_spillover: f64,
 }
 
 /// State shared between handles and the task. Locks are held only for map operations,

@@ -94,6 +94,10 @@ pub(crate) struct Runner {
     /// Leases being handed back to the node that held them before this one: their released
     /// records name it (see [`crate::planner::Plan::return_to`]).
     pub(super) returning: BTreeMap<PartitionId, crate::types::NodeId>,
+    /// When this node moved partitions to balance load, within the last churn window.
+    pub(super) load_moves: std::collections::VecDeque<Instant>,
+    /// Members counted live at the last decision, this node included.
+    pub(super) live_members: usize,
 }
 
 impl Runner {
@@ -134,7 +138,25 @@ impl Runner {
             recheck_group: false,
             metrics: None,
             returning: BTreeMap::new(),
+            load_moves: std::collections::VecDeque::new(),
+            live_members: 1,
         }
+    }
+
+    /// How many more partitions this node may move to balance load before its churn budget
+    /// for the window ending `now` runs out: its even part of the fleet's budget (the
+    /// budget's fraction of the table, over the members counted live), at least one.
+    pub(super) fn load_moves_left(&mut self, now: Instant) -> u32 {
+        while self
+            .load_moves
+            .front()
+            .is_some_and(|at| now.saturating_duration_since(*at) >= self.config.churn_window)
+        {
+            self.load_moves.pop_front();
+        }
+        let fleet = f64::from(self.config.partitions) * self.config.churn_budget;
+        let allowed = ((fleet / self.live_members.max(1) as f64) as u32).max(1);
+        allowed.saturating_sub(self.load_moves.len() as u32)
     }
 
     pub(crate) async fn run(mut self) {

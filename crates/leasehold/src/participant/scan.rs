@@ -174,6 +174,7 @@ impl Runner {
 
     pub(super) async fn act(&mut self) {
         let now = self.clock.now();
+        let load_moves_left = self.load_moves_left(now);
         let plan = planner::plan(
             &PlanInput {
                 now,
@@ -181,12 +182,21 @@ impl Runner {
                 observed: &self.observed,
                 holdings: &self.holdings,
                 draining: self.draining,
+                load_moves_left,
             },
             &mut self.rng,
         );
+        for _ in 0..plan.shed {
+            self.load_moves.push_back(now);
+        }
+        let moves_left = load_moves_left.saturating_sub(plan.shed);
+        self.live_members = plan.live_members;
         self.shared.update_status(|status| {
             status.target = plan.target;
             status.live_members = plan.live_members;
+            status.load = plan.load;
+            status.load_moves_left = moves_left;
+            status.load_spillover = plan.load_spillover;
         });
         self.record(|metrics| {
             metrics.target.set(i64::from(plan.target));

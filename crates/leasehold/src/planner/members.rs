@@ -25,6 +25,10 @@ pub struct SeenMember {
     pub weight: u32,
     /// Whether it is handing its partitions off.
     pub draining: bool,
+    /// Its capacity for load, as published ([`crate::MemberRecord::capacity`]).
+    pub capacity: Option<f64>,
+    /// The load above which it sheds partitions, as published.
+    pub max_load: Option<f64>,
     /// Whether this node has seen the record change: proof that its writer was alive while
     /// this node watched, which a record first seen in a listing does not give.
     pub seen_changing: bool,
@@ -40,6 +44,8 @@ impl SeenMember {
             heartbeat: stored.value.heartbeat,
             weight: stored.value.weight,
             draining: stored.value.draining,
+            capacity: stored.value.capacity,
+            max_load: stored.value.max_load,
             seen_changing: false,
         }
     }
@@ -54,6 +60,8 @@ impl SeenMember {
             self.heartbeat = stored.value.heartbeat;
             self.weight = stored.value.weight;
             self.draining = stored.value.draining;
+            self.capacity = stored.value.capacity;
+            self.max_load = stored.value.max_load;
         }
     }
 }

@@ -150,6 +150,7 @@ impl Fixture {
                 observed,
                 holdings: &self.holdings,
                 draining,
+                load_moves_left: 100,
             },
             &mut SeededRng::new(1),
         )
@@ -193,11 +194,12 @@ fn released_partitions_are_taken_at_once_with_the_next_epoch() {
     assert_eq!(take.record.epoch, Epoch(6));
     assert_eq!(take.record.owner, Some(node("me")));
     assert_eq!(take.record.state, LeaseState::Held);
-    // The prohibited list carries over; the last tenure's load and note do not.
+    // The prohibited list carries over, and the partition's load as an estimate until the
+    // first renewal; the operator's note on the last tenure does not.
     assert_eq!(take.record.prohibited, vec![node("x")]);
     assert_eq!(
         (take.record.load, take.record.note.as_deref()),
-        (None, None)
+        (Some(3.5), None)
     );
 }
 
@@ -950,11 +952,165 @@ fn surplus_goes_back_to_the_member_that_held_it_before() {
     fixture.member("b", fixture.start);
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
     assert_eq!(plan.target, 2);
-    assert_eq!(plan.release.len(), 2);
-    assert!(plan.release.contains(&PartitionId(0)), "{:?}", plan.release);
-    assert!(plan.release.contains(&PartitionId(3)), "then the newest");
+    assert_eq!(plan.release, [PartitionId(0)], "first what b held");
     assert_eq!(
         plan.return_to.into_iter().collect::<Vec<_>>(),
         vec![(PartitionId(0), node("b"))]
     );
+    // Once it is on its way back, the rest of the surplus: the newest.
+    fixture.holdings.remove(&PartitionId(0));
+    fixture.set(0, held_by("b", 2), 90, fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(6));
+    assert_eq!(plan.release, [PartitionId(3)], "{plan:?}");
+}
+
+/// A fixture where `me` holds `mine` and `other` holds `theirs`, each partition with the
+/// given load, everyone renewing.
+fn loaded(mine: &[f64], theirs: &[f64]) -> Fixture {
+    let partitions = (mine.len() + theirs.len()) as u32;
+    let mut fixture = Fixture::new(partitions.max(4));
+    fixture.config.partitions = partitions;
+    let now = fixture.start;
+    fixture.member("other", now);
+    for (i, load) in mine.iter().enumerate() {
+        let record = LeaseRecord {
+            load: Some(*load),
+            ..held_by("me", 1)
+        };
+        fixture.set(i as u32, record.clone(), 500 + i as u64, now);
+        fixture.hold(i as u32, now + Duration::from_secs(20));
+        fixture
+            .holdings
+            .get_mut(&PartitionId(i as u32))
+            .unwrap()
+            .record = record;
+    }
+    for (j, load) in theirs.iter().enumerate() {
+        let p = (mine.len() + j) as u32;
+        let record = LeaseRecord {
+            load: Some(*load),
+            ..held_by("other", 1)
+        };
+        fixture.set(p, record, 900 + u64::from(p), now);
+    }
+    fixture
+}
+
+fn plan_loaded(fixture: &Fixture, budget: u32) -> Plan {
+    let now = fixture.start + Duration::from_secs(1);
+    let mut observed = fixture.observed.clone();
+    observed.listed_at = Some(now);
+    plan(
+        &PlanInput {
+            now,
+            config: &fixture.config,
+            observed: &observed,
+            holdings: &fixture.holdings,
+            draining: false,
+            load_moves_left: budget,
+        },
+        &mut SeededRng::new(1),
+    )
+}
+
+#[test]
+fn an_overloaded_node_hands_the_load_that_fits_to_the_member_below_its_share() {
+    // Total 11, fair 5.5 each: this node carries 7 (above 5.5 × 1.1), the other 4.
+    let fixture = loaded(&[4.0, 1.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0]);
+    let plan = plan_loaded(&fixture, 10);
+    assert_eq!(plan.load, Some((7.0, 5.5)));
+    // The hot partition would overshoot the other's share; one of load 1 fits its room of
+    // 1.5, and this node is then at 6, inside the band.
+    assert_eq!(plan.release.len(), 1, "{plan:?}");
+    let moved = plan.release[0];
+    assert_ne!(moved, PartitionId(0), "the hot partition stays");
+    assert_eq!(plan.return_to.get(&moved), Some(&node("other")));
+    assert_eq!(plan.shed, 1);
+    assert!(plan.acquire.is_empty());
+}
+
+#[test]
+fn a_node_within_the_band_keeps_what_it_holds() {
+    // 6 against a fair 5.5: within 10%, so nothing moves, whatever the budget.
+    let fixture = loaded(&[3.0, 1.0, 1.0, 1.0], &[2.0, 1.0, 1.0, 1.0]);
+    let plan = plan_loaded(&fixture, 10);
+    assert!(plan.release.is_empty(), "{plan:?}");
+    assert_eq!(plan.target, 4);
+    assert!(plan.settled(), "{plan:?}");
+}
+
+#[test]
+fn the_churn_budget_stops_moves_for_balance() {
+    let fixture = loaded(&[4.0, 1.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0]);
+    let plan = plan_loaded(&fixture, 0);
+    assert!(plan.release.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn a_nearly_empty_member_is_filled_outside_the_budget_with_its_old_partitions_first() {
+    // The other came back with one light partition: below half its share. This node is
+    // within nothing: it gives, budget or not, and first what the other held before.
+    let mut fixture = loaded(&[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], &[1.0]);
+    for p in [2u32, 5] {
+        fixture
+            .holdings
+            .get_mut(&PartitionId(p))
+            .unwrap()
+            .record
+            .previous_owner = Some(node("other"));
+    }
+    let mut plan = plan_loaded(&fixture, 0);
+    // First what it held before, all of it, whatever the budget.
+    assert_eq!(plan.release, [PartitionId(2), PartitionId(5)], "{plan:?}");
+    assert_eq!(plan.return_to[&PartitionId(5)], node("other"));
+    assert_eq!(plan.shed, 0, "filling a newcomer is not charged");
+    // Without that history, it is filled up to its share (fair is 4: room for 3).
+    for p in [2u32, 5] {
+        fixture
+            .holdings
+            .get_mut(&PartitionId(p))
+            .unwrap()
+            .record
+            .previous_owner = None;
+    }
+    plan = plan_loaded(&fixture, 0);
+    assert_eq!(plan.release.len(), 3, "{plan:?}");
+    assert_eq!(plan.shed, 0, "filling a newcomer is not charged");
+}
+
+#[test]
+fn a_node_above_its_ceiling_sheds_its_hottest_movable_partition_and_reports_the_rest() {
+    // Balanced (4 and 4), but this node may carry at most 3.5; the other may go up to its
+    // share times the band, 6.
+    let mut fixture = loaded(&[2.0, 0.5, 0.5, 1.0], &[2.0, 1.0, 1.0]);
+    fixture.config.load_band = 1.5;
+    fixture.config.max_load = Some(3.5);
+    let plan = plan_loaded(&fixture, 10);
+    assert_eq!(plan.release, vec![PartitionId(0)], "{plan:?}");
+    assert_eq!(plan.load_spillover, 0.0);
+    // With a ceiling of 0.5, the other has room for 2 only: the rest is reported, and stays.
+    fixture.config.max_load = Some(0.5);
+    let plan = plan_loaded(&fixture, 10);
+    assert_eq!(plan.release, vec![PartitionId(0)], "{plan:?}");
+    assert_eq!(plan.load_spillover, 1.5);
+}
+
+#[test]
+fn by_load_a_node_takes_free_partitions_only_while_they_fit() {
+    // This node carries 4, the other 1, and two free partitions weigh 3 each: fair 5.5.
+    let mut fixture = loaded(&[4.0], &[1.0]);
+    fixture.config.partitions = 4;
+    for p in [2u32, 3] {
+        let record = LeaseRecord {
+            load: Some(3.0),
+            ..LeaseRecord::released()
+        };
+        fixture.set(p, record, 300 + u64::from(p), fixture.start);
+    }
+    // Below its share, it takes one (to 7: over the band, but a node below its share
+    // takes); a second would make 10, and is left to the other.
+    let plan = plan_loaded(&fixture, 10);
+    assert_eq!(plan.acquire.len(), 1, "{plan:?}");
+    assert_eq!(plan.acquire[0].record.load, Some(3.0));
+    assert_eq!(plan.target, 2);
 }

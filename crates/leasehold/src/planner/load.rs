@@ -1,0 +1,424 @@
+//! Balancing by load: when the application reports each partition's load
+//! ([`crate::Callbacks::load`]), every node reads the same table — partition loads, member
+//! capacities and ceilings — and decides alone what to hand off and what to take, so that
+//! each node's load converges to within [`ParticipantConfig::load_band`] of its fair share
+//! with no leader and no forced stealing. A fleet that reports no load balances by count.
+//!
+//! A node hands off only to a member with room (below its fair share, or below the band
+//! and its ceiling when shedding for [`ParticipantConfig::max_load`]), naming it in the
+//! released record so that it takes the partition first; each overloaded node claims a part
+//! of each receiver's room in proportion to its own excess, so that several donors do not
+//! fill one receiver past its share. Moves are limited by the churn budget, apart from those
+//! that fill a member that is nearly empty (it joined or came back).
+
+use std::collections::BTreeMap;
+
+use tokio::time::Instant;
+
+use crate::config::ParticipantConfig;
+use crate::record::LeaseState;
+use crate::types::{NodeId, PartitionId};
+
+use super::{Holding, Observed};
+
+/// A member below this fraction of its fair share is being filled after a join or a
+/// restart: moves towards it are structural, not noise, and not charged to the churn
+/// budget.
+pub const NEARLY_EMPTY: f64 = 0.5;
+
+/// One live member's load as this node sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeLoad {
+    /// The member.
+    pub node: NodeId,
+    /// The load of the partitions it holds (estimated for those that report none).
+    pub load: f64,
+    /// Its fair share of the fleet's load: the total in proportion to its capacity, zero
+    /// while it drains.
+    pub fair: f64,
+    /// The load above which it sheds, if it publishes one.
+    pub max_load: Option<f64>,
+    /// Whether it is draining.
+    pub draining: bool,
+}
+
+impl NodeLoad {
+    /// Its load over its fair share (1 is exactly fair; infinite for load on a member with
+    /// no share).
+    pub fn ratio(&self) -> f64 {
+        if self.fair > 0.0 {
+            self.load / self.fair
+        } else if self.load > 0.0 {
+            f64::INFINITY
+        } else {
+            1.0
+        }
+    }
+}
+
+/// The fleet's load as one node sees it, when any is reported.
+#[derive(Debug, Clone)]
+pub struct LoadView {
+    /// Every live member, this node included, in name order.
+    pub nodes: Vec<NodeLoad>,
+    /// The load of every partition that is not offline, estimated where unreported.
+    pub total: f64,
+    /// The estimate used for a partition that reports no load: the mean of those that do.
+    pub mean_partition: f64,
+}
+
+impl LoadView {
+    /// The load view of this node (`config`) with `holdings` (only those it keeps: `keep`),
+    /// or `None` when no partition reports a load above zero: the fleet balances by count.
+    pub fn of(
+        now: Instant,
+        config: &ParticipantConfig,
+        observed: &Observed,
+        holdings: &BTreeMap<PartitionId, Holding>,
+        keep: &[PartitionId],
+        draining: bool,
+    ) -> Option<LoadView> {
+        let mut live: BTreeMap<&NodeId, (f64, u32, f64, Option<f64>, bool)> = observed
+            .live_others(now, config)
+            .map(|m| {
+                let capacity = m.capacity.unwrap_or(f64::from(m.weight));
+                (&m.node, (0.0, 0, capacity, m.max_load, m.draining))
+            })
+            .collect();
+        let (mut known, mut reported, mut unknown) = (0.0f64, 0u32, 0u32);
+        for seen in observed.leases.iter() {
+            if seen.state == LeaseState::Offline || seen.partition.0 >= config.partitions {
+                continue;
+            }
+            match seen.load {
+                Some(load) => {
+                    known += f64::from(load);
+                    reported += 1;
+                }
+                None => unknown += 1,
+            }
+            if seen.state != LeaseState::Held {
+                continue;
+            }
+            if let Some(entry) = seen.owner.as_ref().and_then(|o| live.get_mut(o)) {
+                match seen.load {
+                    Some(load) => entry.0 += f64::from(load),
+                    None => entry.1 += 1,
+                }
+            }
+        }
+        if known <= 0.0 || reported == 0 {
+            return None;
+        }
+        let mean_partition = known / f64::from(reported);
+        let total = known + f64::from(unknown) * mean_partition;
+        // This node's own load from what it keeps, as last written: fresher than its rows in
+        // a view read a scan ago.
+        let own = keep
+            .iter()
+            .map(|p| {
+                holdings[p]
+                    .record
+                    .load
+                    .filter(|l| l.is_finite() && *l >= 0.0)
+                    .unwrap_or(mean_partition)
+            })
+            .sum::<f64>();
+        let mut nodes: Vec<NodeLoad> = live
+            .into_iter()
+            .map(
+                |(node, (load, unknown, capacity, max_load, draining))| NodeLoad {
+                    node: node.clone(),
+                    load: load + f64::from(unknown) * mean_partition,
+                    fair: if draining { 0.0 } else { capacity },
+                    max_load,
+                    draining,
+                },
+            )
+            .collect();
+        let own_capacity = config.capacity.unwrap_or(f64::from(config.weight));
+        let at = nodes.partition_point(|n| n.node < config.node);
+        nodes.insert(
+            at,
+            NodeLoad {
+                node: config.node.clone(),
+                load: own,
+                fair: if draining { 0.0 } else { own_capacity },
+                max_load: config.max_load,
+                draining,
+            },
+        );
+        let capacity: f64 = nodes.iter().map(|n| n.fair).sum();
+        if capacity <= 0.0 {
+            return None;
+        }
+        for node in &mut nodes {
+            node.fair = total * node.fair / capacity;
+        }
+        Some(LoadView {
+            nodes,
+            total,
+            mean_partition,
+        })
+    }
+
+    /// The estimated load of a partition reporting `load`.
+    pub fn estimate(&self, load: Option<f64>) -> f64 {
+        load.filter(|l| l.is_finite() && *l >= 0.0)
+            .unwrap_or(self.mean_partition)
+    }
+
+    /// The member named `node`.
+    pub fn get(&self, node: &NodeId) -> Option<&NodeLoad> {
+        self.nodes
+            .binary_search_by(|n| n.node.cmp(node))
+            .ok()
+            .map(|i| &self.nodes[i])
+    }
+
+    /// The highest load-to-fair-share ratio among serving members.
+    pub fn max_over_fair(&self) -> f64 {
+        self.nodes
+            .iter()
+            .filter(|n| !n.draining)
+            .map(NodeLoad::ratio)
+            .fold(0.0, f64::max)
+    }
+
+    /// Whether any serving member is below its fair share by more than the band: then every
+    /// member above its share gives, not only those above the band.
+    fn starving(&self, band: f64) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| !n.draining && n.load < n.fair / band)
+    }
+
+    /// How far `node` is above where it should be: above its fair share if it is out of the
+    /// band (or a member is starving), above its ceiling if it has one and exceeds it.
+    fn excess(&self, node: &NodeLoad, band: f64, starving: bool) -> f64 {
+        let mut excess: f64 = 0.0;
+        if node.load > node.fair * band || (starving && node.load > node.fair) {
+            excess = node.load - node.fair;
+        }
+        if let Some(max) = node.max_load {
+            excess = excess.max(node.load - max);
+        }
+        excess.max(0.0)
+    }
+}
+
+/// What this node hands off to balance load.
+#[derive(Debug, Default, PartialEq)]
+pub struct Shedding {
+    /// Partitions to release, each with the member it goes to.
+    pub moves: Vec<(PartitionId, NodeId)>,
+    /// How many of `moves` count against the churn budget.
+    pub budgeted: u32,
+    /// Load above this node's `max_load` that no member has room for: it stays here.
+    pub spillover: f64,
+}
+
+/// Decides which of the partitions this node keeps (`keep`, with their estimated loads) to
+/// hand off, and to whom, within `budget` moves that count against the churn budget.
+/// `prohibited` says whether a member must never take a partition.
+pub fn shed(
+    view: &LoadView,
+    config: &ParticipantConfig,
+    keep: &[(PartitionId, f64, Option<NodeId>)],
+    budget: u32,
+    prohibited: impl Fn(PartitionId, &NodeId) -> bool,
+) -> Shedding {
+    let mut result = Shedding::default();
+    let band = config.load_band;
+    let Some(me) = view.get(&config.node) else {
+        return result;
+    };
+    // Placement that remembers: a member nearly empty (it came back under its name) gets
+    // back first what it held before, from whoever took it meanwhile, outside
+    // the budget: warm caches and local state are worth more than an even spread, which the
+    // moves below then refine.
+    let mut left = me.load;
+    for (partition, load, home) in keep {
+        let Some(home) = home.as_ref().and_then(|h| view.get(h)) else {
+            continue;
+        };
+        if home.node != me.node
+            && !home.draining
+            && home.load < home.fair * NEARLY_EMPTY
+            && !prohibited(*partition, &home.node)
+            && left - load >= me.fair / band
+            && result.moves.len() + 1 < keep.len()
+        {
+            left -= load;
+            result.moves.push((*partition, home.node.clone()));
+        }
+    }
+    if !result.moves.is_empty() {
+        return result;
+    }
+    let starving = view.starving(band);
+    let my_excess = view.excess(me, band, starving);
+    if my_excess <= 0.0 || keep.len() <= 1 {
+        if let Some(max) = me.max_load {
+            result.spillover = (me.load - max).max(0.0);
+        }
+        return result;
+    }
+    let over_ceiling = me.max_load.is_some_and(|max| me.load > max);
+    // Every donor, most in excess first, and every receiver, emptiest first: each node
+    // computes the same lists from the same view.
+    let mut donors: Vec<(&NodeLoad, f64)> = view
+        .nodes
+        .iter()
+        .filter(|n| !n.draining)
+        .map(|n| (n, view.excess(n, band, starving)))
+        .filter(|(_, excess)| *excess > 0.0)
+        .collect();
+    donors.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.node.cmp(&b.0.node)));
+    let rank = donors
+        .iter()
+        .position(|(n, _)| n.node == me.node)
+        .unwrap_or(0);
+    // When only a starving member calls for moves, only starving members receive: a member
+    // a little below its share is no reason to spend the churn budget.
+    let pressing = donors
+        .iter()
+        .any(|(n, _)| n.load > n.fair * band || n.max_load.is_some_and(|max| n.load > max));
+    let room_of = |n: &NodeLoad, ceiling: f64| {
+        let ceiling = n.max_load.map_or(ceiling, |max| ceiling.min(max));
+        ceiling - n.load
+    };
+    let mut receivers: Vec<(&NodeLoad, f64)> = view
+        .nodes
+        .iter()
+        .filter(|n| !n.draining)
+        .filter(|n| pressing || n.load < n.fair / band)
+        .map(|n| (n, room_of(n, n.fair)))
+        .filter(|(_, room)| *room > 0.0)
+        .collect();
+    receivers.sort_by(|a, b| {
+        a.0.ratio()
+            .total_cmp(&b.0.ratio())
+            .then_with(|| a.0.node.cmp(&b.0.node))
+    });
+    // The same transport plan everywhere: donors in turn take receivers' rooms in turn, so
+    // that donors acting at once do not fill one receiver past its share. This node's part
+    // is its claims.
+    let mut claims: Vec<(&NodeLoad, f64)> = Vec::new();
+    {
+        let mut rooms: Vec<f64> = receivers.iter().map(|(_, room)| *room).collect();
+        let mut next = 0;
+        for (donor, excess) in &donors {
+            let mut excess = *excess;
+            while excess > 0.0 && next < rooms.len() {
+                if receivers[next].0.node == donor.node {
+                    next += 1;
+                    continue;
+                }
+                let amount = excess.min(rooms[next]);
+                if donor.node == me.node {
+                    claims.push((receivers[next].0, amount));
+                }
+                excess -= amount;
+                rooms[next] -= amount;
+                if rooms[next] <= 0.0 {
+                    next += 1;
+                }
+            }
+        }
+    }
+    let mut candidates: Vec<&(PartitionId, f64, Option<NodeId>)> = keep.iter().collect();
+    // Hottest first: the fewest moves for the load moved.
+    candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // The donor stays at or above its share over the band (no swapping roles with the
+    // receiver), unless it is above its ceiling.
+    let floor = if over_ceiling { 0.0 } else { me.fair / band };
+    let mut load = me.load;
+    let mut budgeted = 0u32;
+    let mut give = |receiver: &NodeLoad,
+                    claim: f64,
+                    once: bool,
+                    candidates: &mut Vec<&(PartitionId, f64, Option<NodeId>)>,
+                    moves: &mut Vec<(PartitionId, NodeId)>| {
+        let exempt = receiver.load < receiver.fair * NEARLY_EMPTY;
+        let mut given = 0.0;
+        while candidates.len() > 1 && (exempt || budgeted < budget) {
+            // Going back to the member that held it before, if one fits; else the hottest
+            // that fits.
+            let fits = |c: &&(PartitionId, f64, Option<NodeId>)| {
+                c.1 <= claim - given && load - c.1 >= floor && !prohibited(c.0, &receiver.node)
+            };
+            let pick = candidates
+                .iter()
+                .position(|c| fits(c) && c.2.as_ref() == Some(&receiver.node))
+                .or_else(|| candidates.iter().position(fits));
+            let Some(index) = pick else { break };
+            let (partition, moved, _) = *candidates.remove(index);
+            given += moved;
+            load -= moved;
+            moves.push((partition, receiver.node.clone()));
+            if !exempt {
+                budgeted += 1;
+            }
+            if once {
+                break;
+            }
+        }
+    };
+    for (receiver, claim) in claims {
+        give(receiver, claim, false, &mut candidates, &mut result.moves);
+    }
+    // If the plan's claims fit none of this node's partitions (coarse partitions), one
+    // partition into the whole room of one receiver — above its share over the band if this
+    // node is above its ceiling — each donor starting with a different receiver.
+    let mut others: Vec<&NodeLoad> = view
+        .nodes
+        .iter()
+        .filter(|n| !n.draining && n.node != me.node)
+        .filter(|n| pressing || n.load < n.fair / band)
+        .collect();
+    others.sort_by(|a, b| {
+        a.ratio()
+            .total_cmp(&b.ratio())
+            .then_with(|| a.node.cmp(&b.node))
+    });
+    if result.moves.is_empty() && !others.is_empty() {
+        let rotation = rank % others.len();
+        for receiver in others.iter().cycle().skip(rotation).take(others.len()) {
+            let ceiling = if over_ceiling {
+                receiver.fair * band
+            } else {
+                receiver.fair
+            };
+            give(
+                receiver,
+                room_of(receiver, ceiling),
+                true,
+                &mut candidates,
+                &mut result.moves,
+            );
+            if !result.moves.is_empty() {
+                break;
+            }
+        }
+    }
+    result.budgeted = budgeted;
+    if let Some(max) = me.max_load {
+        result.spillover = (load - max).max(0.0);
+    }
+    result
+}
+
+/// Whether this node, carrying `load` (what it keeps plus what it has chosen to take so
+/// far), should take one more partition of load `add`: while below its fair share, or if the
+/// partition keeps it within the band and under its ceiling.
+pub fn fits(view: &LoadView, config: &ParticipantConfig, load: f64, add: f64) -> bool {
+    let Some(me) = view.get(&config.node) else {
+        return false;
+    };
+    let ceiling = config.max_load.unwrap_or(f64::INFINITY);
+    if load + add > ceiling && load > 0.0 {
+        return false;
+    }
+    load < me.fair || load + add <= me.fair * config.load_band
+}
