@@ -28,6 +28,22 @@ if [ ${#services[@]} -eq 0 ]; then
 fi
 
 status=0
+
+# Programs the tests run besides the servers: systemd-analyze verifies the unit in
+# deploy/systemd (Debian's systemd package, which in a container only installs the
+# programs), and curl runs the Kubernetes hooks in deploy/kubernetes. Installed with the
+# full set, not when single services are named.
+if [ "$action" = install ] && [ $# -eq 0 ]; then
+  tools=()
+  command -v systemd-analyze >/dev/null 2>&1 || tools+=(systemd)
+  command -v curl >/dev/null 2>&1 || tools+=(curl)
+  if [ ${#tools[@]} -gt 0 ]; then
+    # shellcheck source=services/common.sh
+    (. "$root/scripts/services/common.sh" && apt_install "${tools[@]}") \
+      || { echo "services: installing ${tools[*]} failed" >&2; status=1; }
+  fi
+fi
+
 for service in "${services[@]}"; do
   script="$root/scripts/services/$service.sh"
   if [ ! -f "$script" ]; then
