@@ -5,17 +5,23 @@
 //! Times cross the API only as durations (`ms_left`), never as instants of the agent's clock:
 //! a worker counts a permit's deadline from the moment it *sent* the request, on its own
 //! monotonic clock, so that a slow reply can only shorten it.
+//!
+//! The API is served from the start, before the store is reached: while the agent waits for
+//! it, `/healthz` answers, `/readyz` and every `/v1` endpoint answer 503 saying so. The routes
+//! and their answers are described in `docs/agent-openapi.yaml`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -33,7 +39,7 @@ use tokio::sync::broadcast;
 
 use crate::cli::{AgentArgs, Cli};
 use crate::http::{authorized, error, scrape};
-use crate::node;
+use crate::node::{self, Announcement, StoreWait};
 use crate::Outcome;
 
 /// Permits outstanding at once: each holds a lease's hand-off open.
@@ -67,6 +73,21 @@ struct Refusal(StatusCode, String);
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         error(self.0, self.1)
+    }
+}
+
+/// The one parameter of a route's path, as text. Axum refuses a segment that is not UTF-8
+/// in plain text; this answers with the JSON error every other refusal has.
+struct Segment(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Segment, Refusal> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(text)) => Ok(Segment(text)),
+            Err(rejection) => Err(Refusal(rejection.status(), rejection.body_text())),
+        }
     }
 }
 
@@ -119,11 +140,10 @@ impl Callbacks for EventCallbacks {
 
 /// What the handlers share.
 struct Agent {
-    participant: Participant,
-    router: Router,
-    store: Arc<dyn LeaseStore>,
-    group: GroupName,
-    partitions: u32,
+    /// Set once the store is reached and the node started; until then `/v1` answers 503.
+    node: OnceLock<Node>,
+    /// How the wait for the store is going, for the 503 answers meanwhile.
+    wait: StoreWait,
     permits: Mutex<BTreeMap<u64, WorkPermit>>,
     next_permit: AtomicU64,
     /// Turned off at SIGTERM: the permits outstanding end, no new one is granted.
@@ -134,8 +154,19 @@ struct Agent {
     streams: Arc<tokio::sync::Semaphore>,
 }
 
+/// The started node the handlers act on, and what it was started on.
+struct Node {
+    participant: Participant,
+    router: Router,
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    partitions: u32,
+}
+
 /// Runs `agent` until SIGTERM or SIGINT: then stops granting permits, waits for those
-/// outstanding (up to the drain timeout), releases every lease and exits.
+/// outstanding (up to the drain timeout), releases every lease and exits. The API is served
+/// while the store is being reached, so that a supervisor sees the agent alive and a worker
+/// sees why it is not ready.
 pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
     let token = args
         .token_file
@@ -152,41 +183,78 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
              holders of the token can release leases or drain the node"
         );
     }
+    let prepared = node::prepare(cli, &args.node, true)?;
     let (listener, bound) = crate::http::bind(&args.listen, "the agent").await?;
     let events = Arc::new(Events::new());
     let callbacks: Arc<dyn Callbacks> = Arc::new(EventCallbacks(Arc::clone(&events)));
-    let mut started = node::start(cli, &args.node, true, Some(callbacks)).await?;
-    let router = Router::follow(
-        Arc::clone(&started.table.store),
-        started.table.group.clone(),
-        started.partitions,
-        ROUTER_POLL,
-    )
-    .await
-    .context("cannot read the lease table for routing")?;
     let agent = Arc::new(Agent {
-        participant: started.participant.clone(),
-        router,
-        store: Arc::clone(&started.table.store),
-        group: started.table.group.clone(),
-        partitions: started.partitions,
+        node: OnceLock::new(),
+        wait: StoreWait::default(),
         permits: Mutex::new(BTreeMap::new()),
         next_permit: AtomicU64::new(1),
         granting: AtomicBool::new(true),
         token,
-        registry: started.registry.clone().unwrap_or_default(),
+        registry: prepared.registry.clone().unwrap_or_default(),
         events,
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
     });
     let reaper = tokio::spawn(reap(Arc::clone(&agent)));
     crate::http::spawn(listener, routes(Arc::clone(&agent)), "agent");
-    crate::say(&format!("listening on http://{bound}/"))?;
-
-    let served = started.serve_until_signal(&args.node).await;
-    agent.granting.store(false, Ordering::SeqCst);
-    served?;
-    started.stop().await;
+    let announcement = Announcement::new(format!("listening on http://{bound}/"));
+    let serving = serve(cli, args, prepared, callbacks, &agent, &announcement);
+    let outcome = node::announcing(&agent.wait, &announcement, serving).await;
     reaper.abort();
+    outcome
+}
+
+/// Reaches the store and starts the node, hands it to the handlers (making `announcement`),
+/// and runs it until a signal.
+async fn serve(
+    cli: &Cli,
+    args: &AgentArgs,
+    prepared: node::Prepared,
+    callbacks: Arc<dyn Callbacks>,
+    agent: &Agent,
+    announcement: &Announcement,
+) -> anyhow::Result<Outcome> {
+    let connected = prepared
+        .connect(cli, &args.node, Some(callbacks), &agent.wait)
+        .await?;
+    let Some(mut started) = connected else {
+        return Ok(Outcome::Success);
+    };
+    let (store, group) = (
+        Arc::clone(&started.table.store),
+        started.table.group.clone(),
+    );
+    let partitions = started.partitions;
+    let following = started
+        .retry(cli.timeout, &agent.wait, || {
+            let (store, group) = (Arc::clone(&store), group.clone());
+            async move {
+                Router::follow(store, group, partitions, ROUTER_POLL)
+                    .await
+                    .context("cannot read the lease table for routing")
+            }
+        })
+        .await?;
+    if let Some(router) = following {
+        let node = Node {
+            participant: started.participant.clone(),
+            router,
+            store,
+            group,
+            partitions,
+        };
+        if agent.node.set(node).is_err() {
+            unreachable!("the agent's node is set once");
+        }
+        announcement.say()?;
+        let served = started.serve_until_signal(&args.node).await;
+        agent.granting.store(false, Ordering::SeqCst);
+        served?;
+    }
+    started.stop().await;
     Ok(Outcome::Success)
 }
 
@@ -215,6 +283,28 @@ impl Agent {
         }
     }
 
+    /// The answer to a `/v1` request while there is no node yet.
+    fn not_started(&self) -> Response {
+        self.waiting("the agent is waiting for the store: try again later")
+    }
+
+    /// 503 while the store has not been reached: how many attempts failed and why the last
+    /// did, so that an operator reading `/readyz` sees the cause without the agent's log.
+    fn waiting(&self, message: &str) -> Response {
+        let body = json!({
+            "error": message,
+            "waiting_for_store": true,
+            "failed_attempts": self.wait.failures(),
+            "last_store_error": self.wait.last_error(),
+        });
+        // The agent is ready within moments of the store answering: polling every second
+        // costs nothing and loses little.
+        let retry = [(header::RETRY_AFTER, "1")];
+        (StatusCode::SERVICE_UNAVAILABLE, retry, Json(body)).into_response()
+    }
+}
+
+impl Node {
     fn partition(&self, text: &str) -> Result<PartitionId, Refusal> {
         match text.parse::<u32>() {
             Ok(p) if p < self.partitions => Ok(PartitionId(p)),
@@ -285,7 +375,10 @@ fn routes(agent: Arc<Agent>) -> Routes {
 }
 
 async fn readyz(State(agent): State<Arc<Agent>>) -> Response {
-    let status = agent.participant.status();
+    let Some(node) = agent.node.get() else {
+        return agent.waiting("not ready: waiting for the store");
+    };
+    let status = node.participant.status();
     if status.scans == 0 {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -299,30 +392,39 @@ async fn readyz(State(agent): State<Arc<Agent>>) -> Response {
 }
 
 async fn leases(State(agent): State<Arc<Agent>>) -> Response {
-    let leases: Vec<Value> = agent.participant.leases().iter().map(lease_json).collect();
-    Json(json!({ "node": agent.participant.node().to_string(), "leases": leases })).into_response()
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let leases: Vec<Value> = node.participant.leases().iter().map(lease_json).collect();
+    Json(json!({ "node": node.participant.node().to_string(), "leases": leases })).into_response()
 }
 
-async fn lease(State(agent): State<Arc<Agent>>, Path(partition): Path<String>) -> Response {
-    let partition = match agent.partition(&partition) {
+async fn lease(State(agent): State<Arc<Agent>>, Segment(partition): Segment) -> Response {
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let partition = match node.partition(&partition) {
         Ok(partition) => partition,
         Err(refusal) => return refusal.into_response(),
     };
-    match agent.participant.lease(partition) {
+    match node.participant.lease(partition) {
         Some(lease) => Json(lease_json(&lease)).into_response(),
-        None => agent.not_here(partition),
+        None => node.not_here(partition),
     }
 }
 
 async fn grant(
     State(agent): State<Arc<Agent>>,
-    Path(partition): Path<String>,
+    Segment(partition): Segment,
     headers: HeaderMap,
 ) -> Response {
-    let partition = match agent
-        .check(&headers)
-        .and_then(|()| agent.partition(&partition))
-    {
+    if let Err(refusal) = agent.check(&headers) {
+        return refusal.into_response();
+    }
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let partition = match node.partition(&partition) {
         Ok(partition) => partition,
         Err(refusal) => return refusal.into_response(),
     };
@@ -332,8 +434,8 @@ async fn grant(
             "the agent is stopping: no new permits",
         );
     }
-    let Some(permit) = agent.participant.permit(partition) else {
-        return agent.not_here(partition);
+    let Some(permit) = node.participant.permit(partition) else {
+        return node.not_here(partition);
     };
     let mut permits = agent.permits();
     if permits.len() >= MAX_PERMITS {
@@ -355,11 +457,14 @@ async fn grant(
 
 async fn end_permit(
     State(agent): State<Arc<Agent>>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     headers: HeaderMap,
 ) -> Response {
     if let Err(refusal) = agent.check(&headers) {
         return refusal.into_response();
+    }
+    if agent.node.get().is_none() {
+        return agent.not_started();
     }
     let Ok(id) = id.parse::<u64>() else {
         return error(
@@ -378,20 +483,23 @@ async fn end_permit(
 
 async fn release(
     State(agent): State<Arc<Agent>>,
-    Path(partition): Path<String>,
+    Segment(partition): Segment,
     headers: HeaderMap,
 ) -> Response {
-    let partition = match agent
-        .check(&headers)
-        .and_then(|()| agent.partition(&partition))
-    {
+    if let Err(refusal) = agent.check(&headers) {
+        return refusal.into_response();
+    }
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let partition = match node.partition(&partition) {
         Ok(partition) => partition,
         Err(refusal) => return refusal.into_response(),
     };
-    if agent.participant.release(partition).await {
+    if node.participant.release(partition).await {
         Json(json!({ "partition": partition.0, "releasing": true })).into_response()
     } else {
-        agent.not_here(partition)
+        node.not_here(partition)
     }
 }
 
@@ -399,9 +507,12 @@ async fn set_draining(agent: &Agent, headers: &HeaderMap, draining: bool) -> Res
     if let Err(refusal) = agent.check(headers) {
         return refusal.into_response();
     }
-    let node = agent.participant.node();
-    match admin::set_draining(&*agent.store, &agent.group, node, draining).await {
-        Ok(_) => Json(json!({ "node": node.to_string(), "draining": draining })).into_response(),
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let name = node.participant.node();
+    match admin::set_draining(&*node.store, &node.group, name, draining).await {
+        Ok(_) => Json(json!({ "node": name.to_string(), "draining": draining })).into_response(),
         Err(failure) => error(StatusCode::SERVICE_UNAVAILABLE, failure.to_string()),
     }
 }
@@ -419,12 +530,23 @@ struct RouteQuery {
     key: Option<String>,
 }
 
-async fn route(State(agent): State<Arc<Agent>>, Query(query): Query<RouteQuery>) -> Response {
+async fn route(
+    State(agent): State<Arc<Agent>>,
+    query: Result<Query<RouteQuery>, QueryRejection>,
+) -> Response {
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    // A query that does not read as one key (`?key=a&key=b`) gets the JSON error too.
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+    };
     let Some(key) = query.key else {
         return error(StatusCode::BAD_REQUEST, "give the key: /v1/route?key=K");
     };
-    let route = agent.router.route(&key);
-    let epoch = agent
+    let route = node.router.route(&key);
+    let epoch = node
         .participant
         .lease(route.partition)
         .map(|lease| lease.epoch().0);
@@ -439,10 +561,13 @@ async fn route(State(agent): State<Arc<Agent>>, Query(query): Query<RouteQuery>)
 }
 
 async fn map(State(agent): State<Arc<Agent>>) -> Response {
-    let partitions: Vec<Value> = (0..agent.partitions)
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let partitions: Vec<Value> = (0..node.partitions)
         .map(|p| {
-            let owner = agent.router.owner_of_partition(PartitionId(p));
-            let address = owner.as_ref().and_then(|o| agent.router.address_of(o));
+            let owner = node.router.owner_of_partition(PartitionId(p));
+            let address = owner.as_ref().and_then(|o| node.router.address_of(o));
             json!({
                 "partition": p,
                 "owner": owner.map(|o| o.to_string()),
@@ -450,7 +575,7 @@ async fn map(State(agent): State<Arc<Agent>>) -> Response {
             })
         })
         .collect();
-    Json(json!({ "group": agent.group.to_string(), "partitions": partitions })).into_response()
+    Json(json!({ "group": node.group.to_string(), "partitions": partitions })).into_response()
 }
 
 /// `Last-Event-ID`, if the reader resumes.
@@ -472,6 +597,9 @@ fn resume_from(headers: &HeaderMap) -> Result<Option<u64>, Refusal> {
 }
 
 async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response {
+    if agent.node.get().is_none() {
+        return agent.not_started();
+    }
     let after = match resume_from(&headers) {
         Ok(after) => after,
         Err(refusal) => return refusal.into_response(),

@@ -1,41 +1,83 @@
 //! `node`: one participant as a long-lived process, stopped gracefully by SIGTERM or SIGINT.
+//!
+//! Start-up runs in two steps: [`prepare`] checks everything that needs no store (flags,
+//! URL, files) and fails at once, and [`Prepared::connect`] then reaches the store, trying
+//! again with back-off for as long as the store is unreachable, so that a fleet restarted
+//! together with its store waits for it instead of exiting.
 
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
+use leasehold::admin::{self, AdminError};
 use leasehold::metrics::{Metrics, Registry};
 use leasehold::{
-    admin, Callbacks, Environment, LeaseGuard, Loss, LossReason, NodeId, Participant,
-    ParticipantConfig, TimeoutStore,
+    Callbacks, Environment, LeaseGuard, Loss, LossReason, NodeId, Participant, ParticipantConfig,
+    PartitionId, SeededRng, StoreError, TimeoutStore,
 };
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
 
 use crate::admin_commands::GroupTable;
 use crate::append_log::{unix_ns, wall_time_of, AppendLog};
 use crate::cli::{Cli, NodeArgs};
 use crate::exclusions;
 use crate::http;
-use crate::store_url;
+use crate::store_url::{self, StoreUrl};
 use crate::work::Worker;
 use crate::Outcome;
 
+/// The first pause after a failed attempt to reach the store at start-up.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// The longest pause between attempts to reach the store at start-up.
+const MAX_RETRY: Duration = Duration::from_secs(5);
+
 /// Runs `node` until a termination signal, then releases its leases and returns.
 pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
-    let metrics = args.metrics_listen.is_some();
-    let mut started = start(cli, args, metrics, None).await?;
-    if let (Some(address), Some(registry)) = (&args.metrics_listen, &started.registry) {
+    let prepared = prepare(cli, args, args.metrics_listen.is_some())?;
+    let mut announcement = None;
+    // Served before the store is reached: a supervisor sees the process alive while it waits.
+    if let (Some(address), Some(registry)) = (&args.metrics_listen, &prepared.registry) {
         let (listener, bound) = http::bind(address, "metrics").await?;
         http::spawn(
             listener,
             http::metrics_routes(Arc::clone(registry)),
             "metrics",
         );
-        crate::say(&format!("metrics listening on http://{bound}/metrics"))?;
+        announcement = Some(Announcement::new(format!(
+            "metrics listening on http://{bound}/metrics"
+        )));
     }
+    let wait = StoreWait::default();
+    let connecting = prepared.connect(cli, args, None, &wait);
+    let connected = match &announcement {
+        Some(announcement) => announcing(&wait, announcement, connecting).await?,
+        None => connecting.await?,
+    };
+    let Some(mut started) = connected else {
+        return Ok(Outcome::Success);
+    };
+    announcement.as_ref().map(Announcement::say).transpose()?;
     started.serve_until_signal(args).await?;
     started.stop().await;
     Ok(Outcome::Success)
+}
+
+/// A node whose flags, store URL and files passed every check that needs no store, with its
+/// signal handlers installed: what is left is to reach the store and start.
+pub struct Prepared {
+    url: StoreUrl,
+    excluded: BTreeSet<PartitionId>,
+    fence_log: Option<AppendLog>,
+    work_log: Option<AppendLog>,
+    /// Where the participant's metrics are registered, when asked for; served before the
+    /// participant exists, its families then empty.
+    pub registry: Option<Arc<Registry>>,
+    metrics: Option<Metrics>,
+    signals: Signals,
 }
 
 /// A running node: its participant, the table it works on, and what runs beside it.
@@ -46,8 +88,6 @@ pub struct Started {
     pub table: GroupTable,
     /// The group's partition count.
     pub partitions: u32,
-    /// Where the participant's metrics are registered, when asked for.
-    pub registry: Option<Arc<Registry>>,
     worker: Option<Worker>,
     signals: Signals,
 }
@@ -58,16 +98,122 @@ struct Signals {
     hangup: tokio::signal::unix::Signal,
 }
 
-/// Validates the flags, opens the store and starts the participant, with `extra` callbacks
-/// beside the fence log's, and metrics in a registry of its own if `metrics`.
-pub async fn start(
-    cli: &Cli,
-    args: &NodeArgs,
-    metrics: bool,
-    extra: Option<Arc<dyn Callbacks>>,
-) -> anyhow::Result<Started> {
-    let node = args.id.clone();
-    // Check the timings before touching the store, with a stand-in count if none was given.
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?,
+            hangup: signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?,
+        })
+    }
+
+    /// Resolves with the name of the first SIGTERM or SIGINT. A SIGHUP meanwhile stays
+    /// pending for [`Started::serve_until_signal`], which reloads the exclusions on it.
+    async fn stop_requested(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}
+
+/// How the wait for the store at start-up is going, for whoever reports on it while it
+/// lasts (the agent's `/readyz`).
+#[derive(Debug)]
+pub struct StoreWait {
+    failures: watch::Sender<u64>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Default for StoreWait {
+    fn default() -> StoreWait {
+        StoreWait {
+            failures: watch::Sender::new(0),
+            last_error: Mutex::default(),
+        }
+    }
+}
+
+impl StoreWait {
+    /// Attempts to reach the store that failed so far.
+    pub fn failures(&self) -> u64 {
+        *self.failures.borrow()
+    }
+
+    /// Resolves once an attempt has failed.
+    async fn failed(&self) {
+        // The sender is `self`: it cannot close while this waits.
+        let _ = self.failures.subscribe().wait_for(|&count| count > 0).await;
+    }
+
+    /// Why the latest attempt failed, with its causes, if one did.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Counts a failed attempt; returns how many have failed so far.
+    fn record(&self, error: &anyhow::Error) -> u64 {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{error:#}"));
+        self.failures.send_modify(|count| *count += 1);
+        self.failures()
+    }
+}
+
+/// The line on standard output that tells where a server of the process listens, printed
+/// once. Scripts read it to find a port the system picked, and may use the server as soon
+/// as it appears: so it is printed once the node is up, or, while the store cannot be
+/// reached, at the first failed attempt (see [`announcing`]), so that the server can be
+/// asked why.
+#[derive(Debug)]
+pub struct Announcement {
+    line: String,
+    said: AtomicBool,
+}
+
+impl Announcement {
+    /// The announcement of `line`, not yet printed.
+    pub fn new(line: String) -> Announcement {
+        Announcement {
+            line,
+            said: AtomicBool::new(false),
+        }
+    }
+
+    /// Prints the line, unless it was printed already.
+    pub fn say(&self) -> anyhow::Result<()> {
+        if self.said.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        crate::say(&self.line)
+    }
+}
+
+/// Runs `work`, which reaches the store reporting failed attempts in `wait`, and makes
+/// `announcement` at the first failure, if one comes before `work` ends.
+pub async fn announcing<T>(
+    wait: &StoreWait,
+    announcement: &Announcement,
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::pin!(work);
+    tokio::select! {
+        result = &mut work => result,
+        () = wait.failed() => {
+            announcement.say()?;
+            work.await
+        }
+    }
+}
+
+/// Checks everything about the node that needs no store — its timings (with a stand-in
+/// partition count if none was given), the work options, the exclusion list, the store URL,
+/// the log files — installs the signal handlers, and registers metrics if `metrics`. Every
+/// failure here is final.
+pub fn prepare(cli: &Cli, args: &NodeArgs, metrics: bool) -> anyhow::Result<Prepared> {
+    let node = &args.id;
     configure(cli, args, args.partitions.unwrap_or(1))
         .validate()
         .with_context(|| format!("invalid configuration for node {node}"))?;
@@ -78,59 +224,98 @@ pub async fn start(
         anyhow::bail!("--work-interval must be greater than zero");
     }
     let excluded = exclusions::combined(args.exclude.as_deref(), args.exclude_file.as_deref())?;
-    let store_timeout = configure(cli, args, 1).store_timeout;
-    let store = store_url::open(&cli.store_url()?, store_timeout.min(cli.timeout)).await?;
-    let table = GroupTable {
-        store: Arc::new(TimeoutStore::new(Arc::clone(&store), cli.timeout)),
-        group: cli.group.clone(),
-    };
-    let partitions = partition_count(&table, args.partitions).await?;
-    let config = configure(cli, args, partitions).with_excluded(excluded.iter().copied());
-    config
-        .validate()
-        .with_context(|| format!("invalid configuration for node {node}"))?;
-    let recorder = Recorder {
-        node: node.clone(),
-        fence_log: args.fence_log.as_deref().map(AppendLog::open).transpose()?,
-        extra,
-    };
+    let url = cli.store_url()?;
+    let fence_log = args.fence_log.as_deref().map(AppendLog::open).transpose()?;
     let work_log = args.work_log.as_deref().map(AppendLog::open).transpose()?;
-    let signals = Signals {
-        terminate: signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?,
-        interrupt: signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?,
-        hangup: signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?,
-    };
-
-    tracing::info!(
-        %node, group = %config.group, partitions, heartbeat = ?config.heartbeat,
-        lease_validity = ?config.lease_validity, acquire_after = ?config.acquire_after,
-        "node starting"
-    );
-    let mut environment = Environment::default();
-    let registry = metrics.then(|| {
+    let signals = Signals::install()?;
+    let (registry, metrics) = if metrics {
         let mut registry = Registry::default();
-        environment.metrics = Some(Metrics::register(&mut registry));
-        Arc::new(registry)
-    });
-    let participant = Participant::start_with(store, config, recorder, environment)
-        .with_context(|| format!("invalid configuration for node {node}"))?;
-    let worker = match (work_log, args.work_interval) {
-        (Some(log), Some(interval)) => Some(Worker::start(
-            participant.clone(),
-            log,
-            interval,
-            args.work_duration,
-        )),
-        _ => None,
+        let metrics = Metrics::register(&mut registry);
+        (Some(Arc::new(registry)), Some(metrics))
+    } else {
+        (None, None)
     };
-    Ok(Started {
-        participant,
-        table,
-        partitions,
+    Ok(Prepared {
+        url,
+        excluded,
+        fence_log,
+        work_log,
         registry,
-        worker,
+        metrics,
         signals,
     })
+}
+
+impl Prepared {
+    /// Opens the store, reads (or builds out) the group's partition count and starts the
+    /// participant, with `extra` callbacks beside the fence log's. While the store cannot be
+    /// reached, tries again with back-off, reporting each failure in the log and in `wait`;
+    /// `None` if SIGTERM or SIGINT came first. Fails at once on what trying again cannot
+    /// fix: a group that does not exist, a partition count that does not match it, an
+    /// exclusion or timing that does not fit it, a store refusing the request.
+    pub async fn connect(
+        mut self,
+        cli: &Cli,
+        args: &NodeArgs,
+        extra: Option<Arc<dyn Callbacks>>,
+        wait: &StoreWait,
+    ) -> anyhow::Result<Option<Started>> {
+        let node = args.id.clone();
+        let store_timeout = configure(cli, args, 1).store_timeout;
+        let (url, requested) = (&self.url, args.partitions);
+        let reached = retrying(&mut self.signals, wait, cli.timeout, || async move {
+            let store = store_url::open(url, store_timeout.min(cli.timeout)).await?;
+            let table = GroupTable {
+                store: Arc::new(TimeoutStore::new(Arc::clone(&store), cli.timeout)),
+                group: cli.group.clone(),
+            };
+            let partitions = partition_count(&table, requested).await?;
+            anyhow::Ok((store, table, partitions))
+        })
+        .await?;
+        let Some((store, table, partitions)) = reached else {
+            return Ok(None);
+        };
+        if wait.failures() > 0 {
+            tracing::info!(%node, store = %self.url, failed_attempts = wait.failures(), "store reached");
+        }
+        let config = configure(cli, args, partitions).with_excluded(self.excluded.iter().copied());
+        config
+            .validate()
+            .with_context(|| format!("invalid configuration for node {node}"))?;
+        let recorder = Recorder {
+            node: node.clone(),
+            fence_log: self.fence_log,
+            extra,
+        };
+        tracing::info!(
+            %node, group = %config.group, partitions, heartbeat = ?config.heartbeat,
+            lease_validity = ?config.lease_validity, acquire_after = ?config.acquire_after,
+            "node starting"
+        );
+        let environment = Environment {
+            metrics: self.metrics,
+            ..Environment::default()
+        };
+        let participant = Participant::start_with(store, config, recorder, environment)
+            .with_context(|| format!("invalid configuration for node {node}"))?;
+        let worker = match (self.work_log, args.work_interval) {
+            (Some(log), Some(interval)) => Some(Worker::start(
+                participant.clone(),
+                log,
+                interval,
+                args.work_duration,
+            )),
+            _ => None,
+        };
+        Ok(Some(Started {
+            participant,
+            table,
+            partitions,
+            worker,
+            signals: self.signals,
+        }))
+    }
 }
 
 impl Started {
@@ -155,6 +340,21 @@ impl Started {
         Ok(())
     }
 
+    /// Runs `attempt` until it succeeds, trying again with back-off on store failures as
+    /// [`Prepared::connect`] does; `None` if SIGTERM or SIGINT came first.
+    pub async fn retry<T, F, Fut>(
+        &mut self,
+        limit: Duration,
+        wait: &StoreWait,
+        attempt: F,
+    ) -> anyhow::Result<Option<T>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<T>>,
+    {
+        retrying(&mut self.signals, wait, limit, attempt).await
+    }
+
     /// Releases every lease once the work in flight under it has ended, and stops.
     pub async fn stop(self) {
         let node = self.participant.node().clone();
@@ -166,6 +366,98 @@ impl Started {
             None => self.participant.shutdown().await,
         }
         tracing::info!(%node, "stopped");
+    }
+}
+
+/// Runs `attempt` until it succeeds or fails in a way that trying again cannot fix, pausing
+/// after each transient failure as [`Backoff`] says and logging it; `None` as soon as
+/// SIGTERM or SIGINT arrives, even in the middle of an attempt. An attempt running longer
+/// than `call_limit` several times over counts as a timeout: each call in it has that limit,
+/// and a connection that hangs must not silence the log.
+async fn retrying<T, F, Fut>(
+    signals: &mut Signals,
+    wait: &StoreWait,
+    call_limit: Duration,
+    mut attempt: F,
+) -> anyhow::Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let attempt_limit = call_limit.saturating_mul(4);
+    let mut backoff = Backoff::new(SeededRng::from_entropy());
+    loop {
+        let bounded = tokio::time::timeout(attempt_limit, attempt());
+        let error = tokio::select! {
+            outcome = bounded => match outcome {
+                Ok(Ok(value)) => return Ok(Some(value)),
+                Ok(Err(error)) if is_transient(&error) => error,
+                Ok(Err(error)) => return Err(error),
+                Err(_) => anyhow::Error::new(StoreError::Timeout(attempt_limit))
+                    .context("cannot reach the store"),
+            },
+            signal_name = signals.stop_requested() => return Ok(stopped_waiting(signal_name)),
+        };
+        let pause = backoff.next_pause();
+        let failures = wait.record(&error);
+        tracing::warn!(
+            attempt = failures, error = format!("{error:#}"), retry_in = ?pause,
+            "the store cannot be reached; trying again"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            signal_name = signals.stop_requested() => return Ok(stopped_waiting(signal_name)),
+        }
+    }
+}
+
+fn stopped_waiting<T>(signal_name: &str) -> Option<T> {
+    tracing::info!(
+        signal = signal_name,
+        "stopping before the store was reached; nothing was held"
+    );
+    None
+}
+
+/// Whether `error` is a store failure that may pass with time ([`StoreError::is_transient`]:
+/// unreachable, throttled, timed out), wherever it sits among the causes. Anything else —
+/// a malformed URL, a missing variable, a group that does not exist, a schema this build
+/// does not know, a request the store refuses — is final.
+fn is_transient(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        // `AdminError::Store` is transparent: its store error never shows up as a cause.
+        let store = match cause.downcast_ref::<AdminError>() {
+            Some(AdminError::Store(store)) => Some(store),
+            _ => cause.downcast_ref::<StoreError>(),
+        };
+        store.is_some_and(StoreError::is_transient)
+    })
+}
+
+/// Capped exponential back-off with equal jitter: the ceiling starts at [`FIRST_RETRY`] and
+/// doubles up to [`MAX_RETRY`], and each pause is drawn from its upper half, so that a fleet
+/// restarted together spreads its attempts without any pause collapsing to nothing.
+#[derive(Debug)]
+struct Backoff {
+    ceiling: Duration,
+    rng: SeededRng,
+}
+
+impl Backoff {
+    fn new(rng: SeededRng) -> Backoff {
+        Backoff {
+            ceiling: FIRST_RETRY,
+            rng,
+        }
+    }
+
+    fn next_pause(&mut self) -> Duration {
+        let ceiling = self.ceiling;
+        self.ceiling = ceiling.saturating_mul(2).min(MAX_RETRY);
+        let half = ceiling / 2;
+        let pause = half + half.mul_f64(self.rng.next_f64());
+        // Whole milliseconds read better in the log, and nothing needs finer.
+        Duration::from_millis(pause.as_millis() as u64)
     }
 }
 
@@ -290,6 +582,66 @@ impl Callbacks for Recorder {
             };
             let (partition, epoch) = (loss.partition, loss.epoch);
             log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold::GroupName;
+
+    use super::*;
+
+    #[test]
+    fn pauses_double_from_the_first_up_to_the_cap_each_within_the_upper_half_of_its_ceiling() {
+        for seed in 0..64 {
+            let mut backoff = Backoff::new(SeededRng::new(seed));
+            let mut ceiling = FIRST_RETRY;
+            for _ in 0..20 {
+                let pause = backoff.next_pause();
+                assert!(
+                    pause >= ceiling / 2 && pause <= ceiling,
+                    "seed {seed}: {pause:?} outside [{:?}, {ceiling:?}]",
+                    ceiling / 2
+                );
+                ceiling = (ceiling * 2).min(MAX_RETRY);
+            }
+            assert_eq!(backoff.ceiling, MAX_RETRY, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn pauses_at_the_cap_are_spread_out() {
+        let mut backoff = Backoff::new(SeededRng::new(7));
+        let pauses: BTreeSet<Duration> = (0..30).map(|_| backoff.next_pause()).skip(10).collect();
+        assert!(pauses.len() > 10, "{pauses:?}");
+    }
+
+    #[test]
+    fn only_store_failures_that_may_pass_are_retried() {
+        let unavailable = || StoreError::Unavailable {
+            message: "connection refused".into(),
+            source: None,
+        };
+        let group: GroupName = "g".parse().unwrap();
+        let transient = [
+            anyhow::Error::new(unavailable()).context("cannot open store zk://127.0.0.1:1/x"),
+            anyhow::Error::new(StoreError::Timeout(Duration::from_secs(1))),
+            anyhow::Error::new(AdminError::Store(StoreError::Throttled {
+                message: "slow down".into(),
+            })),
+        ];
+        for error in transient {
+            assert!(is_transient(&error), "{error:#}");
+        }
+        let last = [
+            anyhow::Error::new(StoreError::Invalid("schema version 9 is too new".into()))
+                .context("cannot open store sqlite:x.db"),
+            anyhow::Error::new(AdminError::NoSuchGroup(group)),
+            anyhow::anyhow!("group g does not exist; pass --partitions N to create it"),
+        ];
+        for error in last {
+            assert!(!is_transient(&error), "{error:#}");
         }
     }
 }
