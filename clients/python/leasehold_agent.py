@@ -54,6 +54,12 @@ class Permit:
     def valid(self):
         return not self.ended and time.monotonic() < self.deadline
 
+    def remaining(self):
+        """Seconds left before the deadline on this clock; zero once ended or past it."""
+        if self.ended:
+            return 0.0
+        return max(0.0, self.deadline - time.monotonic())
+
     def end(self):
         if self.ended:
             return
@@ -94,14 +100,7 @@ class Agent:
                 text = reply.read().decode()
                 return json.loads(text) if text else None
         except urllib.error.HTTPError as error:
-            text = error.read().decode()
-            try:
-                body = json.loads(text)
-            except ValueError:
-                body = {"error": text}
-            if error.code == 409:
-                raise NotOwner(error.code, body) from None
-            raise AgentError(error.code, body) from None
+            raise _refusal(error) from None
 
     def leases(self):
         """The leases this node holds: partition, epoch, ms_left."""
@@ -132,27 +131,74 @@ class Agent:
     def map(self):
         return self._call("GET", "/v1/map")["partitions"]
 
-    def events(self, last_event_id=None, timeout=None):
-        """Lease events as dicts (id, kind, partition, epoch), from after `last_event_id` if
-        given. Ends when the agent closes the stream; reconnect with the last id seen."""
+    def open_events(self, last_event_id=None, timeout=None):
+        """The lease event stream, connected before this returns: every event after the call
+        is in it, so a snapshot of `leases()` taken next misses nothing. Iterate it for dicts
+        as `events` yields; `timeout` bounds each read (the agent sends a keep-alive every
+        15 s). Close it, or use it in a `with` block. Raises AgentError if the agent refuses
+        the stream: 410 when `last_event_id` is older than the events it keeps, 503 when too
+        many streams are open.
+
+        Event ids count from 1 in each agent process: after the agent restarts, an id from
+        before names a different event. Follow from now and list `leases()` instead."""
         headers = {"Accept": "text/event-stream"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
         request = self._request("GET", "/v1/events", headers)
-        with urllib.request.urlopen(request, timeout=timeout) as stream:
-            name, data = "message", []
-            for raw in stream:
-                line = raw.decode().rstrip("\r\n")
-                if not line:
-                    if data:
-                        event = json.loads("\n".join(data))
-                        if name == "error":
-                            raise AgentError(503, event)
-                        yield event
-                    name, data = "message", []
-                elif line.startswith(":"):
-                    continue
-                elif line.startswith("event:"):
-                    name = line[6:].strip()
-                elif line.startswith("data:"):
-                    data.append(line[5:].lstrip())
+        try:
+            return EventStream(urllib.request.urlopen(request, timeout=timeout))
+        except urllib.error.HTTPError as error:
+            raise _refusal(error) from None
+
+    def events(self, last_event_id=None, timeout=None):
+        """Lease events as dicts (id, kind, partition, epoch), from after `last_event_id` if
+        given. Ends when the agent closes the stream; reconnect with the last id seen."""
+        with self.open_events(last_event_id, timeout) as stream:
+            yield from stream
+
+
+class EventStream:
+    """An open `/v1/events` stream: iterating it yields each lease event as a dict, and
+    raises AgentError if the agent cuts the reader off (too slow to keep up)."""
+
+    def __init__(self, reply):
+        self._reply = reply
+
+    def __iter__(self):
+        name, data = "message", []
+        for raw in self._reply:
+            line = raw.decode().rstrip("\r\n")
+            if not line:
+                if data:
+                    event = json.loads("\n".join(data))
+                    if name == "error":
+                        raise AgentError(503, event)
+                    yield event
+                name, data = "message", []
+            elif line.startswith(":"):
+                continue
+            elif line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip())
+
+    def close(self):
+        self._reply.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _refusal(error):
+    """The AgentError (NotOwner for a 409) for an HTTP error reply."""
+    text = error.read().decode()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = {"error": text}
+    if error.code == 409:
+        return NotOwner(error.code, body)
+    return AgentError(error.code, body)
