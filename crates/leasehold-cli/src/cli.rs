@@ -501,7 +501,8 @@ pub struct SimArgs {
     #[arg(long, default_value = "none", value_parser = ["none", "zipf"])]
     pub load: String,
     /// Restart every node once, one at a time, a third into the run, and report how many
-    /// partitions went back to their holders.
+    /// partitions went back to their holders (with --load zipf, under a load that does not
+    /// shift).
     #[arg(long)]
     pub rolling_restart: bool,
     /// OS threads to run seeds on (at most 2).

@@ -3,7 +3,7 @@
 //! exhaustively here and driven at scale by the simulator; the participant's runner executes
 //! what it returns. [`ScanSchedule`] decides the same way when the runner reads the table.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tokio::time::Instant;
 
@@ -287,16 +287,18 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         load::LoadView::of(now, config, observed, holdings, &plan.renew, draining)
     };
     if let Some(view) = &loads {
-        let keep: Vec<(PartitionId, f64, Option<NodeId>)> = plan
+        let keep: Vec<load::Kept> = plan
             .renew
             .iter()
             .map(|p| {
-                let record = &holdings[p].record;
-                (
-                    *p,
-                    view.estimate(record.load),
-                    record.previous_owner.clone(),
-                )
+                let holding = &holdings[p];
+                load::Kept {
+                    partition: *p,
+                    load: view.estimate(holding.record.load),
+                    home: holding.record.previous_owner.clone(),
+                    recent: now.saturating_duration_since(holding.acquired_at)
+                        < config.churn_window,
+                }
             })
             .collect();
         let shedding = load::shed(view, config, &keep, load_moves_left, |p, node| {
@@ -361,7 +363,17 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // Hand off only what other live members lack: a lease nobody else needs stays
         // served here (for example one rescued as an orphan).
         let deficits = deficits_of_others(observed, &targets, &config.node);
-        let wanted_elsewhere: u32 = deficits.values().sum();
+        let mut wanted_elsewhere: u32 = deficits.values().sum();
+        // A draining node whose group balances by load hands everything off at once: the
+        // others hold what their loads call for, not their counts, and are all below their
+        // shares of the load once this node's is gone.
+        let by_load = observed
+            .leases
+            .iter()
+            .any(|seen| seen.load.is_some_and(|l| l > 0.0));
+        if draining && by_load && members.iter().any(|m| m.node != config.node && !m.draining) {
+            wanted_elsewhere = held;
+        }
         let count = (held - plan.target).min(wanted_elsewhere);
         let surplus = surplus(&plan.renew, holdings, &deficits, count as usize);
         for partition in &surplus {
@@ -414,6 +426,22 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     // before any, the free rows that name this node as the one they go back to.
     let (mut ready, mut orphans) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     let mut home = Vec::new();
+    // The other members short of their share: below their fair load, or their target.
+    let needy_members = || -> BTreeSet<NodeId> {
+        match &loads {
+            Some(view) => view
+                .nodes
+                .iter()
+                .filter(|n| n.node != config.node && !n.draining && n.load < n.fair)
+                .map(|n| n.node.clone())
+                .collect(),
+            None => deficits_of_others(observed, &targets, &config.node)
+                .into_keys()
+                .cloned()
+                .collect(),
+        }
+    };
+    let mut needy: Option<BTreeSet<NodeId>> = None;
     for seen in observed.leases.iter() {
         let partition = &seen.partition;
         let ready_at = match seen.state {
@@ -448,7 +476,17 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         } else if ready_at + orphaned_after <= listed_at || abandoned {
             orphans[elsewhere].push(seen);
         } else if ready_at <= now {
-            ready[elsewhere].push(seen);
+            // A row released towards another member that is short of its share (handed
+            // back, or handed over for balance) is that member's to take; it hears of it at
+            // once. Only if it is still free after the orphan grace does anyone take it.
+            let directed = seen.state == LeaseState::Released
+                && seen
+                    .owner
+                    .as_ref()
+                    .is_some_and(|to| needy.get_or_insert_with(needy_members).contains(to));
+            if !directed {
+                ready[elsewhere].push(seen);
+            }
         } else if wanted > 0 {
             plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         }
@@ -477,7 +515,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             Some(view) if kind != 1 && kind != 2 => {
                 for seen in drawn {
                     let add = view.estimate(seen.load.map(f64::from));
-                    if load::fits(view, config, taking, add) {
+                    if load::fits(view, config, taking, add, kind == 0) {
                         taking += add;
                         chosen.push(seen);
                     }

@@ -172,33 +172,11 @@ impl Director {
                     }
                 }
                 lifecycle::start(&world, index);
-                // As a rolling update waits for readiness: the node has joined.
-                loop {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    let state = world.lock();
-                    let joined = state.nodes[&index].process().is_some_and(|p| p.scanned);
-                    if joined {
-                        break;
-                    }
-                }
+                // As an operator waits (a StatefulSet's minReadySeconds) before the next: the
+                // node has joined and the hand-backs are over.
+                settle(&world, world.timings.scan_interval * 2).await;
             }
-            // Until the fleet has settled: every partition held and nothing moving.
-            let settle = world.timings.settle_delay();
-            for _ in 0..600 {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let state = world.lock();
-                let held: usize = state
-                    .nodes
-                    .values()
-                    .filter_map(|s| s.process())
-                    .map(|p| p.participant.owned().len())
-                    .sum();
-                if held == world.config.partitions as usize
-                    && state.recorder.settled(Instant::now(), settle)
-                {
-                    break;
-                }
-            }
+            settle(&world, world.timings.settle_delay()).await;
             let after = holders(&world);
             let mut state = world.lock();
             let returned = before
@@ -214,6 +192,31 @@ impl Director {
         };
         let mut state = self.world.lock();
         self.world.spawn(&mut state, task);
+    }
+}
+
+/// Waits (up to ten minutes) until every partition is held and nothing has changed for
+/// `quiet`.
+async fn settle(world: &World, quiet: Duration) {
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let state = world.lock();
+        let held: usize = state
+            .nodes
+            .values()
+            .filter_map(|s| s.process())
+            .map(|p| p.participant.owned().len())
+            .sum();
+        let joined = state
+            .nodes
+            .values()
+            .all(|s| s.process().is_none_or(|p| p.scanned));
+        if joined
+            && held == world.config.partitions as usize
+            && state.recorder.settled(Instant::now(), quiet)
+        {
+            return;
+        }
     }
 }
 

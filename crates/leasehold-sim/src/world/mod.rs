@@ -20,7 +20,7 @@ use crate::invariants::fencing::FencingJudge;
 use crate::invariants::single_owner::SingleOwner;
 use crate::invariants::work::WorkSpans;
 use crate::invariants::{Holder, Invariant};
-use crate::load::{LoadModel, LoadRecord};
+use crate::load::{LoadModel, LoadRecord, LoadShape};
 use crate::report::Violation;
 use crate::resource::Resources;
 use crate::trace::Trace;
@@ -143,10 +143,19 @@ impl World {
             origin,
             store: MemoryStore::new(),
             group: GroupName::new("sim").expect("valid"),
-            load: config
-                .load
-                .as_ref()
-                .map(|shape| LoadModel::new(shape, config.partitions, config.duration, seed)),
+            load: config.load.as_ref().map(|shape| {
+                // A rolling restart is measured under steady load: a shift meanwhile would
+                // move partitions for balance and hide what went back to its holder.
+                let shape = LoadShape {
+                    shift_every: if config.rolling_restart {
+                        Duration::ZERO
+                    } else {
+                        shape.shift_every
+                    },
+                    ..shape.clone()
+                };
+                LoadModel::new(&shape, config.partitions, config.duration, seed)
+            }),
             state: Mutex::new(State {
                 trace,
                 rng: SeededRng::new(seed ^ 0x005E_ED0F_FA17),

@@ -40,6 +40,10 @@ pub struct NodeLoad {
     pub max_load: Option<f64>,
     /// Whether it is draining.
     pub draining: bool,
+    /// Whether it registered only a few heartbeats ago ([`super::YOUNG_HEARTBEATS`]): a
+    /// node that came back is handed back what it held first, and receives other partitions
+    /// for balance only once that is done.
+    pub young: bool,
 }
 
 impl NodeLoad {
@@ -78,11 +82,22 @@ impl LoadView {
         keep: &[PartitionId],
         draining: bool,
     ) -> Option<LoadView> {
-        let mut live: BTreeMap<&NodeId, (f64, u32, f64, Option<f64>, bool)> = observed
+        // Each live member with the load it reports and the count of its partitions that
+        // report none (estimated below, once the mean is known); `fair` holds the capacity
+        // until then.
+        let mut live: BTreeMap<&NodeId, (NodeLoad, u32)> = observed
             .live_others(now, config)
             .map(|m| {
                 let capacity = m.capacity.unwrap_or(f64::from(m.weight));
-                (&m.node, (0.0, 0, capacity, m.max_load, m.draining))
+                let node = NodeLoad {
+                    node: m.node.clone(),
+                    load: 0.0,
+                    fair: if m.draining { 0.0 } else { capacity },
+                    max_load: m.max_load,
+                    draining: m.draining,
+                    young: m.heartbeat <= super::YOUNG_HEARTBEATS,
+                };
+                (&m.node, (node, 0))
             })
             .collect();
         let (mut known, mut reported, mut unknown) = (0.0f64, 0u32, 0u32);
@@ -102,7 +117,7 @@ impl LoadView {
             }
             if let Some(entry) = seen.owner.as_ref().and_then(|o| live.get_mut(o)) {
                 match seen.load {
-                    Some(load) => entry.0 += f64::from(load),
+                    Some(load) => entry.0.load += f64::from(load),
                     None => entry.1 += 1,
                 }
             }
@@ -125,16 +140,11 @@ impl LoadView {
             })
             .sum::<f64>();
         let mut nodes: Vec<NodeLoad> = live
-            .into_iter()
-            .map(
-                |(node, (load, unknown, capacity, max_load, draining))| NodeLoad {
-                    node: node.clone(),
-                    load: load + f64::from(unknown) * mean_partition,
-                    fair: if draining { 0.0 } else { capacity },
-                    max_load,
-                    draining,
-                },
-            )
+            .into_values()
+            .map(|(mut node, unknown)| {
+                node.load += f64::from(unknown) * mean_partition;
+                node
+            })
             .collect();
         let own_capacity = config.capacity.unwrap_or(f64::from(config.weight));
         let at = nodes.partition_point(|n| n.node < config.node);
@@ -146,6 +156,7 @@ impl LoadView {
                 fair: if draining { 0.0 } else { own_capacity },
                 max_load: config.max_load,
                 draining,
+                young: false,
             },
         );
         let capacity: f64 = nodes.iter().map(|n| n.fair).sum();
@@ -207,6 +218,20 @@ impl LoadView {
     }
 }
 
+/// A partition this node keeps, as [`shed`] weighs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    /// The partition.
+    pub partition: PartitionId,
+    /// Its load, estimated if unreported.
+    pub load: f64,
+    /// The member that held it before this node.
+    pub home: Option<NodeId>,
+    /// Whether this node took it recently (within the churn window): a partition it may
+    /// have taken only because its holder went away.
+    pub recent: bool,
+}
+
 /// What this node hands off to balance load.
 #[derive(Debug, Default, PartialEq)]
 pub struct Shedding {
@@ -224,7 +249,7 @@ pub struct Shedding {
 pub fn shed(
     view: &LoadView,
     config: &ParticipantConfig,
-    keep: &[(PartitionId, f64, Option<NodeId>)],
+    keep: &[Kept],
     budget: u32,
     prohibited: impl Fn(PartitionId, &NodeId) -> bool,
 ) -> Shedding {
@@ -233,24 +258,26 @@ pub fn shed(
     let Some(me) = view.get(&config.node) else {
         return result;
     };
-    // Placement that remembers: a member nearly empty (it came back under its name) gets
-    // back first what it held before, from whoever took it meanwhile, outside
+    // Placement that remembers: a member below its share over the band gets back first
+    // what this node took from it within the churn window (it went away and came back under
+    // its name) what it held before, from whoever took it meanwhile, outside
     // the budget: warm caches and local state are worth more than an even spread, which the
     // moves below then refine.
     let mut left = me.load;
-    for (partition, load, home) in keep {
-        let Some(home) = home.as_ref().and_then(|h| view.get(h)) else {
+    for kept in keep {
+        let Some(home) = kept.home.as_ref().and_then(|h| view.get(h)) else {
             continue;
         };
         if home.node != me.node
             && !home.draining
-            && home.load < home.fair * NEARLY_EMPTY
-            && !prohibited(*partition, &home.node)
-            && left - load >= me.fair / band
+            && kept.recent
+            && home.load < home.fair / band
+            && !prohibited(kept.partition, &home.node)
+            && left - kept.load >= me.fair / band
             && result.moves.len() + 1 < keep.len()
         {
-            left -= load;
-            result.moves.push((*partition, home.node.clone()));
+            left -= kept.load;
+            result.moves.push((kept.partition, home.node.clone()));
         }
     }
     if !result.moves.is_empty() {
@@ -291,7 +318,7 @@ pub fn shed(
     let mut receivers: Vec<(&NodeLoad, f64)> = view
         .nodes
         .iter()
-        .filter(|n| !n.draining)
+        .filter(|n| !n.draining && !n.young)
         .filter(|n| pressing || n.load < n.fair / band)
         .map(|n| (n, room_of(n, n.fair)))
         .filter(|(_, room)| *room > 0.0)
@@ -327,9 +354,13 @@ pub fn shed(
             }
         }
     }
-    let mut candidates: Vec<&(PartitionId, f64, Option<NodeId>)> = keep.iter().collect();
+    let mut candidates: Vec<&Kept> = keep.iter().collect();
     // Hottest first: the fewest moves for the load moved.
-    candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    candidates.sort_by(|a, b| {
+        b.load
+            .total_cmp(&a.load)
+            .then_with(|| a.partition.cmp(&b.partition))
+    });
     // The donor stays at or above its share over the band (no swapping roles with the
     // receiver), unless it is above its ceiling.
     let floor = if over_ceiling { 0.0 } else { me.fair / band };
@@ -337,23 +368,28 @@ pub fn shed(
     let mut budgeted = 0u32;
     let mut give = |receiver: &NodeLoad,
                     claim: f64,
+                    room: f64,
                     once: bool,
-                    candidates: &mut Vec<&(PartitionId, f64, Option<NodeId>)>,
+                    candidates: &mut Vec<&Kept>,
                     moves: &mut Vec<(PartitionId, NodeId)>| {
         let exempt = receiver.load < receiver.fair * NEARLY_EMPTY;
         let mut given = 0.0;
         while candidates.len() > 1 && (exempt || budgeted < budget) {
-            // Going back to the member that held it before, if one fits; else the hottest
-            // that fits.
-            let fits = |c: &&(PartitionId, f64, Option<NodeId>)| {
-                c.1 <= claim - given && load - c.1 >= floor && !prohibited(c.0, &receiver.node)
+            // Going back to the member that held it before, if it has room for it (the
+            // claims of donors giving it back what it had add up to about what it had);
+            // else the hottest that fits this node's claim.
+            let fits = |c: &&Kept, limit: f64| {
+                c.load <= limit - given
+                    && load - c.load >= floor
+                    && !prohibited(c.partition, &receiver.node)
             };
             let pick = candidates
                 .iter()
-                .position(|c| fits(c) && c.2.as_ref() == Some(&receiver.node))
-                .or_else(|| candidates.iter().position(fits));
+                .position(|c| fits(c, room) && c.home.as_ref() == Some(&receiver.node))
+                .or_else(|| candidates.iter().position(|c| fits(c, claim)));
             let Some(index) = pick else { break };
-            let (partition, moved, _) = *candidates.remove(index);
+            let taken = candidates.remove(index);
+            let (partition, moved) = (taken.partition, taken.load);
             given += moved;
             load -= moved;
             moves.push((partition, receiver.node.clone()));
@@ -366,7 +402,15 @@ pub fn shed(
         }
     };
     for (receiver, claim) in claims {
-        give(receiver, claim, false, &mut candidates, &mut result.moves);
+        let room = room_of(receiver, receiver.fair);
+        give(
+            receiver,
+            claim,
+            room,
+            false,
+            &mut candidates,
+            &mut result.moves,
+        );
     }
     // If the plan's claims fit none of this node's partitions (coarse partitions), one
     // partition into the whole room of one receiver — above its share over the band if this
@@ -374,7 +418,7 @@ pub fn shed(
     let mut others: Vec<&NodeLoad> = view
         .nodes
         .iter()
-        .filter(|n| !n.draining && n.node != me.node)
+        .filter(|n| !n.draining && !n.young && n.node != me.node)
         .filter(|n| pressing || n.load < n.fair / band)
         .collect();
     others.sort_by(|a, b| {
@@ -390,9 +434,11 @@ pub fn shed(
             } else {
                 receiver.fair
             };
+            let room = room_of(receiver, ceiling);
             give(
                 receiver,
-                room_of(receiver, ceiling),
+                room,
+                room,
                 true,
                 &mut candidates,
                 &mut result.moves,
@@ -410,9 +456,17 @@ pub fn shed(
 }
 
 /// Whether this node, carrying `load` (what it keeps plus what it has chosen to take so
-/// far), should take one more partition of load `add`: while below its fair share, or if the
-/// partition keeps it within the band and under its ceiling.
-pub fn fits(view: &LoadView, config: &ParticipantConfig, load: f64, add: f64) -> bool {
+/// far), should take one more partition of load `add`: if the partition keeps it within the
+/// band and under its ceiling, or, for a partition handed to it by name, while it is below
+/// its fair share. A free partition too hot for anyone's band waits for the orphan grace
+/// and then goes to whoever takes it first, rather than to the first node below its share.
+pub fn fits(
+    view: &LoadView,
+    config: &ParticipantConfig,
+    load: f64,
+    add: f64,
+    directed: bool,
+) -> bool {
     let Some(me) = view.get(&config.node) else {
         return false;
     };
@@ -420,5 +474,5 @@ pub fn fits(view: &LoadView, config: &ParticipantConfig, load: f64, add: f64) ->
     if load + add > ceiling && load > 0.0 {
         return false;
     }
-    load < me.fair || load + add <= me.fair * config.load_band
+    (directed && load < me.fair) || load + add <= me.fair * config.load_band
 }
