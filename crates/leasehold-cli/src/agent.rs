@@ -63,6 +63,8 @@ struct Events {
 /// The latest events, by id, and the last id given.
 #[derive(Debug, Default)]
 struct Kept {
+    /// The id before this process's first event: `Last-Event-ID: 0` resumes from there.
+    base: u64,
     last: u64,
     events: VecDeque<(u64, Arc<str>)>,
 }
@@ -93,8 +95,20 @@ impl<S: Send + Sync> FromRequestParts<S> for Segment {
 
 impl Events {
     fn new() -> Events {
+        // Ids start above any an earlier process under this address gave out (a thousand
+        // per millisecond of its life): a reader resuming with an id from before a restart
+        // is then told that what came after it is gone, instead of missing the new
+        // process's first events whose ids it had already seen.
+        let base = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64)
+            .saturating_mul(1000);
         Events {
-            kept: Mutex::new(Kept::default()),
+            kept: Mutex::new(Kept {
+                base,
+                last: base,
+                events: VecDeque::new(),
+            }),
             live: broadcast::channel(EVENTS_KEPT).0,
         }
     }
@@ -177,6 +191,14 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
         .listen
         .parse()
         .with_context(|| format!("--listen {} is not HOST:PORT", args.listen))?;
+    if let Some(metrics) = &args.node.metrics_listen {
+        // Accepted silently, it would leave a scrape target configured that never answers.
+        anyhow::bail!(
+            "--metrics-listen {metrics}: the agent serves /metrics on --listen {}; leave \
+             --metrics-listen out",
+            args.listen
+        );
+    }
     if token.is_none() && !address.ip().is_loopback() {
         anyhow::bail!(
             "--listen {address} is not a loopback address: give --token-file, so that only \
@@ -613,9 +635,13 @@ async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response
     let (backlog, receiver) = {
         let kept = agent.events.kept.lock().unwrap_or_else(|e| e.into_inner());
         let receiver = agent.events.live.subscribe();
-        let oldest = kept.events.front().map(|(id, _)| *id);
-        if let (Some(after), Some(oldest)) = (after, oldest) {
-            if after + 1 < oldest {
+        let oldest = kept.events.front().map_or(kept.last + 1, |(id, _)| *id);
+        // 0: every event of this process, as far as they are kept.
+        let after = after.map(|after| if after == 0 { kept.base } else { after });
+        if let Some(after) = after {
+            // Older than what is kept, or from another process of this agent (ids restart
+            // above the last process's at each start).
+            if after.saturating_add(1) < oldest || after > kept.last {
                 return error(
                     StatusCode::GONE,
                     format!(

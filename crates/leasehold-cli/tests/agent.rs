@@ -267,3 +267,57 @@ fn on_sigterm_the_agent_waits_for_outstanding_permits_then_exits() {
         "{status}"
     );
 }
+
+/// A worker resuming its event stream with an id from before the agent restarted is told
+/// that the events after it are gone (410), rather than silently missing the new process's
+/// first ones, whose ids it would otherwise have seen already; `Last-Event-ID: 0` replays
+/// the running process's events.
+#[test]
+fn an_event_id_from_before_a_restart_is_refused_not_resumed_from() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "2"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token").unwrap();
+    let token = token.to_str().unwrap();
+    let mut first = agent(&site, "a", token);
+    site.wait_for(WAIT, "a to hold both partitions", || {
+        held(&first).len() == 2
+    });
+    let mut stream = EventStream::open(&first.at, "/v1/events");
+    let _ = post(&first, "/v1/leases/0/release", true);
+    let old_id = stream.next().id.expect("an id");
+    assert_eq!(first.process.terminate(WAIT), 0);
+
+    let second = agent(&site, "a", token);
+    site.wait_for(WAIT, "a to hold both partitions again", || {
+        held(&second).len() == 2
+    });
+    let resume = |id: &str| {
+        http::request(
+            &second.at,
+            "GET",
+            "/v1/events",
+            &[&format!("Last-Event-ID: {id}")],
+            "",
+        )
+    };
+    let refused = resume(&old_id);
+    assert_eq!(refused.status, 410, "{refused:?}");
+    assert!(refused.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("/v1/leases"));
+    let mut replay = EventStream::open_with(&second.at, "/v1/events", &["Last-Event-ID: 0"]);
+    let event: Value = serde_json::from_str(&replay.next().data).unwrap();
+    assert_eq!(event["kind"], "acquired", "{event}");
+    assert!(event["id"].as_u64().unwrap() > old_id.parse::<u64>().unwrap());
+}
+
+/// The agent serves its metrics on its API's address: a separate metrics address, which
+/// `node` takes, is refused at start rather than left configured and never answering.
+#[test]
+fn a_metrics_address_of_its_own_is_refused() {
+    let site = Site::new();
+    let run = site.run(&["agent", "--id", "a", "--metrics-listen", "127.0.0.1:0"]);
+    common::assert_clean_error(&run, &["--metrics-listen", "/metrics on --listen"]);
+}

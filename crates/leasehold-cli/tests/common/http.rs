@@ -130,13 +130,20 @@ pub struct Event {
 impl EventStream {
     /// Opens `GET path` as a stream.
     pub fn open(address: &str, path: &str) -> EventStream {
+        EventStream::open_with(address, path, &[])
+    }
+
+    /// Opens `GET path` as a stream, sending `headers` too.
+    #[allow(dead_code)]
+    pub fn open_with(address: &str, path: &str, headers: &[&str]) -> EventStream {
         let mut stream = TcpStream::connect(address).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
+        let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
         write!(
             stream,
-            "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n{extra}\r\n"
         )
         .unwrap();
         let mut reader = BufReader::new(stream);
