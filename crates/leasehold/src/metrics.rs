@@ -253,6 +253,10 @@ struct Families {
     corrupt: Family<RecordLabels, Gauge>,
     callback_panics: Family<CallbackLabels, Counter>,
     callbacks_slow: Family<CallbackLabels, Counter>,
+    load: Family<NodeLabels, FloatGauge>,
+    fair_load: Family<NodeLabels, FloatGauge>,
+    load_spillover: Family<NodeLabels, FloatGauge>,
+    load_moves: Family<NodeLabels, Counter>,
 }
 
 impl Metrics {
@@ -283,6 +287,10 @@ impl Metrics {
             corrupt: Family::default(),
             callback_panics: Family::default(),
             callbacks_slow: Family::default(),
+            load: Family::default(),
+            fair_load: Family::default(),
+            load_spillover: Family::default(),
+            load_moves: Family::default(),
         };
         let f = &families;
         let r = registry.sub_registry_with_prefix("leasehold");
@@ -312,6 +320,26 @@ impl Metrics {
             f.live_members.clone(),
         );
         r.register("lease_acquisitions", "Leases taken", f.acquisitions.clone());
+        r.register(
+            "load",
+            "The load of the partitions this node keeps, as the application reports it",
+            f.load.clone(),
+        );
+        r.register(
+            "load_fair_share",
+            "This node's fair share of the group's load, by capacity",
+            f.fair_load.clone(),
+        );
+        r.register(
+            "load_spillover",
+            "Load above max_load that no member had room for",
+            f.load_spillover.clone(),
+        );
+        r.register(
+            "load_moves",
+            "Partitions handed off to balance load, counted against the churn budget",
+            f.load_moves.clone(),
+        );
         r.register(
             "lease_releases",
             "Leases written released (hand-offs)",
@@ -457,6 +485,10 @@ impl Metrics {
             live_members: f.live_members.get_or_create_owned(&labels),
             acquisitions: f.acquisitions.get_or_create_owned(&labels),
             releases: f.releases.get_or_create_owned(&labels),
+            load: f.load.get_or_create_owned(&labels),
+            fair_load: f.fair_load.get_or_create_owned(&labels),
+            load_spillover: f.load_spillover.get_or_create_owned(&labels),
+            load_moves: f.load_moves.get_or_create_owned(&labels),
             losses: [
                 reason(LossReason::Expired),
                 reason(LossReason::Conflict),
@@ -565,6 +597,10 @@ pub(crate) struct NodeMetrics {
     pub(crate) live_members: Gauge,
     pub(crate) acquisitions: Counter,
     pub(crate) releases: Counter,
+    pub(crate) load: FloatGauge,
+    pub(crate) fair_load: FloatGauge,
+    pub(crate) load_spillover: FloatGauge,
+    pub(crate) load_moves: Counter,
     losses: [Counter; 4],
     pub(crate) renewal_batch_size: Histogram,
     pub(crate) renewal_batch_duration: Histogram,

@@ -200,6 +200,11 @@ impl Runner {
         });
         self.record(|metrics| {
             metrics.target.set(i64::from(plan.target));
+            let (load, fair) = plan.load.unwrap_or((0.0, 0.0));
+            metrics.load.set(load);
+            metrics.fair_load.set(fair);
+            metrics.load_spillover.set(plan.load_spillover);
+            metrics.load_moves.inc_by(u64::from(plan.shed));
             crate::metrics::set_count(&metrics.live_members, plan.live_members);
         });
         self.schedule
