@@ -35,6 +35,9 @@ def main(url, token):
     except AgentError as error:
         assert error.status == 404, error
 
+    reported = agent.report_load(partition, 2.5)
+    assert reported["load"] == 2.5, reported
+
     route = agent.route("order-42")
     assert 0 <= route["partition"] < len(agent.map()), route
 

@@ -94,9 +94,13 @@ class Agent:
             request.add_header(name, value)
         return request
 
-    def _call(self, method, path):
+    def _call(self, method, path, body=None):
+        request = self._request(method, path)
+        if body is not None:
+            request.data = json.dumps(body).encode()
+            request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(self._request(method, path), timeout=self.timeout) as reply:
+            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
                 text = reply.read().decode()
                 return json.loads(text) if text else None
         except urllib.error.HTTPError as error:
@@ -118,6 +122,11 @@ class Agent:
 
     def release(self, partition):
         return self._call("POST", f"/v1/leases/{int(partition)}/release")
+
+    def report_load(self, partition, load):
+        """Reports the partition's load (a non-negative number, one unit across the group):
+        published with the next renewal, so that the group balances by load."""
+        return self._call("PUT", f"/v1/leases/{int(partition)}/load", {"load": float(load)})
 
     def drain(self):
         return self._call("POST", "/v1/drain")

@@ -24,7 +24,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router as Routes};
 use futures_util::stream::{self, StreamExt};
 use leasehold::admin;
@@ -132,7 +132,11 @@ impl Events {
 }
 
 /// Turns the participant's notifications into events.
-struct EventCallbacks(Arc<Events>);
+struct EventCallbacks(Arc<Events>, Arc<Loads>);
+
+/// The load workers last reported per partition held here, published with each renewal
+/// for balancing by load.
+type Loads = Mutex<BTreeMap<PartitionId, f64>>;
 
 impl Callbacks for EventCallbacks {
     fn on_acquired(&self, lease: &LeaseGuard) {
@@ -149,6 +153,16 @@ impl Callbacks for EventCallbacks {
             _ => "lost",
         };
         self.0.push(kind, loss.partition, loss.epoch.0);
+        // The next holder's workers report their own.
+        self.1
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&loss.partition);
+    }
+
+    fn load(&self, partition: PartitionId) -> Option<f64> {
+        let loads = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        loads.get(&partition).copied()
     }
 }
 
@@ -159,6 +173,8 @@ struct Agent {
     /// How the wait for the store is going, for the 503 answers meanwhile.
     wait: StoreWait,
     permits: Mutex<BTreeMap<u64, WorkPermit>>,
+    /// Loads reported by workers, shared with the node's callbacks.
+    loads: Arc<Loads>,
     next_permit: AtomicU64,
     /// Turned off at SIGTERM: the permits outstanding end, no new one is granted.
     granting: AtomicBool,
@@ -208,7 +224,9 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
     let prepared = node::prepare(cli, &args.node, true)?;
     let (listener, bound) = crate::http::bind(&args.listen, "the agent").await?;
     let events = Arc::new(Events::new());
-    let callbacks: Arc<dyn Callbacks> = Arc::new(EventCallbacks(Arc::clone(&events)));
+    let loads: Arc<Loads> = Arc::default();
+    let callbacks: Arc<dyn Callbacks> =
+        Arc::new(EventCallbacks(Arc::clone(&events), Arc::clone(&loads)));
     let agent = Arc::new(Agent {
         node: OnceLock::new(),
         wait: StoreWait::default(),
@@ -218,6 +236,7 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
         token,
         registry: prepared.registry.clone().unwrap_or_default(),
         events,
+        loads,
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
     });
     let reaper = tokio::spawn(reap(Arc::clone(&agent)));
@@ -387,6 +406,7 @@ fn routes(agent: Arc<Agent>) -> Routes {
         .route("/v1/leases/{partition}", get(lease))
         .route("/v1/leases/{partition}/permits", post(grant))
         .route("/v1/leases/{partition}/release", post(release))
+        .route("/v1/leases/{partition}/load", put(report_load))
         .route("/v1/permits/{id}", delete(end_permit))
         .route("/v1/drain", post(drain))
         .route("/v1/undrain", post(undrain))
@@ -523,6 +543,46 @@ async fn release(
     } else {
         node.not_here(partition)
     }
+}
+
+/// `PUT /v1/leases/{p}/load` with `{"load": X}`: the partition's load as the worker measures
+/// it (any non-negative number, one unit across the group), published with the next renewal
+/// so that the group balances by load.
+async fn report_load(
+    State(agent): State<Arc<Agent>>,
+    Segment(partition): Segment,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(refusal) = agent.check(&headers) {
+        return refusal.into_response();
+    }
+    let Some(node) = agent.node.get() else {
+        return agent.not_started();
+    };
+    let partition = match node.partition(&partition) {
+        Ok(partition) => partition,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let load = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|value| value.get("load").and_then(Value::as_f64))
+        .filter(|load| load.is_finite() && *load >= 0.0);
+    let Some(load) = load else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            r#"the body must be {"load": X} with X a non-negative number"#,
+        );
+    };
+    if node.participant.lease(partition).is_none() {
+        return node.not_here(partition);
+    }
+    agent
+        .loads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(partition, load);
+    Json(json!({ "partition": partition.0, "load": load })).into_response()
 }
 
 async fn set_draining(agent: &Agent, headers: &HeaderMap, draining: bool) -> Response {

@@ -304,6 +304,25 @@ pub struct NodeArgs {
     /// This node's relative capacity [default: 1].
     #[arg(long)]
     pub weight: Option<u32>,
+    /// This node's capacity for load, relative to the others', when the application reports
+    /// load [default: its weight].
+    #[arg(long)]
+    pub capacity: Option<f64>,
+    /// Hand off the hottest partitions others have room for while this node's load is above
+    /// this [default: none].
+    #[arg(long)]
+    pub max_load: Option<f64>,
+    /// How far above its fair share of the load a node may go before partitions move
+    /// [default: 1.10].
+    #[arg(long)]
+    pub load_band: Option<f64>,
+    /// The fraction of the table the group may move to balance load per --churn-window
+    /// [default: 0.10].
+    #[arg(long)]
+    pub churn_budget: Option<f64>,
+    /// The window the churn budget counts over [default: 10m].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub churn_window: Option<Duration>,
     /// Delete member records unchanged for this long: nodes that crashed and never came
     /// back [default: 1h].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]

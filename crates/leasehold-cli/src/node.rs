@@ -500,6 +500,11 @@ fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
         .max_partitions_per_node
         .unwrap_or(config.max_partitions_per_node);
     config.weight = args.weight.unwrap_or(config.weight);
+    config.capacity = args.capacity;
+    config.max_load = args.max_load;
+    config.load_band = args.load_band.unwrap_or(config.load_band);
+    config.churn_budget = args.churn_budget.unwrap_or(config.churn_budget);
+    config.churn_window = args.churn_window.unwrap_or(config.churn_window);
     config.forget_members_after = args
         .forget_members_after
         .unwrap_or(config.forget_members_after);
@@ -546,6 +551,12 @@ struct Recorder {
 }
 
 impl Callbacks for Recorder {
+    // Every method passes on: one left to its default would silently drop what the agent's
+    // callbacks answer (the loads its workers report).
+    fn load(&self, partition: PartitionId) -> Option<f64> {
+        self.extra.as_ref().and_then(|extra| extra.load(partition))
+    }
+
     fn on_handing_off(&self, lease: &LeaseGuard) {
         if let Some(extra) = &self.extra {
             extra.on_handing_off(lease);

@@ -321,3 +321,38 @@ fn a_metrics_address_of_its_own_is_refused() {
     let run = site.run(&["agent", "--id", "a", "--metrics-listen", "127.0.0.1:0"]);
     common::assert_clean_error(&run, &["--metrics-listen", "/metrics on --listen"]);
 }
+
+/// A worker reports a partition's load; the agent publishes it with the next renewal, where
+/// every node's balancing (and `status`) reads it. Bad reports are refused with a reason.
+#[test]
+fn a_worker_reports_load_and_the_table_shows_it() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "2"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token").unwrap();
+    let a = agent(&site, "a", token.to_str().unwrap());
+    site.wait_for(WAIT, "a to hold both partitions", || held(&a).len() == 2);
+    let put = |path: &str, auth: bool, body: &str| {
+        let headers: &[&str] = if auth { &[AUTH] } else { &[] };
+        http::request(&a.at, "PUT", path, headers, body)
+    };
+    let reported = put("/v1/leases/1/load", true, r#"{"load": 7.5}"#);
+    assert_eq!(reported.status, 200, "{reported:?}");
+    assert_eq!(reported.json()["load"].as_f64(), Some(7.5));
+    site.wait_for(WAIT, "the load in the table", || {
+        site.status()["partitions"][1]["load"].as_f64() == Some(7.5)
+    });
+    assert_eq!(
+        put("/v1/leases/1/load", false, r#"{"load": 1}"#).status,
+        401
+    );
+    for bad in [r#"{"load": -1}"#, r#"{"load": "x"}"#, "{}", "not json", ""] {
+        let refused = put("/v1/leases/1/load", true, bad);
+        assert_eq!(refused.status, 400, "{bad}: {refused:?}");
+        assert!(refused.json()["error"].as_str().unwrap().contains("load"));
+    }
+    assert_eq!(put("/v1/leases/9/load", true, r#"{"load": 1}"#).status, 404);
+    let huge = format!(r#"{{"load": 1, "pad": "{}"}}"#, "x".repeat(20_000));
+    let refused = put("/v1/leases/1/load", true, &huge);
+    assert_eq!(refused.status, 413, "{refused:?}");
+}

@@ -474,7 +474,7 @@ pub enum ConfigError {
         load_band: f64,
     },
     /// The churn budget was outside `(0, 1]`.
-    #[error("churn_budget = {churn_budget} must be in (0, 1]: the fraction of its partitions a node may move per churn_window to balance load")]
+    #[error("churn_budget = {churn_budget} must be in (0, 1]: the fraction of the table the group may move per churn_window to balance load")]
     ChurnBudgetOutOfRange {
         /// The rejected value.
         churn_budget: f64,
