@@ -340,6 +340,10 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             let Some(home) = holding.record.previous_owner.as_ref() else {
                 continue;
             };
+            // At most what the member takes in one scan: see the surplus below.
+            if homecoming.len() as u32 >= config.max_acquires_per_scan {
+                break;
+            }
             if let Some(lack) = lacking.get_mut(home).filter(|lack| **lack > 0) {
                 if !holding.record.prohibited.contains(home) {
                     *lack -= 1;
@@ -374,7 +378,16 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         if draining && by_load && members.iter().any(|m| m.node != config.node && !m.draining) {
             wanted_elsewhere = held;
         }
-        let count = (held - plan.target).min(wanted_elsewhere);
+        // No more at once than the takers can take in one scan (`max_acquires_per_scan`
+        // each): a partition released beyond that would wait unserved for a later scan of
+        // theirs, while here it is still served until the next plan releases it.
+        let takers = members
+            .iter()
+            .filter(|m| m.node != config.node && !m.draining)
+            .count()
+            .max(1) as u32;
+        let per_scan = config.max_acquires_per_scan.saturating_mul(takers);
+        let count = (held - plan.target).min(wanted_elsewhere).min(per_scan);
         let surplus = surplus(&plan.renew, holdings, &deficits, count as usize);
         for partition in &surplus {
             if let Some(home) = holdings[partition]
@@ -477,15 +490,23 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             orphans[elsewhere].push(seen);
         } else if ready_at <= now {
             // A row released towards another member that is short of its share (handed
-            // back, or handed over for balance) is that member's to take; it hears of it at
-            // once. Only if it is still free after the orphan grace does anyone take it.
+            // back, or handed over for balance) is that member's to take, for half a scan:
+            // it hears of it at once, by a notice or its next scan. Should it not take it
+            // (it excludes the partition, say), the others do, within the hand-off bound.
+            let directed_until = ready_at + config.scan_interval / 2;
             let directed = seen.state == LeaseState::Released
+                && now < directed_until
                 && seen
                     .owner
                     .as_ref()
                     .is_some_and(|to| needy.get_or_insert_with(needy_members).contains(to));
             if !directed {
                 ready[elsewhere].push(seen);
+            } else if wanted > 0 {
+                plan.wake_at = Some(
+                    plan.wake_at
+                        .map_or(directed_until, |w| w.min(directed_until)),
+                );
             }
         } else if wanted > 0 {
             plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
@@ -495,6 +516,13 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     // only orphans. Within each kind, this node's stripe first, at random within each.
     let [orphans_here, orphans_elsewhere] = &mut orphans;
     let [ready_here, ready_elsewhere] = &mut ready;
+    // By load, what is handed to this node by name is taken whatever its share: the giver
+    // saw room for it here.
+    let wanted = if loads.is_some() {
+        wanted.max(home.len().min(room))
+    } else {
+        wanted
+    };
     let mut chosen = Vec::new();
     let mut taking = own_load;
     for (kind, candidates) in [

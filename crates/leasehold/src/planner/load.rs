@@ -275,6 +275,8 @@ pub fn shed(
             && !prohibited(kept.partition, &home.node)
             && left - kept.load >= me.fair / band
             && result.moves.len() + 1 < keep.len()
+            // No more at once than one scan of the receiver's takes.
+            && (result.moves.len() as u32) < config.max_acquires_per_scan
         {
             left -= kept.load;
             result.moves.push((kept.partition, home.node.clone()));
@@ -374,7 +376,10 @@ pub fn shed(
                     moves: &mut Vec<(PartitionId, NodeId)>| {
         let exempt = receiver.load < receiver.fair * NEARLY_EMPTY;
         let mut given = 0.0;
-        while candidates.len() > 1 && (exempt || budgeted < budget) {
+        while candidates.len() > 1
+            && (exempt || budgeted < budget)
+            && (moves.len() as u32) < config.max_acquires_per_scan
+        {
             // Going back to the member that held it before, if it has room for it (the
             // claims of donors giving it back what it had add up to about what it had);
             // else the hottest that fits this node's claim.
@@ -457,8 +462,9 @@ pub fn shed(
 
 /// Whether this node, carrying `load` (what it keeps plus what it has chosen to take so
 /// far), should take one more partition of load `add`: if the partition keeps it within the
-/// band and under its ceiling, or, for a partition handed to it by name, while it is below
-/// its fair share. A free partition too hot for anyone's band waits for the orphan grace
+/// band and under its ceiling, or, for a partition handed to it by name, always (the giver
+/// judged it had room; should the views have differed, it sheds the excess later, and the
+/// partition is served meanwhile). A free partition too hot for anyone's band waits for the orphan grace
 /// and then goes to whoever takes it first, rather than to the first node below its share.
 pub fn fits(
     view: &LoadView,
@@ -474,5 +480,5 @@ pub fn fits(
     if load + add > ceiling && load > 0.0 {
         return false;
     }
-    (directed && load < me.fair) || load + add <= me.fair * config.load_band
+    directed || load + add <= me.fair * config.load_band
 }

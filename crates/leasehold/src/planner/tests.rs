@@ -1124,3 +1124,70 @@ fn by_load_a_node_takes_free_partitions_only_while_they_fit() {
     assert_eq!(plan.acquire[0].record.load, Some(3.0));
     assert_eq!(plan.target, 2);
 }
+
+#[test]
+fn by_load_a_partition_handed_to_a_member_is_left_to_it_for_half_a_scan() {
+    // This node carries 2 and the other 3; a released row of load 3 names the other, which
+    // is below its share (fair 4 each). A wide band leaves this node room for it.
+    let mut fixture = loaded(&[2.0], &[3.0]);
+    fixture.config.partitions = 3;
+    fixture.config.load_band = 2.0;
+    let record = LeaseRecord {
+        load: Some(3.0),
+        previous_owner: Some(node("other")),
+        ..LeaseRecord::released()
+    };
+    fixture.set(2, record, 300, fixture.start);
+    let first = plan_loaded(&fixture, 10);
+    assert!(first.acquire.is_empty(), "{first:?}");
+    let half_scan = fixture.start + fixture.config.scan_interval / 2;
+    assert_eq!(first.wake_at, Some(half_scan));
+    // Not taken by then: anyone with room takes it.
+    let mut observed = fixture.observed.clone();
+    observed.listed_at = Some(half_scan);
+    let later = plan(
+        &PlanInput {
+            now: half_scan,
+            config: &fixture.config,
+            observed: &observed,
+            holdings: &fixture.holdings,
+            draining: false,
+            load_moves_left: 10,
+        },
+        &mut SeededRng::new(1),
+    );
+    assert_eq!(later.acquire.len(), 1, "{later:?}");
+}
+
+#[test]
+fn by_load_a_partition_handed_to_this_node_is_taken_whatever_its_share() {
+    // This node carries 6 of a fair 5.5: within the band, seeking nothing. A row handed to
+    // it by name (load 3, which would take it past the band) is taken all the same.
+    let mut fixture = loaded(&[3.0, 3.0], &[5.0]);
+    fixture.config.partitions = 4;
+    let record = LeaseRecord {
+        load: Some(3.0),
+        previous_owner: Some(node("me")),
+        ..LeaseRecord::released()
+    };
+    fixture.set(3, record, 300, fixture.start);
+    let plan = plan_loaded(&fixture, 10);
+    assert_eq!(plan.acquire.len(), 1, "{plan:?}");
+    assert_eq!(plan.acquire[0].partition, PartitionId(3));
+}
+
+/// Fails if a node hands off more at once than the others can take in one scan: the rest
+/// would wait unserved for their later scans instead of being served here meanwhile.
+#[test]
+fn a_surplus_is_handed_off_no_faster_than_the_others_take() {
+    let mut fixture = Fixture::new(8);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..8 {
+        fixture.hold(p, far);
+    }
+    fixture.member("b", fixture.start);
+    fixture.config.max_acquires_per_scan = 2;
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(1));
+    assert_eq!(plan.target, 4);
+    assert_eq!(plan.release.len(), 2, "{plan:?}");
+}
