@@ -462,9 +462,10 @@ pub fn shed(
 
 /// Whether this node, carrying `load` (what it keeps plus what it has chosen to take so
 /// far), should take one more partition of load `add`: if the partition keeps it within the
-/// band and under its ceiling, or, for a partition handed to it by name, always (the giver
-/// judged it had room; should the views have differed, it sheds the excess later, and the
-/// partition is served meanwhile). A free partition too hot for anyone's band waits for the orphan grace
+/// band and under its ceiling; while it is below its fair share, whatever the partition
+/// weighs (while any partition is free some member is below its share, so every free
+/// partition is taken at once, a hot one by whoever has room first, who sheds the excess
+/// later); and a partition handed to it by name, always (the giver judged it had room). A free partition too hot for anyone's band waits for the orphan grace
 /// and then goes to whoever takes it first, rather than to the first node below its share.
 pub fn fits(
     view: &LoadView,
@@ -480,5 +481,5 @@ pub fn fits(
     if load + add > ceiling && load > 0.0 {
         return false;
     }
-    directed || load + add <= me.fair * config.load_band
+    directed || load < me.fair || load + add <= me.fair * config.load_band
 }

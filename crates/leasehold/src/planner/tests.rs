@@ -1108,8 +1108,8 @@ fn a_node_above_its_ceiling_sheds_its_hottest_movable_partition_and_reports_the_
 
 #[test]
 fn by_load_a_node_takes_free_partitions_only_while_they_fit() {
-    // This node carries 2, the other 3, and two free partitions weigh 3 each: fair 5.5.
-    let mut fixture = loaded(&[2.0], &[3.0]);
+    // This node carries 4, the other 1, and two free partitions weigh 3 each: fair 5.5.
+    let mut fixture = loaded(&[4.0], &[1.0]);
     fixture.config.partitions = 4;
     for p in [2u32, 3] {
         let record = LeaseRecord {
@@ -1118,7 +1118,8 @@ fn by_load_a_node_takes_free_partitions_only_while_they_fit() {
         };
         fixture.set(p, record, 300 + u64::from(p), fixture.start);
     }
-    // One keeps it within the band (5); a second would make 8, and is left to the other.
+    // Below its share, it takes one (to 7: over the band, but a node below its share takes
+    // what is free, so that nothing waits); a second would make 10, and is left to the other.
     let plan = plan_loaded(&fixture, 10);
     assert_eq!(plan.acquire.len(), 1, "{plan:?}");
     assert_eq!(plan.acquire[0].record.load, Some(3.0));
