@@ -329,6 +329,26 @@ impl Agent {
         self.waiting("the agent is waiting for the store: try again later")
     }
 
+    /// The node and partition a mutating request on `/v1/leases/{partition}/…` is for, once
+    /// its token is checked and the node has started; the answer to send otherwise (boxed:
+    /// a response is large, and this is the rare path).
+    fn mutating(
+        &self,
+        headers: &HeaderMap,
+        segment: &str,
+    ) -> Result<(&Node, PartitionId), Box<Response>> {
+        self.check(headers)
+            .map_err(|refusal| Box::new(refusal.into_response()))?;
+        let node = self
+            .node
+            .get()
+            .ok_or_else(|| Box::new(self.not_started()))?;
+        let partition = node
+            .partition(segment)
+            .map_err(|refusal| Box::new(refusal.into_response()))?;
+        Ok((node, partition))
+    }
+
     /// 503 while the store has not been reached: how many attempts failed and why the last
     /// did, so that an operator reading `/readyz` sees the cause without the agent's log.
     fn waiting(&self, message: &str) -> Response {
@@ -460,15 +480,9 @@ async fn grant(
     Segment(partition): Segment,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refusal) = agent.check(&headers) {
-        return refusal.into_response();
-    }
-    let Some(node) = agent.node.get() else {
-        return agent.not_started();
-    };
-    let partition = match node.partition(&partition) {
-        Ok(partition) => partition,
-        Err(refusal) => return refusal.into_response(),
+    let (node, partition) = match agent.mutating(&headers, &partition) {
+        Ok(target) => target,
+        Err(answer) => return *answer,
     };
     if !agent.granting.load(Ordering::SeqCst) {
         return error(
@@ -528,15 +542,9 @@ async fn release(
     Segment(partition): Segment,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refusal) = agent.check(&headers) {
-        return refusal.into_response();
-    }
-    let Some(node) = agent.node.get() else {
-        return agent.not_started();
-    };
-    let partition = match node.partition(&partition) {
-        Ok(partition) => partition,
-        Err(refusal) => return refusal.into_response(),
+    let (node, partition) = match agent.mutating(&headers, &partition) {
+        Ok(target) => target,
+        Err(answer) => return *answer,
     };
     if node.participant.release(partition).await {
         Json(json!({ "partition": partition.0, "releasing": true })).into_response()
@@ -554,15 +562,9 @@ async fn report_load(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(refusal) = agent.check(&headers) {
-        return refusal.into_response();
-    }
-    let Some(node) = agent.node.get() else {
-        return agent.not_started();
-    };
-    let partition = match node.partition(&partition) {
-        Ok(partition) => partition,
-        Err(refusal) => return refusal.into_response(),
+    let (node, partition) = match agent.mutating(&headers, &partition) {
+        Ok(target) => target,
+        Err(answer) => return *answer,
     };
     let load = serde_json::from_slice::<Value>(&body)
         .ok()

@@ -187,15 +187,6 @@ impl LoadView {
             .map(|i| &self.nodes[i])
     }
 
-    /// The highest load-to-fair-share ratio among serving members.
-    pub fn max_over_fair(&self) -> f64 {
-        self.nodes
-            .iter()
-            .filter(|n| !n.draining)
-            .map(NodeLoad::ratio)
-            .fold(0.0, f64::max)
-    }
-
     /// Whether any serving member is below its fair share by more than the band: then every
     /// member above its share gives, not only those above the band.
     fn starving(&self, band: f64) -> bool {
