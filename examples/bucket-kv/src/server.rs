@@ -103,6 +103,9 @@ impl From<DataError> for ApiError {
     }
 }
 
+/// How many times a server tries to create the bucket leases before giving up.
+const INIT_ATTEMPTS: u32 = 8;
+
 /// Runs a server until `shutdown` resolves, then hands its buckets off and returns. Returns an
 /// error if it cannot start, or if its lease loop ends on its own.
 pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
@@ -112,9 +115,22 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()>) -> an
             .await
             .with_context(|| format!("opening the lease store {}", config.store_url))?,
     );
-    admin::init(&*store, &group, config.buckets)
-        .await
-        .context("creating the bucket leases")?;
+    // Servers restarted while others write the same SQLite file can find it busy: the
+    // build-out is retried a few times (capped, with back-off) rather than failing the start.
+    let mut delay = Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match admin::init(&*store, &group, config.buckets).await {
+            Ok(_) => break,
+            Err(error) if attempt < INIT_ATTEMPTS => {
+                tracing::warn!(%error, attempt, "creating the bucket leases failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+                attempt += 1;
+            }
+            Err(error) => return Err(error).context("creating the bucket leases"),
+        }
+    }
     let data = DataStore::open(&config.data_path, config.data_timeout)
         .with_context(|| format!("opening the data file {}", config.data_path.display()))?;
 
