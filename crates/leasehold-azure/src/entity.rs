@@ -98,6 +98,9 @@ pub(crate) fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRe
     if let Some(previous_owner) = &record.previous_owner {
         entity.insert("previous_owner".to_owned(), json!(previous_owner.as_str()));
     }
+    if let Some(handed_to) = &record.handed_to {
+        entity.insert("handed_to".to_owned(), json!(handed_to.as_str()));
+    }
     Value::Object(entity)
 }
 
@@ -262,6 +265,10 @@ pub(crate) fn parse_lease(
             .string("previous_owner")?
             .map(|name| columns.node(name))
             .transpose()?,
+        handed_to: columns
+            .string("handed_to")?
+            .map(|name| columns.node(name))
+            .transpose()?,
     })
 }
 
@@ -342,11 +349,16 @@ mod tests {
             note: Some("kicked, by hand".to_owned()),
             written_at_unix_ms: Some(1_700_000_000_123),
             previous_owner: Some(NodeId::new("before").unwrap()),
+            handed_to: Some(NodeId::new("heir").unwrap()),
         };
         let entity = object(lease_entity("orders", PartitionId(3), &record));
         assert_eq!(entity["epoch"], json!("4294967300"));
         assert_eq!(entity["epoch@odata.type"], json!("Edm.Int64"));
         assert_eq!(entity["prohibited"], json!("a,b:1"));
+        assert_eq!(
+            (&entity["previous_owner"], &entity["handed_to"]),
+            (&json!("before"), &json!("heir"))
+        );
         assert_eq!(
             parse_lease(&RecordKey::Lease(PartitionId(2)), &entity).unwrap(),
             record
@@ -356,7 +368,9 @@ mod tests {
             PartitionId(3),
             &LeaseRecord::released(),
         ));
-        assert!(!bare.contains_key("owner") && !bare.contains_key("load"));
+        assert!(["owner", "load", "previous_owner", "handed_to"]
+            .iter()
+            .all(|name| !bare.contains_key(*name)));
         assert_eq!(
             parse_lease(&RecordKey::Lease(PartitionId(0)), &bare).unwrap(),
             LeaseRecord::released()

@@ -52,6 +52,11 @@ impl Harness for AzureHarness {
                 "has space",
                 "not a node name as the previous owner",
             ),
+            (
+                "handed_to",
+                "n1,n2",
+                "not a node name as the node handed to",
+            ),
         ];
         let mut malformed = Vec::new();
         for (partition, (column, value, damage)) in (MALFORMED_FIRST_PARTITION..).zip(cases) {

@@ -33,6 +33,8 @@ struct PartitionRow {
     age_ms: Option<u64>,
     /// The holder before the current tenure, or the node that released the partition.
     previous_owner: Option<String>,
+    /// In a released record, the node it is handed to.
+    handed_to: Option<String>,
 }
 
 /// One member record.
@@ -196,6 +198,7 @@ fn partition_row(lease: &StoredLease) -> PartitionRow {
         written_at_unix_ms: record.written_at_unix_ms,
         age_ms: age_ms(record.written_at_unix_ms),
         previous_owner: record.previous_owner.as_ref().map(|o| o.to_string()),
+        handed_to: record.handed_to.as_ref().map(|o| o.to_string()),
     }
 }
 
@@ -371,7 +374,24 @@ mod tests {
             version: Version::from_number(9),
         };
         let partition = serde_json::to_value(partition_row(&lease)).unwrap();
-        assert_eq!(partition["previous_owner"], json!("n0"));
+        assert_eq!(
+            (&partition["previous_owner"], &partition["handed_to"]),
+            (&json!("n0"), &json!(null))
+        );
+        let handed = Stored {
+            key: PartitionId(4),
+            value: LeaseRecord {
+                previous_owner: Some(node("n0")),
+                handed_to: Some(node("n1")),
+                ..LeaseRecord::released()
+            },
+            version: Version::from_number(10),
+        };
+        let released = serde_json::to_value(partition_row(&handed)).unwrap();
+        assert_eq!(
+            (&released["previous_owner"], &released["handed_to"]),
+            (&json!("n0"), &json!("n1"))
+        );
         let member = serde_json::to_value(member_row(&described)).unwrap();
         assert_eq!(
             (

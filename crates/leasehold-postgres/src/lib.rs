@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! leasehold_leases   (grp, partition, owner, epoch, state, prohibited text[], load, note,
-//!                     written_at_unix_ms, version, previous_owner)
+//!                     written_at_unix_ms, version, previous_owner, handed_to)
 //! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms,
 //!                     version, lease_validity_ns, acquire_after_ns, capacity, max_load,
 //!                     max_partitions, address, metadata)  -- metadata: JSON text or NULL
@@ -17,8 +17,8 @@
 //! ```
 //!
 //! A store finding an older layout upgrades it in place (columns added since read as NULL in
-//! rows written before: no published timings, no previous owner, no capacity, limits,
-//! address or metadata), and refuses a newer one.
+//! rows written before: no published timings, no previous owner, no node handed to, no
+//! capacity, limits, address or metadata), and refuses a newer one.
 //!
 //! Operators can read the tables directly (`SELECT * FROM leasehold_leases WHERE grp =
 //! 'orders' ORDER BY partition`, `SELECT record::json FROM leasehold_groups`). Triggers send

@@ -9,7 +9,7 @@ use leasehold::{
 };
 use tokio_postgres::Row;
 
-/// A lease record as the values of the lease statements' `$3` to `$10`.
+/// A lease record as the values of the lease statements' `$3` to `$11`.
 pub(crate) struct LeaseParams<'a> {
     pub(crate) owner: Option<&'a str>,
     pub(crate) epoch: i64,
@@ -19,6 +19,7 @@ pub(crate) struct LeaseParams<'a> {
     pub(crate) note: Option<&'a str>,
     pub(crate) written_at_unix_ms: Option<i64>,
     pub(crate) previous_owner: Option<&'a str>,
+    pub(crate) handed_to: Option<&'a str>,
 }
 
 impl<'a> LeaseParams<'a> {
@@ -35,6 +36,7 @@ impl<'a> LeaseParams<'a> {
                 .map(|ms| to_column("written_at_unix_ms", ms))
                 .transpose()?,
             previous_owner: record.previous_owner.as_ref().map(NodeId::as_str),
+            handed_to: record.handed_to.as_ref().map(NodeId::as_str),
         })
     }
 }
@@ -181,11 +183,13 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
     let state: String = column(row, 3, "state", &key)?;
     let state =
         LeaseState::parse(&state).ok_or_else(|| corrupt(format!("unknown state {state:?}")))?;
-    let owner: Option<String> = column(row, 1, "owner", &key)?;
-    let owner = owner
-        .map(NodeId::new)
-        .transpose()
-        .map_err(|e| corrupt(format!("owner: {e}")))?;
+    let optional_node = |index, name: &str| -> Result<Option<NodeId>, StoreError> {
+        column::<Option<String>>(row, index, name, &key)?
+            .map(NodeId::new)
+            .transpose()
+            .map_err(|e| corrupt(format!("{name}: {e}")))
+    };
+    let owner = optional_node(1, "owner")?;
     // Elements are read as optional: `'{NULL}'` is a valid array, and must not panic.
     let prohibited: Vec<Option<String>> = column(row, 4, "prohibited", &key)?;
     let prohibited = prohibited
@@ -197,11 +201,6 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
         .collect::<Result<Vec<_>, _>>()?;
     let epoch = unsigned(column(row, 2, "epoch", &key)?, "epoch", &key)?;
     let written_at = column(row, 7, "written_at_unix_ms", &key)?;
-    let previous_owner: Option<String> = column(row, 8, "previous_owner", &key)?;
-    let previous_owner = previous_owner
-        .map(NodeId::new)
-        .transpose()
-        .map_err(|e| corrupt(format!("previous_owner: {e}")))?;
     let record = LeaseRecord {
         owner,
         epoch: Epoch(epoch),
@@ -210,12 +209,13 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
         load: column(row, 5, "load", &key)?,
         note: column(row, 6, "note", &key)?,
         written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
-        previous_owner,
+        previous_owner: optional_node(8, "previous_owner")?,
+        handed_to: optional_node(9, "handed_to")?,
     };
     Ok(Stored {
         key: partition,
         value: record,
-        version: version(row, 9, &key)?,
+        version: version(row, 10, &key)?,
     })
 }
 

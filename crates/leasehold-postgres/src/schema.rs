@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Transaction};
 use crate::error::map_error;
 
 /// The layout version this release creates and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// `MIGRATIONS[n]` takes a layout from version `n` to `n + 1`; version 0 is no layout.
 const MIGRATIONS: [fn(&Names) -> String; SCHEMA_VERSION as usize] = [
@@ -18,6 +18,7 @@ const MIGRATIONS: [fn(&Names) -> String; SCHEMA_VERSION as usize] = [
     Names::migrate_to_v2,
     Names::migrate_to_v3,
     Names::migrate_to_v4,
+    Names::migrate_to_v5,
 ];
 
 /// The names of the objects of one store, from its table prefix.
@@ -177,6 +178,14 @@ impl Names {
                  ADD COLUMN address text,
                  ADD COLUMN metadata text;"
         )
+    }
+
+    /// Version 5: the node a released partition is handed to, NULL in rows written before
+    /// (handed to no one). Nothing waits on it apart from the lease state the triggers
+    /// already send, so they stay as they are.
+    fn migrate_to_v5(&self) -> String {
+        let Names { leases, .. } = self;
+        format!("ALTER TABLE {leases} ADD COLUMN handed_to text;")
     }
 }
 

@@ -7,7 +7,7 @@ use crate::error::map_error;
 use crate::schema::Names;
 
 const LEASE_COLUMNS: &str = "partition, owner, epoch, state, prohibited, load, note, \
-     written_at_unix_ms, previous_owner, version";
+     written_at_unix_ms, previous_owner, handed_to, version";
 const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
      lease_validity_ns, acquire_after_ns, capacity, max_load, max_partitions, address, metadata, \
      version";
@@ -79,15 +79,15 @@ fn texts(names: &Names) -> [String; 13] {
         format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 AND partition = $2"),
         format!(
             "INSERT INTO {leases} (grp, {LEASE_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, nextval('{sequence}'))
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nextval('{sequence}'))
              ON CONFLICT (grp, partition) DO NOTHING RETURNING version"
         ),
         format!(
             "WITH updated AS (
                  UPDATE {leases} SET owner = $3, epoch = $4, state = $5, prohibited = $6,
                      load = $7, note = $8, written_at_unix_ms = $9, previous_owner = $10,
-                     version = nextval('{sequence}')
-                 WHERE grp = $1 AND partition = $2 AND version = $11
+                     handed_to = $11, version = nextval('{sequence}')
+                 WHERE grp = $1 AND partition = $2 AND version = $12
                  RETURNING version)
              SELECT (SELECT version FROM updated),
                  EXISTS (SELECT 1 FROM {leases} WHERE grp = $1 AND partition = $2)"

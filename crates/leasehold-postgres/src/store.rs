@@ -259,6 +259,7 @@ async fn write_lease(
                     &p.note,
                     &p.written_at_unix_ms,
                     &p.previous_owner,
+                    &p.handed_to,
                 ],
             )
             .await
@@ -283,6 +284,7 @@ async fn write_lease(
                         &p.note,
                         &p.written_at_unix_ms,
                         &p.previous_owner,
+                        &p.handed_to,
                         &expected,
                     ],
                 )

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use leasehold::testing::unique_group;
 use leasehold::{
-    Change, Epoch, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, MemberRecord,
-    NodeId, PartitionId, PutMode, StoreError,
+    Change, Epoch, GroupName, GroupRecord, LeaseRecord, LeaseState, LeaseStore, LeaseWrite,
+    MemberRecord, NodeId, PartitionId, PutMode, StoreError,
 };
 use leasehold_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
@@ -243,8 +243,8 @@ async fn postgres_store_upgrades_a_version_1_layout_in_place() {
     used.expect("the upgraded layout works");
 }
 
-/// The layout as version 3 left it, before previous owners and the members' capacity,
-/// limits, address and metadata: version 1 with the notifications of version 2 and the group
+/// The layout as version 3 left it, before previous owners, hand-offs and the members'
+/// capacity, limits, address and metadata: version 1 with the notifications of version 2 and the group
 /// table and timing columns of version 3, its lease and member of group `orders` (versions 1
 /// and 2), and a member publishing its timings (version 3).
 fn layout_v3(prefix: &str) -> String {
@@ -281,9 +281,9 @@ fn layout_v3(prefix: &str) -> String {
     )
 }
 
-/// What a store connected to an upgraded version 3 layout does: reads the old rows with
-/// none of the new fields, keeps the new fields of a rewrite in their own columns, and still
-/// announces writes.
+/// What a store connected to a version 3 layout upgraded through versions 4 and 5 does:
+/// reads the old rows with none of the new fields, keeps the new fields of a rewrite in
+/// their own columns, and still announces writes.
 async fn use_layout_upgraded_from_v3(
     store: PostgresStore,
     client: &tokio_postgres::Client,
@@ -306,8 +306,12 @@ async fn use_layout_upgraded_from_v3(
         .unwrap()
         .unwrap();
     assert_eq!(
-        (lease.value.epoch, lease.value.previous_owner.clone()),
-        (Epoch(5), None)
+        (
+            lease.value.epoch,
+            lease.value.previous_owner.clone(),
+            lease.value.handed_to.clone()
+        ),
+        (Epoch(5), None, None)
     );
 
     let mut feed = store
@@ -331,19 +335,30 @@ async fn use_layout_upgraded_from_v3(
         Ok(Some(Change::MemberUpdated(n2.clone()))),
         "the rewrite is announced"
     );
-    let handed_back = LeaseRecord {
+    let handed_on = LeaseRecord {
+        owner: None,
+        state: LeaseState::Released,
         previous_owner: Some(n1.clone()),
+        handed_to: Some(n2.clone()),
         ..lease.value
     };
     store
         .put_lease(
             &group,
             PartitionId(0),
-            &handed_back,
+            &handed_on,
             PutMode::Update(lease.version),
         )
         .await
-        .expect("rewrite the old lease with a previous owner");
+        .expect("release the old lease, handing it to another node");
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), feed.next()).await,
+        Ok(Some(Change::LeaseWritten {
+            partition: PartitionId(0),
+            state: LeaseState::Released
+        })),
+        "the release is announced"
+    );
     assert_eq!(
         store.get_member(&group, &n2).await.unwrap().unwrap().value,
         described
@@ -355,12 +370,12 @@ async fn use_layout_upgraded_from_v3(
             .unwrap()
             .unwrap()
             .value,
-        handed_back
+        handed_on
     );
     let row = client
         .query_one(
             &format!(
-                "SELECT m.metadata, m.max_partitions, l.previous_owner
+                "SELECT m.metadata, m.max_partitions, l.previous_owner, l.handed_to
                  FROM {prefix}_members m, {prefix}_leases l
                  WHERE m.grp = 'orders' AND m.node = 'n2' AND l.grp = 'orders'"
             ),
@@ -368,14 +383,15 @@ async fn use_layout_upgraded_from_v3(
         )
         .await
         .unwrap();
-    let columns: (Option<String>, Option<i64>, Option<String>) =
-        (row.get(0), row.get(1), row.get(2));
+    let columns: (Option<String>, Option<i64>, Option<String>, Option<String>) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
     assert_eq!(
         columns,
         (
             Some(r#"{"zone":"eu-1"}"#.to_owned()),
             Some(12),
-            Some("n1".to_owned())
+            Some("n1".to_owned()),
+            Some("n2".to_owned())
         )
     );
 }

@@ -31,11 +31,11 @@ const GET_LEASE: &str = concat!(
 );
 const LEASE_VERSION: &str = "SELECT version FROM leases WHERE grp = ?1 AND partition = ?2";
 const INSERT_LEASE: &str = "INSERT INTO leases (grp, partition, owner, epoch, state, \
-     prohibited, load, note, written_at_unix_ms, version, previous_owner) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+     prohibited, load, note, written_at_unix_ms, version, previous_owner, handed_to) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 const UPDATE_LEASE: &str = "UPDATE leases SET owner = ?3, epoch = ?4, state = ?5, \
      prohibited = ?6, load = ?7, note = ?8, written_at_unix_ms = ?9, version = ?10, \
-     previous_owner = ?11 WHERE grp = ?1 AND partition = ?2";
+     previous_owner = ?11, handed_to = ?12 WHERE grp = ?1 AND partition = ?2";
 const DELETE_LEASE: &str = "DELETE FROM leases WHERE grp = ?1 AND partition = ?2";
 
 const LIST_MEMBERS: &str = concat!(
@@ -300,6 +300,7 @@ pub(crate) fn put_lease(
             row.written_at_unix_ms,
             version,
             row.previous_owner,
+            row.handed_to,
         ])
         .context(&context)?;
     changed_one_row(changed, &context)?;

@@ -17,7 +17,7 @@ use rusqlite::Row;
 macro_rules! lease_columns {
     () => {
         "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version, \
-         previous_owner"
+         previous_owner, handed_to"
     };
 }
 pub(crate) use lease_columns;
@@ -51,6 +51,7 @@ pub(crate) struct LeaseRow {
     pub(crate) note: Option<String>,
     pub(crate) written_at_unix_ms: Option<i64>,
     pub(crate) previous_owner: Option<String>,
+    pub(crate) handed_to: Option<String>,
 }
 
 /// A member record as the values of its columns, ready to bind.
@@ -116,6 +117,10 @@ pub(crate) fn encode_lease(
             .transpose()?,
         previous_owner: record
             .previous_owner
+            .as_ref()
+            .map(|node| node.as_str().to_owned()),
+        handed_to: record
+            .handed_to
             .as_ref()
             .map(|node| node.as_str().to_owned()),
     })
@@ -307,6 +312,7 @@ fn decode_lease_fields(row: &Row<'_>) -> Result<(LeaseRecord, Version), String> 
         note: column(row, 6, "note").optional_text()?.map(str::to_owned),
         written_at_unix_ms: column(row, 7, "written_at_unix_ms").optional_unsigned()?,
         previous_owner: column(row, 9, "previous_owner").optional_node()?,
+        handed_to: column(row, 10, "handed_to").optional_node()?,
     };
     let version = decode_version(column(row, 8, "version").integer()?)?;
     Ok((record, version))

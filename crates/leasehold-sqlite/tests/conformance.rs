@@ -176,6 +176,14 @@ impl Harness for SqliteHarness {
                 Malformed::lease(16, "not a node name as the previous owner"),
             ),
             (
+                lease_with(
+                    "17",
+                    "handed_to",
+                    "NULL, 0, 'released', '', NULL, NULL, NULL, 900020, 'n1,n2'",
+                ),
+                Malformed::lease(17, "not a node name as the node handed to"),
+            ),
+            (
                 member_with("bad-capacity", "capacity", "'lots'"),
                 bad_member("bad-capacity", "text in the capacity column"),
             ),

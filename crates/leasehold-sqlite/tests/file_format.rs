@@ -26,6 +26,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
         note: None,
         written_at_unix_ms: Some(1_700_000_000_000),
         previous_owner: Some(node("n0")),
+        handed_to: None,
     }
 }
 
@@ -504,7 +505,128 @@ async fn check_version_2_upgrade(path: &Path) {
     assert_eq!(previous.as_deref(), Some("n1"));
 }
 
-/// An empty SQLite file (schema version 0) gets the schema, files of schema versions 1 and 2
+/// The schema as schema version 3 left it, before hand-offs: a released lease naming who
+/// released it (version 1), a lease held since (version 2) and a member describing itself
+/// (version 3) of group `orders`.
+const VERSION_3_FILE: &str = r#"
+CREATE TABLE leases (
+    grp TEXT NOT NULL, partition INTEGER NOT NULL, owner TEXT NULL, epoch INTEGER NOT NULL,
+    state TEXT NOT NULL, prohibited TEXT NOT NULL DEFAULT '', load REAL NULL, note TEXT NULL,
+    written_at_unix_ms INTEGER NULL, version INTEGER NOT NULL, PRIMARY KEY (grp, partition));
+CREATE TABLE members (
+    grp TEXT NOT NULL, node TEXT NOT NULL, weight INTEGER NOT NULL, draining INTEGER NOT NULL,
+    load REAL NULL, heartbeat INTEGER NOT NULL, written_at_unix_ms INTEGER NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (grp, node));
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE groups (grp TEXT NOT NULL PRIMARY KEY, record TEXT NOT NULL, version INTEGER NOT NULL);
+ALTER TABLE members ADD COLUMN lease_validity_ns INTEGER NULL;
+ALTER TABLE members ADD COLUMN acquire_after_ns  INTEGER NULL;
+ALTER TABLE leases  ADD COLUMN previous_owner TEXT    NULL;
+ALTER TABLE members ADD COLUMN capacity       REAL    NULL;
+ALTER TABLE members ADD COLUMN max_load       REAL    NULL;
+ALTER TABLE members ADD COLUMN max_partitions INTEGER NULL;
+ALTER TABLE members ADD COLUMN address        TEXT    NULL;
+ALTER TABLE members ADD COLUMN metadata       TEXT    NULL;
+INSERT INTO leases VALUES ('orders', 0, NULL, 5, 'released', '', NULL, NULL, NULL, 1, 'n1');
+INSERT INTO leases VALUES ('orders', 1, 'n2', 3, 'held', '', 0.5, NULL, NULL, 2, 'n1');
+INSERT INTO members VALUES ('orders', 'n2', 1, 0, NULL, 9, NULL, 3, NULL, NULL,
+    2.0, NULL, 8, 'http://10.0.0.8:8080', '{"zone":"eu-1"}');
+INSERT INTO meta (key, value) VALUES ('next_version', 4);
+PRAGMA user_version = 3;
+"#;
+
+/// A file of schema version 3 is upgraded in place: its leases read as before, handed to no
+/// one, a hand-off written after lands in its own column and reads back exactly, a later
+/// write without one clears it, and the version counter carries on.
+async fn check_version_3_upgrade(path: &Path) {
+    raw(path).execute_batch(VERSION_3_FILE).unwrap();
+    let store = SqliteStore::open(path)
+        .await
+        .expect("upgrade from version 3");
+    let user_version: i64 = raw(path)
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, SqliteStore::SCHEMA_VERSION);
+    let group = GroupName::new("orders").unwrap();
+    let released = LeaseRecord {
+        epoch: Epoch(5),
+        previous_owner: Some(node("n1")),
+        ..LeaseRecord::released()
+    };
+    let held = LeaseRecord {
+        owner: Some(node("n2")),
+        epoch: Epoch(3),
+        state: LeaseState::Held,
+        load: Some(0.5),
+        previous_owner: Some(node("n1")),
+        ..LeaseRecord::default()
+    };
+    let listing = store.list_leases(&group).await.unwrap();
+    assert!(listing.corrupt.is_empty(), "{:?}", listing.corrupt);
+    let old: Vec<(u32, &LeaseRecord, Option<u64>)> = listing
+        .records
+        .iter()
+        .map(|lease| (lease.key.0, &lease.value, lease.version.as_number()))
+        .collect();
+    assert_eq!(old, vec![(0, &released, Some(1)), (1, &held, Some(2))]);
+    let member = store
+        .get_member(&group, &node("n2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (member.value.max_partitions, member.version.as_number()),
+        (Some(8), Some(3))
+    );
+
+    let handed = LeaseRecord {
+        handed_to: Some(node("n2")),
+        ..released.clone()
+    };
+    let version = store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &handed,
+            PutMode::Update(Version::from_number(1)),
+        )
+        .await
+        .expect("hand the old lease to a node");
+    assert_eq!(version.as_number(), Some(4), "the counter carries on");
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, handed);
+    let raw_columns = |path: &Path| -> (Option<String>, Option<String>) {
+        raw(path)
+            .query_row(
+                "SELECT previous_owner, handed_to FROM leases \
+                 WHERE grp = 'orders' AND partition = 0",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap()
+    };
+    assert_eq!(
+        raw_columns(path),
+        (Some("n1".to_owned()), Some("n2".to_owned()))
+    );
+    store
+        .put_lease(&group, PartitionId(0), &released, PutMode::Update(version))
+        .await
+        .expect("rewrite without a hand-off");
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, released);
+    assert_eq!(raw_columns(path), (Some("n1".to_owned()), None));
+}
+
+/// An empty SQLite file (schema version 0) gets the schema, files of schema versions 1 to 3
 /// are upgraded in place, and a file holding someone else's `leases` table is not written
 /// into.
 #[tokio::test]
@@ -521,6 +643,7 @@ async fn older_files_are_upgraded_and_a_foreign_one_refused() {
     write_partitions(&store, &group, 1).await;
     check_version_1_upgrade(&directory.path().join("version-1.db")).await;
     check_version_2_upgrade(&directory.path().join("version-2.db")).await;
+    check_version_3_upgrade(&directory.path().join("version-3.db")).await;
 
     let foreign = directory.path().join("foreign.db");
     raw(&foreign)

@@ -78,6 +78,11 @@ pub struct LeaseRecord {
     /// be handed its partitions again instead of a random share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_owner: Option<NodeId>,
+    /// In a released record, the node it is handed to: the others leave it to that node for
+    /// a while. `previous_owner` still names the node that released it, so the partition's
+    /// history survives the hand-off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_to: Option<NodeId>,
 }
 
 impl LeaseRecord {

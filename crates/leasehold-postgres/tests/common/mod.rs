@@ -124,7 +124,7 @@ impl PostgresHarness {
 }
 
 const LEASE_COLUMNS: &str = "partition, owner, epoch, state, prohibited, load, note, \
-     written_at_unix_ms, version, previous_owner";
+     written_at_unix_ms, version, previous_owner, handed_to";
 const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
      lease_validity_ns, acquire_after_ns, version, capacity, max_load, max_partitions, address, \
      metadata";
@@ -188,6 +188,7 @@ impl Harness for PostgresHarness {
                 "NULL".to_owned(),
                 version.clone(),
                 "NULL".to_owned(),
+                "NULL".to_owned(),
             ];
             values[column] = value.to_owned();
             values.join(", ")
@@ -236,6 +237,10 @@ impl Harness for PostgresHarness {
             (
                 released(15, 9, "'has space'"),
                 Malformed::lease(15, "not a node name as the previous owner"),
+            ),
+            (
+                released(16, 10, "'n1,n2'"),
+                Malformed::lease(16, "not a node name as the node handed to"),
             ),
             (
                 released(4_294_967_296, 0, "4294967296"),

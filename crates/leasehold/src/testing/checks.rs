@@ -44,6 +44,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
         note: Some("conformance".to_owned()),
         written_at_unix_ms: Some(1_700_000_000_123),
         previous_owner: Some(node("before")),
+        handed_to: None,
     }
 }
 

@@ -30,6 +30,15 @@ fn handed_over(owner: Option<&str>, previous: &str, epoch: u64) -> LeaseRecord {
     }
 }
 
+/// A released record naming both the node that released it and the node it is handed to,
+/// so that a store mixing up the two columns cannot pass.
+fn released_to(previous: &str, heir: &str, epoch: u64) -> LeaseRecord {
+    LeaseRecord {
+        handed_to: Some(node(heir)),
+        ..handed_over(None, previous, epoch)
+    }
+}
+
 /// A member record with every optional field set, with text that quotes, escapes, commas
 /// and non-ASCII characters could break in a store that parses what it keeps.
 fn described_member() -> MemberRecord {
@@ -152,23 +161,30 @@ async fn put_and_read_member(
     version
 }
 
-/// A lease record's `previous_owner` is kept by creates, updates and batches, and cleared
-/// by a write without one; a member record's capacity, maximum load, partition cap,
-/// address and metadata are kept exactly, at their limits too, and cleared the same way.
+/// A lease record's `previous_owner` and `handed_to` are kept by creates, updates and
+/// batches, and each cleared by a write without it; a member record's capacity, maximum
+/// load, partition cap, address and metadata are kept exactly, at their limits too, and
+/// cleared the same way.
 pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
     let group = unique_group("fields");
-    let released = handed_over(None, "leaver", 4);
+    let released = released_to("leaver", "heir", 4);
     let v0 = store
         .put_lease(&group, PartitionId(0), &released, PutMode::Create)
         .await
-        .expect("create a released record naming who released it");
+        .expect("create a released record naming who released it and who it is handed to");
     assert_lease(&*store, &group, 0, &released, "created").await;
-    let held = handed_over(Some("taker"), "leaver", 5);
+    let handed_on = released_to("leaver", "second-heir", 4);
+    let v0 = store
+        .put_lease(&group, PartitionId(0), &handed_on, PutMode::Update(v0))
+        .await
+        .expect("update to another heir");
+    assert_lease(&*store, &group, 0, &handed_on, "updated").await;
+    let held = handed_over(Some("second-heir"), "leaver", 5);
     let v0 = store
         .put_lease(&group, PartitionId(0), &held, PutMode::Update(v0))
         .await
-        .expect("update");
-    assert_lease(&*store, &group, 0, &held, "updated").await;
+        .expect("update without a hand-off");
+    assert_lease(&*store, &group, 0, &held, "hand-off cleared").await;
     let cleared = LeaseRecord {
         previous_owner: None,
         ..held.clone()
@@ -182,12 +198,12 @@ pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
     let writes = vec![
         LeaseWrite {
             partition: PartitionId(0),
-            record: handed_over(Some("second"), "taker", 6),
+            record: released_to("second-heir", "third-heir", 6),
             mode: PutMode::Update(v0),
         },
         LeaseWrite {
             partition: PartitionId(1),
-            record: handed_over(None, "gone-1", 2),
+            record: released_to("gone-1", "heir-1", 2),
             mode: PutMode::Create,
         },
         LeaseWrite {

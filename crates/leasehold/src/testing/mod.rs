@@ -134,7 +134,7 @@ impl std::fmt::Display for Malformed {
 /// assert!(damage.iter().any(|(_, bytes)| std::str::from_utf8(bytes).is_err()));
 /// ```
 pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
-    let lease_values: [(&str, &[u8]); 9] = [
+    let lease_values: [(&str, &[u8]); 10] = [
         ("not JSON", b"{not json"),
         ("not UTF-8", b"\xff\xfe{}"),
         ("JSON of another shape", b"[1, 2]"),
@@ -158,6 +158,10 @@ pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
         (
             "an empty previous owner",
             br#"{"owner":null,"epoch":1,"state":"released","previous_owner":""}"#,
+        ),
+        (
+            "a number as the node handed to",
+            br#"{"owner":null,"epoch":1,"state":"released","handed_to":7}"#,
         ),
     ];
     let member_values: [(&str, &str, &[u8]); 7] = [
