@@ -16,6 +16,7 @@ pub mod load;
 mod members;
 mod schedule;
 mod shares;
+pub mod tally;
 mod view;
 pub use members::{MemberView, SeenMember};
 pub use schedule::{Reading, ScanSchedule, Takes};
@@ -119,9 +120,7 @@ impl Observed {
             .filter(move |seen| {
                 seen.seen_changing
                     || seen.heartbeat <= YOUNG_HEARTBEATS
-                    || self.leases.iter().any(|lease| {
-                        lease.state == LeaseState::Held && lease.owner.as_ref() == Some(&seen.node)
-                    })
+                    || self.leases.tally().owner(&seen.node).held > 0
             })
     }
 }
@@ -389,6 +388,10 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         let per_scan = config.max_acquires_per_scan.saturating_mul(takers);
         let count = (held - plan.target).min(wanted_elsewhere).min(per_scan);
         let surplus = surplus(&plan.renew, holdings, &deficits, count as usize);
+        if draining && by_load {
+            plan.return_to
+                .extend(directions(now, config, observed, holdings, &surplus));
+        }
         for partition in &surplus {
             if let Some(home) = holdings[partition]
                 .record
@@ -396,7 +399,9 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
                 .as_ref()
                 .filter(|home| deficits.contains_key(home))
             {
-                plan.return_to.insert(*partition, home.clone());
+                plan.return_to
+                    .entry(*partition)
+                    .or_insert_with(|| home.clone());
             }
         }
         plan.renew.retain(|p| !surplus.contains(p));
@@ -582,7 +587,11 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             prohibited: observed.leases.prohibited(partition).to_vec(),
             // Who held it before this tenure (for a released row, who gave it up, or whom it
             // was handed back to): the node it returns to if that one comes back.
-            previous_owner: seen.owner.clone().filter(|owner| *owner != config.node),
+            previous_owner: observed
+                .leases
+                .last_holder(seen)
+                .filter(|owner| **owner != config.node)
+                .cloned(),
             // The partition's load as last reported, until this tenure's first renewal
             // reports its own: the others balance on it meanwhile.
             load: seen.load.map(f64::from),
@@ -671,6 +680,35 @@ fn deficits_of_others<'a>(
         })
         .filter(|(_, lack)| *lack > 0)
         .collect()
+}
+
+/// Where a node that drains or leaves sends `leaving` (partitions it holds) in a group that
+/// balances by load: each to a member with room for its load (see [`load::direct`]), rather
+/// than to whoever scans first. Empty when the group balances by count.
+pub(crate) fn directions(
+    now: Instant,
+    config: &ParticipantConfig,
+    observed: &Observed,
+    holdings: &BTreeMap<PartitionId, Holding>,
+    leaving: &[PartitionId],
+) -> BTreeMap<PartitionId, NodeId> {
+    let Some(view) = load::LoadView::of(now, config, observed, holdings, leaving, true) else {
+        return BTreeMap::new();
+    };
+    let leaving: Vec<load::Kept> = leaving
+        .iter()
+        .map(|p| load::Kept {
+            partition: *p,
+            load: view.estimate(holdings[p].record.load),
+            home: holdings[p].record.previous_owner.clone(),
+            recent: false,
+        })
+        .collect();
+    load::direct(&view, config, &leaving, |p, node| {
+        observed.leases.prohibited(p).contains(node)
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The `count` leases to hand off. Leases nobody is prohibited from go first, so that any

@@ -76,14 +76,17 @@ impl Runner {
             let mut record = holding.record.clone();
             record.state = LeaseState::Released;
             record.owner = None;
-            // The node the partition should go to next: the one it is handed back to, or
-            // this one, should it come back under its name while the partition is free.
-            record.previous_owner = Some(
-                self.returning
-                    .get(&partition)
-                    .cloned()
-                    .unwrap_or_else(|| self.config.node.clone()),
-            );
+            // The node it is handed to, if any: the others leave it to that node for a while.
+            // The node the partition goes back to should it come back: this one when it
+            // leaves (drains, stops) or lets the partition go to anyone; when it hands the
+            // partition to a member while staying (to balance, or back to where it was), the
+            // node it came from, so that a move for balance does not erase where the
+            // partition lived before its holder went away.
+            record.handed_to = self.returning.get(&partition).cloned();
+            let leaving = self.draining || self.stopping.is_some();
+            if record.handed_to.is_none() || leaving {
+                record.previous_owner = Some(self.config.node.clone());
+            }
             // The load stays: it is the partition's, and tells the next taker what it takes on.
             record.written_at_unix_ms = written_at;
             writes.push(LeaseWrite {

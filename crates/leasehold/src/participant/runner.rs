@@ -201,6 +201,15 @@ impl Runner {
                     // the releases are then taken at once, not after another scan.
                     self.remove_member().await;
                     let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
+                    // In a group balanced by load, each to a member with room for it.
+                    let now = self.clock.now();
+                    self.returning.extend(crate::planner::directions(
+                        now,
+                        &self.config,
+                        &self.observed,
+                        &self.holdings,
+                        &all,
+                    ));
                     self.release(all).await;
                 }
                 Event::Expire => self.expire_due(),

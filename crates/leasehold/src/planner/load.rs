@@ -19,6 +19,7 @@ use crate::config::ParticipantConfig;
 use crate::record::LeaseState;
 use crate::types::{NodeId, PartitionId};
 
+use super::tally::{usable_load, OwnerTally};
 use super::{Holding, Observed};
 
 /// A member below this fraction of its fair share is being filled after a join or a
@@ -44,6 +45,9 @@ pub struct NodeLoad {
     /// node that came back is handed back what it held first, and receives other partitions
     /// for balance only once that is done.
     pub young: bool,
+    /// Whether it registered within a few heartbeats plus four scans: while it is, every
+    /// holder hands back what it took from it while it was away, whatever the band.
+    pub returning: bool,
 }
 
 impl NodeLoad {
@@ -82,11 +86,16 @@ impl LoadView {
         keep: &[PartitionId],
         draining: bool,
     ) -> Option<LoadView> {
-        // Each live member with the load it reports and the count of its partitions that
-        // report none (estimated below, once the mean is known); `fair` holds the capacity
-        // until then.
+        // Time for every holder to hand back what it took from a member while it was away:
+        // a few heartbeats plus four scans.
+        let per_heartbeat = config.heartbeat.max(std::time::Duration::from_millis(1));
+        let returning_heartbeats = super::YOUNG_HEARTBEATS
+            + (4 * config.scan_interval.as_millis() / per_heartbeat.as_millis()) as u64;
         let mut live: BTreeMap<&NodeId, (NodeLoad, u32)> = observed
             .live_others(now, config)
+            // Each live member with the load it reports and the count of its partitions that
+            // report none (estimated below, once the mean is known); `fair` holds the
+            // capacity until then.
             .map(|m| {
                 let capacity = m.capacity.unwrap_or(f64::from(m.weight));
                 let node = NodeLoad {
@@ -96,31 +105,42 @@ impl LoadView {
                     max_load: m.max_load,
                     draining: m.draining,
                     young: m.heartbeat <= super::YOUNG_HEARTBEATS,
+                    returning: m.heartbeat <= returning_heartbeats,
                 };
                 (&m.node, (node, 0))
             })
             .collect();
-        let (mut known, mut reported, mut unknown) = (0.0f64, 0u32, 0u32);
-        for seen in observed.leases.iter() {
-            if seen.state == LeaseState::Offline || seen.partition.0 >= config.partitions {
+        // The table's sums, kept as rows change (walking 65,536 rows on every plan of every
+        // node is what a large fleet cannot afford), less the rows of partitions beyond the
+        // group's, left from a larger table: few or none, at the end.
+        let tally = observed.leases.tally();
+        let (mut known, mut reported, mut unknown) = (tally.known, tally.reported, tally.unknown);
+        let mut beyond: BTreeMap<&NodeId, OwnerTally> = BTreeMap::new();
+        for seen in observed.leases.from(PartitionId(config.partitions)) {
+            if seen.state == LeaseState::Offline {
                 continue;
             }
-            match seen.load {
+            let load = usable_load(seen);
+            match load {
                 Some(load) => {
-                    known += f64::from(load);
-                    reported += 1;
+                    known -= load;
+                    reported = reported.saturating_sub(1);
                 }
-                None => unknown += 1,
+                None => unknown = unknown.saturating_sub(1),
             }
-            if seen.state != LeaseState::Held {
-                continue;
-            }
-            if let Some(entry) = seen.owner.as_ref().and_then(|o| live.get_mut(o)) {
-                match seen.load {
-                    Some(load) => entry.0.load += f64::from(load),
-                    None => entry.1 += 1,
+            if let (LeaseState::Held, Some(owner)) = (seen.state, &seen.owner) {
+                let entry = beyond.entry(owner).or_default();
+                match load {
+                    Some(load) => entry.load += load,
+                    None => entry.unreported += 1,
                 }
             }
+        }
+        for (node, entry) in live.iter_mut() {
+            let held = tally.owner(node);
+            let less = beyond.get(node).copied().unwrap_or_default();
+            entry.0.load = (held.load - less.load).max(0.0);
+            entry.1 = held.unreported.saturating_sub(less.unreported);
         }
         if known <= 0.0 || reported == 0 {
             return None;
@@ -157,6 +177,7 @@ impl LoadView {
                 max_load: config.max_load,
                 draining,
                 young: false,
+                returning: false,
             },
         );
         let capacity: f64 = nodes.iter().map(|n| n.fair).sum();
@@ -188,11 +209,13 @@ impl LoadView {
     }
 
     /// Whether any serving member is below its fair share by more than the band: then every
-    /// member above its share gives, not only those above the band.
+    /// member above its share gives, not only those above the band. A member that has only
+    /// just come back is left out: it is being handed back what it held, and filling it from
+    /// everyone's share meanwhile would move partitions among the others for nothing.
     fn starving(&self, band: f64) -> bool {
         self.nodes
             .iter()
-            .any(|n| !n.draining && n.load < n.fair / band)
+            .any(|n| !n.draining && !n.young && n.load < n.fair / band)
     }
 
     /// How far `node` is above where it should be: above its fair share if it is out of the
@@ -249,31 +272,54 @@ pub fn shed(
     let Some(me) = view.get(&config.node) else {
         return result;
     };
-    // Placement that remembers: a member below its share over the band gets back first
-    // what this node took from it within the churn window (it went away and came back under
-    // its name) what it held before, from whoever took it meanwhile, outside
-    // the budget: warm caches and local state are worth more than an even spread, which the
-    // moves below then refine.
+    // Placement that remembers: a member that went away and came back under its name gets
+    // back what this node took from it meanwhile (within the churn window), outside the
+    // budget: warm caches and local state are worth more than an even spread, which the
+    // moves below then refine. While it has only just come back (returning), all of it, whatever
+    // the band says: the fleet was balanced with it holding them, and judging each
+    // give-back by shares that its absence shifted leaves some with whoever took them, to
+    // be evened out by moves among the others that are never undone. Later, while it is
+    // below its share over the band, whatever that leaves this node; after that, up to its
+    // fair share, and only while each give-back leaves it less loaded (for its capacity)
+    // than this node was before giving: so a partition never goes back and forth between
+    // two members, as the reverse move would need the opposite; those moves count against
+    // the budget.
     let mut left = me.load;
+    let mut budgeted = 0u32;
+    let mut received: BTreeMap<&NodeId, f64> = BTreeMap::new();
     for kept in keep {
         let Some(home) = kept.home.as_ref().and_then(|h| view.get(h)) else {
             continue;
         };
+        let home_load = home.load + received.get(&home.node).copied().unwrap_or(0.0);
+        let after = home_load + kept.load;
+        let starving = home_load < home.fair / band;
+        let improves = home.fair > 0.0
+            && me.fair > 0.0
+            && after <= home.fair
+            && after / home.fair < left / me.fair;
         if home.node != me.node
             && !home.draining
             && kept.recent
-            && home.load < home.fair / band
+            && (home.returning || starving || improves)
+            && (starving || home.returning || budgeted < budget)
+            && home.max_load.is_none_or(|max| after <= max)
             && !prohibited(kept.partition, &home.node)
-            && left - kept.load >= me.fair / band
+            && (home.returning || left - kept.load >= me.fair / band)
             && result.moves.len() + 1 < keep.len()
             // No more at once than one scan of the receiver's takes.
             && (result.moves.len() as u32) < config.max_acquires_per_scan
         {
+            if !starving && !home.returning {
+                budgeted += 1;
+            }
             left -= kept.load;
+            *received.entry(&home.node).or_insert(0.0) += kept.load;
             result.moves.push((kept.partition, home.node.clone()));
         }
     }
     if !result.moves.is_empty() {
+        result.budgeted = budgeted;
         return result;
     }
     let starving = view.starving(band);
@@ -325,7 +371,10 @@ pub fn shed(
     // that donors acting at once do not fill one receiver past its share. This node's part
     // is its claims.
     let mut claims: Vec<(&NodeLoad, f64)> = Vec::new();
+    // The receivers whose room this node is the first to claim.
+    let mut first_to_claim: Vec<&NodeId> = Vec::new();
     {
+        let mut claimed = vec![false; receivers.len()];
         let mut rooms: Vec<f64> = receivers.iter().map(|(_, room)| *room).collect();
         let mut next = 0;
         for (donor, excess) in &donors {
@@ -338,7 +387,11 @@ pub fn shed(
                 let amount = excess.min(rooms[next]);
                 if donor.node == me.node {
                     claims.push((receivers[next].0, amount));
+                    if !claimed[next] {
+                        first_to_claim.push(&receivers[next].0.node);
+                    }
                 }
+                claimed[next] = true;
                 excess -= amount;
                 rooms[next] -= amount;
                 if rooms[next] <= 0.0 {
@@ -358,7 +411,6 @@ pub fn shed(
     // receiver), unless it is above its ceiling.
     let floor = if over_ceiling { 0.0 } else { me.fair / band };
     let mut load = me.load;
-    let mut budgeted = 0u32;
     let mut give = |receiver: &NodeLoad,
                     claim: f64,
                     room: f64,
@@ -397,6 +449,13 @@ pub fn shed(
             }
         }
     };
+    // A node out of the band or above its ceiling may fall back on any receiver's whole
+    // room below; one within the band (giving only because a member is starving) only on the
+    // room of a receiver it is the first to claim: the plan splits a room among many donors
+    // a little above their shares, whose claims each fit no partition, and were each to give
+    // one partition into the whole room, a dozen would land on the receiver at once and push
+    // it out of the band on the other side.
+    let out_of_band = over_ceiling || me.load > me.fair * band;
     for (receiver, claim) in claims {
         let room = room_of(receiver, receiver.fair);
         give(
@@ -416,6 +475,7 @@ pub fn shed(
         .iter()
         .filter(|n| !n.draining && !n.young && n.node != me.node)
         .filter(|n| pressing || n.load < n.fair / band)
+        .filter(|n| out_of_band || first_to_claim.contains(&&n.node))
         .collect();
     others.sort_by(|a, b| {
         a.ratio()
@@ -449,6 +509,61 @@ pub fn shed(
         result.spillover = (load - max).max(0.0);
     }
     result
+}
+
+/// Where a draining node sends each partition it hands off (`leaving`, with their
+/// estimated loads): hottest first, each to the partition's previous holder if it stays
+/// within the band with it, else to the member it leaves least loaded for its capacity. The
+/// released records name their receivers, so the load spreads as balance would leave it
+/// rather than to whoever scans first, who would then have to shed what it took too much
+/// of — moves that are never undone when the node comes back.
+pub fn direct(
+    view: &LoadView,
+    config: &ParticipantConfig,
+    leaving: &[Kept],
+    prohibited: impl Fn(PartitionId, &NodeId) -> bool,
+) -> Vec<(PartitionId, NodeId)> {
+    let mut receivers: Vec<(&NodeLoad, f64)> = view
+        .nodes
+        .iter()
+        .filter(|n| n.node != config.node && !n.draining && n.fair > 0.0)
+        .map(|n| (n, n.load))
+        .collect();
+    let mut leaving: Vec<&Kept> = leaving.iter().collect();
+    leaving.sort_by(|a, b| {
+        b.load
+            .total_cmp(&a.load)
+            .then_with(|| a.partition.cmp(&b.partition))
+    });
+    let mut moves = Vec::with_capacity(leaving.len());
+    for kept in leaving {
+        let allowed = |n: &NodeLoad, load: f64| {
+            !prohibited(kept.partition, &n.node)
+                && n.max_load.is_none_or(|max| load + kept.load <= max)
+        };
+        let home = receivers.iter().position(|(n, load)| {
+            kept.home.as_ref() == Some(&n.node)
+                && allowed(n, *load)
+                && load + kept.load <= n.fair * config.load_band
+        });
+        let best = home.or_else(|| {
+            receivers
+                .iter()
+                .enumerate()
+                .filter(|(_, (n, load))| allowed(n, *load))
+                .min_by(|(_, (a, la)), (_, (b, lb))| {
+                    ((la + kept.load) / a.fair)
+                        .total_cmp(&((lb + kept.load) / b.fair))
+                        .then_with(|| a.node.cmp(&b.node))
+                })
+                .map(|(i, _)| i)
+        });
+        if let Some(i) = best {
+            receivers[i].1 += kept.load;
+            moves.push((kept.partition, receivers[i].0.node.clone()));
+        }
+    }
+    moves
 }
 
 /// Whether this node, carrying `load` (what it keeps plus what it has chosen to take so

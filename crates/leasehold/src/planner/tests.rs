@@ -1192,3 +1192,132 @@ fn a_surplus_is_handed_off_no_faster_than_the_others_take() {
     assert_eq!(plan.target, 4);
     assert_eq!(plan.release.len(), 2, "{plan:?}");
 }
+
+/// A member of a hand-built load view.
+fn member_load(name: &str, load: f64, fair: f64, young: bool) -> load::NodeLoad {
+    load::NodeLoad {
+        node: node(name),
+        load,
+        fair,
+        max_load: None,
+        draining: false,
+        young,
+        returning: young,
+    }
+}
+
+/// A load view of `nodes` (sorted by name, as the planner builds it).
+fn load_view(mut nodes: Vec<load::NodeLoad>) -> load::LoadView {
+    nodes.sort_by(|a, b| a.node.cmp(&b.node));
+    let total = nodes.iter().map(|n| n.fair).sum();
+    load::LoadView {
+        nodes,
+        total,
+        mean_partition: 1.0,
+    }
+}
+
+/// `count` partitions from `first` on, each of load `load`, taken within the churn window
+/// from `home` (if any).
+fn kept(first: u32, count: u32, load: f64, home: Option<&str>) -> Vec<load::Kept> {
+    (first..first + count)
+        .map(|p| load::Kept {
+            partition: PartitionId(p),
+            load,
+            home: home.map(node),
+            recent: true,
+        })
+        .collect()
+}
+
+/// Fails if a member that has just come back is handed back only what the band allows: the
+/// fleet was balanced with it holding them, and what stays with the taker is evened out by
+/// moves among the others that are never undone.
+#[test]
+fn a_member_just_back_gets_back_all_it_held_whatever_the_band() {
+    let config = ParticipantConfig::new(node("me"), 64);
+    // It is back to 4.8 of a fair 5: within the band, not starving. Giving it this node's
+    // partition of load 1 leaves it above its share and this node below the band.
+    let mut keep = kept(0, 4, 1.0, None);
+    keep.extend(kept(4, 1, 1.0, Some("back")));
+    let young = load_view(vec![
+        member_load("me", 5.0, 5.0, false),
+        member_load("back", 4.8, 5.0, true),
+    ]);
+    let shed = load::shed(&young, &config, &keep, 0, |_, _| false);
+    assert_eq!(shed.moves, [(PartitionId(4), node("back"))]);
+    assert_eq!(shed.budgeted, 0, "a homecoming is not charged");
+    // Once it is no longer young, the band rules: nothing moves.
+    let settled = load_view(vec![
+        member_load("me", 5.0, 5.0, false),
+        member_load("back", 4.8, 5.0, false),
+    ]);
+    let shed = load::shed(&settled, &config, &keep, 10, |_, _| false);
+    assert!(shed.moves.is_empty(), "{shed:?}");
+}
+
+/// Fails if every member a little above its share gives a partition into the whole room of
+/// one member a little below the band: a dozen would land on it at once.
+#[test]
+fn donors_within_the_band_fill_a_starving_member_once_not_each() {
+    // Four members at 10.3 of a fair 10 (within the band); one at 8.8 (below 10 / 1.1).
+    // The plan splits the room of 1.2 into claims of 0.3, which no partition of load 1.03 fits.
+    let mut nodes: Vec<_> = ["d1", "d2", "d3", "d4"]
+        .iter()
+        .map(|d| member_load(d, 10.3, 10.0, false))
+        .collect();
+    nodes.push(member_load("r", 8.8, 10.0, false));
+    let view = load_view(nodes);
+    let keep = kept(0, 10, 1.03, None);
+    let given: Vec<usize> = ["d1", "d2", "d3", "d4"]
+        .iter()
+        .map(|d| {
+            let config = ParticipantConfig::new(node(d), 64);
+            let shed = load::shed(&view, &config, &keep, 10, |_, _| false);
+            for (_, to) in &shed.moves {
+                assert_eq!(*to, node("r"));
+            }
+            shed.moves.len()
+        })
+        .collect();
+    assert_eq!(given, [1, 0, 0, 0], "only the first donor fills the room");
+}
+
+/// Fails if a node that leaves a group balanced by load does not spread what it held: the
+/// partitions would go to whoever scans first, who would then shed the excess again.
+#[test]
+fn a_leaving_node_directs_its_partitions_by_room_and_home() {
+    let config = ParticipantConfig::new(node("me"), 64);
+    // This node leaves (its share is 0); "small" has half the capacity of "big", and each
+    // carries 4: after the hand-off, fair shares are 8 and 16 of a total 24.
+    let mut view = load_view(vec![
+        member_load("me", 16.0, 0.0, false),
+        member_load("small", 4.0, 8.0, false),
+        member_load("big", 4.0, 16.0, false),
+    ]);
+    view.nodes
+        .iter_mut()
+        .find(|n| n.node == node("me"))
+        .unwrap()
+        .draining = true;
+    // A hot partition whose home is "small" (it fits within small's band), then 12 of load 1.
+    let mut leaving = kept(0, 1, 4.0, Some("small"));
+    leaving.extend(kept(1, 12, 1.0, None));
+    let moves: BTreeMap<PartitionId, NodeId> = load::direct(&view, &config, &leaving, |_, _| false)
+        .into_iter()
+        .collect();
+    assert_eq!(moves.len(), 13, "every partition is directed");
+    assert_eq!(moves[&PartitionId(0)], node("small"), "home first");
+    let load_of = |name: &str| {
+        4.0 + leaving
+            .iter()
+            .filter(|k| moves[&k.partition] == node(name))
+            .map(|k| k.load)
+            .sum::<f64>()
+    };
+    // Each ends at its share: the spread balance would leave, with no moves after.
+    assert_eq!((load_of("small"), load_of("big")), (8.0, 16.0));
+    // A partition nobody may take is directed nowhere (it goes to whoever may take it).
+    let none = load::direct(&view, &config, &leaving[1..2], |_, _| true);
+    assert!(none.is_empty());
+}

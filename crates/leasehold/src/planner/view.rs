@@ -9,6 +9,8 @@ use tokio::time::Instant;
 use crate::record::{LeaseRecord, LeaseState, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
+use super::tally::LoadTally;
+
 /// A lease row as this node last saw it: the parts of the record that planning reads, its
 /// version, and since when it has looked exactly so.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +35,10 @@ pub struct SeenLease {
     /// Whether the record names nodes that must never take the partition; the names are
     /// kept apart (see [`LeaseView::prohibited`]), as few records have any.
     restricted: bool,
+    /// Whether the record is released and handed to a node other than the one that released
+    /// it (then `owner` is the node it is handed to, and the one that released it is kept
+    /// apart: see [`LeaseView::last_holder`]).
+    handed: bool,
     /// Whether this node has since learnt that the row changed without seeing how: it is
     /// left out until the next listing shows it again.
     forgotten: bool,
@@ -44,29 +50,69 @@ impl SeenLease {
         record: LeaseRecord,
         version: Version,
         first_seen: Instant,
-        prohibited: &mut BTreeMap<PartitionId, Vec<NodeId>>,
+        aside: &mut Aside,
     ) -> SeenLease {
         let restricted = !record.prohibited.is_empty();
         if restricted {
-            prohibited.insert(partition, record.prohibited);
-        } else {
-            prohibited.remove(&partition);
+            aside.prohibited.insert(partition, record.prohibited);
+        } else if !aside.prohibited.is_empty() {
+            aside.prohibited.remove(&partition);
+        }
+        // Released records keep no owner; the node the partition goes to next (the one it
+        // is handed to, else the one that gave it up) is what placement reads from them, in
+        // the same slot, so rows stay as small as they were.
+        let owner = match record.state {
+            LeaseState::Released => record.handed_to.or(record.previous_owner.clone()),
+            _ => record.owner,
+        };
+        let released_by = match record.state {
+            LeaseState::Released => record
+                .previous_owner
+                .filter(|by| Some(by) != owner.as_ref()),
+            _ => None,
+        };
+        let handed = released_by.is_some();
+        match released_by {
+            Some(by) => {
+                aside.released_by.insert(partition, by);
+            }
+            None if !aside.released_by.is_empty() => {
+                aside.released_by.remove(&partition);
+            }
+            None => {}
         }
         SeenLease {
             version,
             first_seen,
-            // Released records keep no owner; the one who gave it up is what placement
-            // reads from them, in the same slot, so rows stay as small as they were.
-            owner: match record.state {
-                LeaseState::Released => record.previous_owner,
-                _ => record.owner,
-            },
+            owner,
             epoch: record.epoch,
             partition,
             state: record.state,
             load: record.load.map(|load| load as f32),
             restricted,
+            handed,
             forgotten: false,
+        }
+    }
+}
+
+/// What few rows carry, kept beside the rows so that these stay small.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Aside {
+    /// The prohibited lists of the rows marked restricted.
+    prohibited: BTreeMap<PartitionId, Vec<NodeId>>,
+    /// The node that released each row marked handed.
+    released_by: BTreeMap<PartitionId, NodeId>,
+}
+
+impl Aside {
+    /// A row left the view.
+    fn vanished(&mut self, row: &SeenLease) {
+        if row.restricted {
+            self.prohibited.remove(&row.partition);
+        }
+        if row.handed {
+            self.released_by.remove(&row.partition);
         }
     }
 }
@@ -77,8 +123,10 @@ impl SeenLease {
 pub struct LeaseView {
     /// Sorted by partition, one row each.
     rows: Vec<SeenLease>,
-    /// The prohibited lists of the rows marked restricted.
-    prohibited: BTreeMap<PartitionId, Vec<NodeId>>,
+    /// What few rows carry.
+    aside: Aside,
+    /// What the rows add up to, for balancing by load.
+    tally: LoadTally,
     /// The group's epoch floor: no acquisition issues an epoch at or below it.
     epoch_floor: Epoch,
     /// Epochs of rows that vanished or went back.
@@ -144,7 +192,33 @@ impl LeaseView {
 
     /// The nodes that must never take `partition`, as its record last seen lists them.
     pub fn prohibited(&self, partition: PartitionId) -> &[NodeId] {
-        self.prohibited.get(&partition).map_or(&[], Vec::as_slice)
+        self.aside
+            .prohibited
+            .get(&partition)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The node that last held `partition`: its holder, or for a released record the node
+    /// that released it (which is not [`SeenLease::owner`] when the record is handed to
+    /// another node). What a taker records as the partition's previous holder.
+    pub fn last_holder<'a>(&'a self, seen: &'a SeenLease) -> Option<&'a NodeId> {
+        if seen.handed {
+            if let Some(by) = self.aside.released_by.get(&seen.partition) {
+                return Some(by);
+            }
+        }
+        seen.owner.as_ref()
+    }
+
+    /// What the rows add up to: the table's load and each holder's, kept as rows change.
+    pub fn tally(&self) -> &LoadTally {
+        &self.tally
+    }
+
+    /// The rows from `partition` on, in partition order.
+    pub fn from(&self, partition: PartitionId) -> impl Iterator<Item = &SeenLease> + '_ {
+        let start = self.rows.partition_point(|row| row.partition < partition);
+        self.rows[start..].iter().filter(|row| !row.forgotten)
     }
 
     /// Whether `node` is on the prohibited list of `seen`, a row of this view.
@@ -183,18 +257,30 @@ impl LeaseView {
             record.clone(),
             version,
             first_seen,
-            &mut self.prohibited,
+            &mut self.aside,
         );
+        self.tally.add(&row);
         match self.position(partition) {
             Ok(index) => {
-                let before = Some(self.rows[index].epoch);
-                self.epochs.seen(partition, before, row.epoch);
+                let old = &self.rows[index];
+                if !old.forgotten {
+                    self.tally.remove(old);
+                }
+                self.epochs.seen(partition, Some(old.epoch), row.epoch);
                 self.rows[index] = row
             }
             Err(index) => {
                 self.epochs.seen(partition, None, row.epoch);
                 self.rows.insert(index, row)
             }
+        }
+        self.retally_if_due();
+    }
+
+    /// Makes the sums again from the rows if enough changes were folded into them.
+    fn retally_if_due(&mut self) {
+        if self.tally.due(self.rows.len()) {
+            self.tally = LoadTally::of(self.iter());
         }
     }
 
@@ -203,7 +289,11 @@ impl LeaseView {
     /// see, such as a conditional write that lost or whose reply never came.
     pub fn forget(&mut self, partition: PartitionId) {
         if let Ok(index) = self.position(partition) {
-            self.rows[index].forgotten = true;
+            let row = &mut self.rows[index];
+            if !row.forgotten {
+                self.tally.remove(row);
+                row.forgotten = true;
+            }
         }
     }
 
@@ -221,8 +311,15 @@ impl LeaseView {
     /// is the participant's hottest loop.
     pub fn merge(&mut self, now: Instant, mut records: Vec<Stored<PartitionId, LeaseRecord>>) {
         super::in_key_order(&mut records);
-        let prohibited = &mut self.prohibited;
+        self.merge_aligned(now, records);
+        self.retally_if_due();
+    }
+
+    /// [`LeaseView::merge`] of a listing in key order.
+    fn merge_aligned(&mut self, now: Instant, records: Vec<Stored<PartitionId, LeaseRecord>>) {
+        let aside = &mut self.aside;
         let epochs = &mut self.epochs;
+        let tally = &mut self.tally;
         let mut records = records.into_iter();
         let mut aligned = 0;
         for stored in records.by_ref() {
@@ -233,7 +330,9 @@ impl LeaseView {
                 let new = std::iter::once(stored).chain(records.by_ref());
                 self.rows.extend(new.map(|stored| {
                     epochs.seen(stored.key, None, stored.value.epoch);
-                    SeenLease::new(stored.key, stored.value, stored.version, now, prohibited)
+                    let row = SeenLease::new(stored.key, stored.value, stored.version, now, aside);
+                    tally.add(&row);
+                    row
                 }));
                 return;
             };
@@ -245,14 +344,19 @@ impl LeaseView {
             }
             if row.forgotten || row.version != stored.version {
                 epochs.seen(stored.key, Some(row.epoch), stored.value.epoch);
-                *row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
+                if !row.forgotten {
+                    tally.remove(row);
+                }
+                *row = SeenLease::new(stored.key, stored.value, stored.version, now, aside);
+                tally.add(row);
             }
             aligned += 1;
         }
         for vanished in self.rows.drain(aligned..) {
             epochs.vanished(&vanished);
-            if vanished.restricted {
-                prohibited.remove(&vanished.partition);
+            aside.vanished(&vanished);
+            if !vanished.forgotten {
+                tally.remove(&vanished);
             }
         }
     }
@@ -265,18 +369,16 @@ impl LeaseView {
         records: impl Iterator<Item = Stored<PartitionId, LeaseRecord>>,
     ) {
         self.rows.reserve(records.size_hint().0);
-        let prohibited = &mut self.prohibited;
+        let aside = &mut self.aside;
         let epochs = &mut self.epochs;
         let mut old = old.into_iter().peekable();
-        let vanish = |row: SeenLease, prohibited: &mut BTreeMap<_, _>, epochs: &mut EpochMemory| {
+        let vanish = |row: SeenLease, aside: &mut Aside, epochs: &mut EpochMemory| {
             epochs.vanished(&row);
-            if row.restricted {
-                prohibited.remove(&row.partition);
-            }
+            aside.vanished(&row);
         };
         for stored in records {
             while let Some(row) = old.next_if(|row| row.partition < stored.key) {
-                vanish(row, prohibited, epochs);
+                vanish(row, aside, epochs);
             }
             let before = match old.next_if(|row| row.partition == stored.key) {
                 Some(row) if !row.forgotten && row.version == stored.version => {
@@ -287,12 +389,14 @@ impl LeaseView {
                 None => None,
             };
             epochs.seen(stored.key, before, stored.value.epoch);
-            let row = SeenLease::new(stored.key, stored.value, stored.version, now, prohibited);
+            let row = SeenLease::new(stored.key, stored.value, stored.version, now, aside);
             self.rows.push(row);
         }
         for row in old {
-            vanish(row, prohibited, epochs);
+            vanish(row, aside, epochs);
         }
+        // Rare (a first listing, a table that changed size): the sums are made again.
+        self.tally = LoadTally::of(self.iter());
     }
 }
 
@@ -328,6 +432,41 @@ mod tests {
                 (seen.partition.0, seen.version.as_number().unwrap(), names)
             })
             .collect()
+    }
+
+    /// Fails if a row handed from one node to another loses either name: the receiver is
+    /// whom the others leave it to, the node that released it is where it lived (and where
+    /// it goes back should that node return).
+    #[test]
+    fn a_handed_row_keeps_both_its_receiver_and_its_last_holder() {
+        let t0 = Instant::now();
+        let released = |handed_to: Option<&str>| Stored {
+            key: PartitionId(0),
+            value: LeaseRecord {
+                previous_owner: Some(node("a")),
+                handed_to: handed_to.map(node),
+                ..LeaseRecord::released()
+            },
+            version: Version::from_number(2),
+        };
+        let mut view = LeaseView::default();
+        view.merge(t0, vec![released(Some("b"))]);
+        let seen = view.get(PartitionId(0)).unwrap();
+        assert_eq!(seen.owner, Some(node("b")));
+        assert_eq!(view.last_holder(seen), Some(&node("a")));
+        // Given up to anyone: the one that released it is both.
+        let mut view = LeaseView::default();
+        view.merge(t0, vec![released(None)]);
+        let seen = view.get(PartitionId(0)).unwrap();
+        assert_eq!(seen.owner, Some(node("a")));
+        assert_eq!(view.last_holder(seen), Some(&node("a")));
+        // Taken: the name kept aside goes with the row it described.
+        let mut view = LeaseView::default();
+        view.merge(t0, vec![released(Some("b"))]);
+        view.merge(t0, vec![row(0, 3, &[])]);
+        assert!(view.aside.released_by.is_empty());
+        let seen = view.get(PartitionId(0)).unwrap();
+        assert_eq!(view.last_holder(seen), Some(&node("a")));
     }
 
     #[test]
@@ -373,7 +512,7 @@ mod tests {
         view.merge(t0, vec![row(0, 2, &[])]);
         assert_eq!(summary(&view), vec![(0, 2, vec![])]);
         assert!(view.prohibited(PartitionId(3)).is_empty());
-        assert_eq!(view.prohibited.len(), 0);
+        assert_eq!(view.aside.prohibited.len(), 0);
     }
 
     #[test]
