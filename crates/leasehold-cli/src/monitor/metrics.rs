@@ -214,6 +214,13 @@ impl Collector for Health {
         )?;
         gauge(
             e,
+            "leasehold_monitor_load_spillover",
+            "Load live members carry above their max_load",
+            group,
+            &one(s.load_spillover),
+        )?;
+        gauge(
+            e,
             "leasehold_monitor_corrupt_records",
             "Unreadable lease and member records",
             group,

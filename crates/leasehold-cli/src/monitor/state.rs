@@ -69,6 +69,7 @@ struct Member {
     heartbeat: u64,
     live: bool,
     max_partitions: Option<u32>,
+    max_load: Option<f64>,
 }
 
 /// One change seen between two reads.
@@ -138,6 +139,10 @@ pub struct Summary {
     /// Unowned partitions that no live, non-draining, permitted member below its cap can
     /// take.
     pub spillover: u64,
+    /// Load that live members carry above their published `max_load`, summed: what they
+    /// could not hand off because no other member had room for it. A node still handing off
+    /// shows here until it has done so, which is why an alert on it waits.
+    pub load_spillover: f64,
     /// Members that changed their record within the stale window.
     pub live_members: u64,
     /// Members marked draining.
@@ -446,6 +451,7 @@ impl Tracker {
                 heartbeat: stored.value.heartbeat,
                 live,
                 max_partitions: stored.value.max_partitions,
+                max_load: stored.value.max_load,
             };
             if !first {
                 let name = || Some(stored.key.to_string());
@@ -678,6 +684,14 @@ impl Tracker {
                 last_change_ms_ago: now.saturating_duration_since(m.changed_at).as_millis() as u64,
             })
             .collect();
+        // A dead member's load is what it carried when it stopped; its partitions are on
+        // their way to the others, whose own records will show any excess.
+        s.load_spillover = self
+            .members
+            .values()
+            .filter(|m| m.live)
+            .filter_map(|m| Some((m.load? - m.max_load?).max(0.0)))
+            .sum();
         s.live_members = self.members.values().filter(|m| m.live).count() as u64;
         s.dead_members = self.members.len() as u64 - s.live_members;
         s.draining_members = self.members.values().filter(|m| m.draining).count() as u64;

@@ -589,6 +589,8 @@
       stat('Unrenewed', fmtNum(m.unrenewed), warnIf(m.unrenewed),
         typeof m.oldest_unrenewed_s === 'number' ? `Oldest unrenewed: ${m.oldest_unrenewed_s.toFixed(1)} s` : undefined),
       stat('Spillover', fmtNum(m.spillover), badIf(m.spillover), 'Unowned partitions no live, permitted member can take'),
+      stat('Load over ceilings', fmtNum(m.load_spillover), badIf(m.load_spillover),
+        'Load live members carry above their max_load, summed'),
       stat('Members', `${fmtNum(m.live_members)} live · ${fmtNum(m.draining_members)} draining` +
         (m.dead_members > 0 ? ` · ${fmtNum(m.dead_members)} dead` : ''),
       m.live_members === 0 ? 'bad' : m.dead_members > 0 ? 'warn' : ''),

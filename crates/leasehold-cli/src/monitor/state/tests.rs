@@ -280,6 +280,33 @@ fn spillover_counts_unowned_partitions_no_live_member_may_take() {
 }
 
 #[test]
+fn load_spillover_sums_what_live_members_carry_above_their_ceilings() {
+    let mut table = Table::new(1);
+    table.beat("dead", |m| {
+        m.load = Some(100.0);
+        m.max_load = Some(1.0);
+    });
+    let mut tracker = Tracker::new("g", Duration::from_secs(1), STALE, false);
+    tracker.apply(table.reading(0));
+    table.beat("above", |m| {
+        m.load = Some(5.5);
+        m.max_load = Some(4.0);
+    });
+    table.beat("below", |m| {
+        m.load = Some(2.0);
+        m.max_load = Some(3.0);
+    });
+    table.beat("unbounded", |m| m.load = Some(50.0));
+    tracker.apply(table.reading(STALE.as_secs()));
+    assert_eq!(tracker.summary().dead_members, 1);
+    // The dead member would add 99; the one below its ceiling, counted without the floor at
+    // zero, would take 1 off; a missing ceiling read as zero would add 50.
+    assert_eq!(tracker.summary().load_spillover, 1.5);
+    let map = serde_json::to_value(tracker.map()).unwrap();
+    assert_eq!(map["summary"]["load_spillover"], 1.5);
+}
+
+#[test]
 fn a_member_at_its_published_cap_takes_no_more() {
     let mut table = Table::new(3);
     table.beat("a", |m| m.max_partitions = Some(1));
