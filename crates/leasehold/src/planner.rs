@@ -460,6 +460,36 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         }
     };
     let mut needy: Option<BTreeSet<NodeId>> = None;
+    // By load, a node below its fair share but within the band takes free partitions that
+    // fit, yet waits on no lease of a member that keeps renewing its member record: those
+    // leases are renewed before they could expire, and a timer on them would keep the node
+    // from ever settling — re-reading the whole table every scan, which a large fleet
+    // cannot afford, where half its nodes sit a little below their shares. It still waits
+    // on the leases of members that missed a heartbeat or are gone: those are the ones that
+    // expire. (A node settled reads the table again as soon as a member misses one.)
+    let seeking = plan
+        .load
+        .is_none_or(|(load, fair)| load < fair / config.load_band);
+    let expiring: Option<BTreeSet<&NodeId>> = (!seeking && wanted > 0).then(|| {
+        let missed_since = now.checked_sub(config.heartbeat + config.heartbeat / 20);
+        observed
+            .leases
+            .tally()
+            .owners()
+            .filter(|owner| {
+                observed
+                    .members
+                    .get(owner)
+                    .is_none_or(|m| missed_since.is_some_and(|at| m.first_seen <= at))
+            })
+            .collect()
+    });
+    let waits_on = |seen: &SeenLease| {
+        expiring.as_ref().is_none_or(|expiring| {
+            seen.state != LeaseState::Held
+                || seen.owner.as_ref().is_none_or(|o| expiring.contains(o))
+        })
+    };
     for seen in observed.leases.iter() {
         let partition = &seen.partition;
         let ready_at = match seen.state {
@@ -513,7 +543,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
                         .map_or(directed_until, |w| w.min(directed_until)),
                 );
             }
-        } else if wanted > 0 {
+        } else if wanted > 0 && waits_on(seen) {
             plan.wake_at = Some(plan.wake_at.map_or(ready_at, |w| w.min(ready_at)));
         }
     }

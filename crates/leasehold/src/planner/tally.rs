@@ -68,6 +68,11 @@ impl LoadTally {
         self.by_owner.get(holder).copied().unwrap_or_default()
     }
 
+    /// Every node holding a row, in no particular order.
+    pub fn owners(&self) -> impl Iterator<Item = &NodeId> + '_ {
+        self.by_owner.keys()
+    }
+
     /// Folds in a row the view gained.
     pub fn add(&mut self, row: &SeenLease) {
         self.fold(row, 1);

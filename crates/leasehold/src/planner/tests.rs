@@ -1321,3 +1321,45 @@ fn a_leaving_node_directs_its_partitions_by_room_and_home() {
     let none = load::direct(&view, &config, &leaving[1..2], |_, _| true);
     assert!(none.is_empty());
 }
+
+fn plan_loaded_at(fixture: &Fixture, now: Instant) -> Plan {
+    let mut observed = fixture.observed.clone();
+    observed.listed_at = Some(now);
+    plan(
+        &PlanInput {
+            now,
+            config: &fixture.config,
+            observed: &observed,
+            holdings: &fixture.holdings,
+            draining: false,
+            load_moves_left: 10,
+        },
+        &mut SeededRng::new(1),
+    )
+}
+
+/// Fails if a node a little below its fair share, within the band, never settles: it would
+/// wait on the leases of members that keep renewing them and read the whole table every
+/// scan, which half the nodes of a large fleet balanced by load would do for ever.
+#[test]
+fn by_load_a_node_within_the_band_settles_but_waits_on_a_silent_members_leases() {
+    // Total 4.2, fair 2.1 each: this node carries 2.0, below its share but within the band.
+    let fixture = loaded(&[1.0, 1.0], &[1.2, 1.0]);
+    let soon = fixture.start + Duration::from_secs(1);
+    let plan = plan_loaded_at(&fixture, soon);
+    assert!(
+        plan.acquire.is_empty() && plan.release.is_empty(),
+        "{plan:?}"
+    );
+    assert!(plan.settled(), "{plan:?}");
+    // The other has not rewritten its member record for more than a heartbeat: it may have
+    // crashed, and its leases expire `acquire_after` after they were first seen.
+    let silent = fixture.start + fixture.config.heartbeat * 3 / 2;
+    let plan = plan_loaded_at(&fixture, silent);
+    assert_eq!(
+        plan.wake_at,
+        Some(fixture.start + fixture.config.acquire_after),
+        "{plan:?}"
+    );
+    assert!(!plan.settled());
+}
