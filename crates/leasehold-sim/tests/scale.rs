@@ -1,7 +1,8 @@
 //! Scale measurement, run by hand (see BENCHMARKS.md at the repository root):
 //! `NODES=100 PARTITIONS=4096 DURATION=10m cargo test -p leasehold-sim --release --test scale -- --ignored --nocapture`,
-//! with `POLL_ONLY=1` to turn change notices off and `RELIST_AFTER=30m` to override the
-//! participants' default for the table's size.
+//! with `POLL_ONLY=1` to turn change notices off, `RELIST_AFTER=30m` to override the
+//! participants' default for the table's size, and `LOAD=zipf` for a skewed load the nodes
+//! balance on.
 //!
 //! A steady fleet with no faults and no fenced-work tasks, so the time measured is the
 //! participants' own work: scans, renewals and planning.
@@ -99,6 +100,10 @@ fn scale() {
     config.sample_every = Duration::from_secs(60);
     config.faults.max_latency = Duration::ZERO;
     config.change_notices = std::env::var_os("POLL_ONLY").is_none();
+    // `LOAD=zipf`: the skewed load `leasehold sim --load zipf` puts on the partitions.
+    if std::env::var("LOAD").is_ok_and(|load| load == "zipf") {
+        config.load = Some(leasehold_sim::LoadShape::default());
+    }
     if let Ok(relist_after) = std::env::var("RELIST_AFTER") {
         config.timings.relist_after = Some(parse_duration(&relist_after).unwrap());
     }

@@ -36,6 +36,9 @@ pub struct Observed {
     pub operator_mark: Option<Version>,
     /// When the lease table was last read into `leases`.
     pub listed_at: Option<Instant>,
+    /// Whether the store's change notices reach this node: a released row then wakes it,
+    /// whether or not it reads the table every scan.
+    pub notified: bool,
 }
 
 impl Observed {
@@ -463,27 +466,30 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     // By load, a node below its fair share but within the band takes free partitions that
     // fit, yet waits on no lease of a member that keeps renewing its member record: those
     // leases are renewed before they could expire, and a timer on them would keep the node
-    // from ever settling — re-reading the whole table every scan, which a large fleet
-    // cannot afford, where half its nodes sit a little below their shares. It still waits
-    // on the leases of members that missed a heartbeat or are gone: those are the ones that
-    // expire. (A node settled reads the table again as soon as a member misses one.)
+    // from ever settling — re-reading the whole table every scan, where half a fleet
+    // balanced by load sits a little below its shares. It still waits on the leases of
+    // members that missed a heartbeat or are gone: those are the ones that expire. (A node
+    // settled reads the table again as soon as a member misses one.) Only where change
+    // notices reach it: a partition handed to it then wakes it; a node that polls must read
+    // the table every scan to see one.
     let seeking = plan
         .load
         .is_none_or(|(load, fair)| load < fair / config.load_band);
-    let expiring: Option<BTreeSet<&NodeId>> = (!seeking && wanted > 0).then(|| {
-        let missed_since = now.checked_sub(config.heartbeat + config.heartbeat / 20);
-        observed
-            .leases
-            .tally()
-            .owners()
-            .filter(|owner| {
-                observed
-                    .members
-                    .get(owner)
-                    .is_none_or(|m| missed_since.is_some_and(|at| m.first_seen <= at))
-            })
-            .collect()
-    });
+    let expiring: Option<BTreeSet<&NodeId>> =
+        (observed.notified && !seeking && wanted > 0).then(|| {
+            let missed_since = now.checked_sub(config.heartbeat + config.heartbeat / 20);
+            observed
+                .leases
+                .tally()
+                .owners()
+                .filter(|owner| {
+                    observed
+                        .members
+                        .get(owner)
+                        .is_none_or(|m| missed_since.is_some_and(|at| m.first_seen <= at))
+                })
+                .collect()
+        });
     let waits_on = |seen: &SeenLease| {
         expiring.as_ref().is_none_or(|expiring| {
             seen.state != LeaseState::Held

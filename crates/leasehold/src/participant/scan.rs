@@ -175,6 +175,7 @@ impl Runner {
     pub(super) async fn act(&mut self) {
         let now = self.clock.now();
         let load_moves_left = self.load_moves_left(now);
+        self.observed.notified = self.feed.is_some();
         let plan = planner::plan(
             &PlanInput {
                 now,
