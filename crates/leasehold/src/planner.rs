@@ -303,9 +303,14 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
                 }
             })
             .collect();
-        let shedding = load::shed(view, config, &keep, load_moves_left, |p, node| {
-            observed.leases.prohibited(p).contains(node)
-        });
+        let shedding = load::shed(
+            view,
+            config,
+            &keep,
+            load_moves_left,
+            |p, node| observed.leases.prohibited(p).contains(node),
+            rng,
+        );
         let own = view.get(&config.node);
         plan.load = own.map(|me| (me.load, me.fair));
         plan.target = plan.renew.len() as u32;

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
+use crate::clock::SeededRng;
 use crate::config::ParticipantConfig;
 use crate::record::LeaseState;
 use crate::types::{NodeId, PartitionId};
@@ -266,6 +267,7 @@ pub fn shed(
     keep: &[Kept],
     budget: u32,
     prohibited: impl Fn(PartitionId, &NodeId) -> bool,
+    rng: &mut SeededRng,
 ) -> Shedding {
     let mut result = Shedding::default();
     let band = config.load_band;
@@ -371,10 +373,11 @@ pub fn shed(
     // that donors acting at once do not fill one receiver past its share. This node's part
     // is its claims.
     let mut claims: Vec<(&NodeLoad, f64)> = Vec::new();
-    // The receivers whose room this node is the first to claim.
-    let mut first_to_claim: Vec<&NodeId> = Vec::new();
+    // Of each receiver, how many donors within the band claim a part of its room, and
+    // which receivers this node claims a part of.
+    let mut claimants = vec![0usize; receivers.len()];
+    let mut mine: Vec<usize> = Vec::new();
     {
-        let mut claimed = vec![false; receivers.len()];
         let mut rooms: Vec<f64> = receivers.iter().map(|(_, room)| *room).collect();
         let mut next = 0;
         for (donor, excess) in &donors {
@@ -387,11 +390,13 @@ pub fn shed(
                 let amount = excess.min(rooms[next]);
                 if donor.node == me.node {
                     claims.push((receivers[next].0, amount));
-                    if !claimed[next] {
-                        first_to_claim.push(&receivers[next].0.node);
-                    }
+                    mine.push(next);
                 }
-                claimed[next] = true;
+                let out_of_band = donor.load > donor.fair * band
+                    || donor.max_load.is_some_and(|max| donor.load > max);
+                if !out_of_band {
+                    claimants[next] += 1;
+                }
                 excess -= amount;
                 rooms[next] -= amount;
                 if rooms[next] <= 0.0 {
@@ -451,11 +456,22 @@ pub fn shed(
     };
     // A node out of the band or above its ceiling may fall back on any receiver's whole
     // room below; one within the band (giving only because a member is starving) only on the
-    // room of a receiver it is the first to claim: the plan splits a room among many donors
-    // a little above their shares, whose claims each fit no partition, and were each to give
-    // one partition into the whole room, a dozen would land on the receiver at once and push
-    // it out of the band on the other side.
+    // room of a receiver it claims a part of, and then by lot, one chance in as many as
+    // there are such claimants: the plan splits a room among many donors a little above
+    // their shares, whose claims each fit no partition, and were each to give one partition
+    // into the whole room, a dozen would land on the receiver at once and push it out of the
+    // band on the other side. By lot rather than, say, the first claimant alone, whose
+    // partitions may all be too large for the room, so that the same one is not asked
+    // every scan.
     let out_of_band = over_ceiling || me.load > me.fair * band;
+    let drawn: Vec<&NodeId> = if out_of_band {
+        Vec::new()
+    } else {
+        mine.iter()
+            .filter(|&&i| rng.below(claimants[i].max(1)) == 0)
+            .map(|&i| &receivers[i].0.node)
+            .collect()
+    };
     for (receiver, claim) in claims {
         let room = room_of(receiver, receiver.fair);
         give(
@@ -475,7 +491,7 @@ pub fn shed(
         .iter()
         .filter(|n| !n.draining && !n.young && n.node != me.node)
         .filter(|n| pressing || n.load < n.fair / band)
-        .filter(|n| out_of_band || first_to_claim.contains(&&n.node))
+        .filter(|n| out_of_band || drawn.contains(&&n.node))
         .collect();
     others.sort_by(|a, b| {
         a.ratio()
