@@ -1008,7 +1008,11 @@ fn loaded(mine: &[f64], theirs: &[f64]) -> Fixture {
 }
 
 fn plan_loaded(fixture: &Fixture, budget: u32) -> Plan {
-    let now = fixture.start + Duration::from_secs(1);
+    plan_loaded_with(fixture, fixture.start + Duration::from_secs(1), budget)
+}
+
+/// Plans at `now` on the fixture's view, read just then, with `budget` moves left.
+fn plan_loaded_with(fixture: &Fixture, now: Instant, budget: u32) -> Plan {
     let mut observed = fixture.observed.clone();
     observed.listed_at = Some(now);
     plan(
@@ -1351,22 +1355,6 @@ fn a_leaving_node_directs_its_partitions_by_room_and_home() {
     assert!(none.is_empty());
 }
 
-fn plan_loaded_at(fixture: &Fixture, now: Instant) -> Plan {
-    let mut observed = fixture.observed.clone();
-    observed.listed_at = Some(now);
-    plan(
-        &PlanInput {
-            now,
-            config: &fixture.config,
-            observed: &observed,
-            holdings: &fixture.holdings,
-            draining: false,
-            load_moves_left: 10,
-        },
-        &mut SeededRng::new(1),
-    )
-}
-
 /// Fails if a node a little below its fair share, within the band, never settles where
 /// change notices reach it: it would wait on the leases of members that keep renewing them
 /// and read the whole table every scan, which half the nodes of a fleet balanced by load
@@ -1377,9 +1365,9 @@ fn by_load_a_node_within_the_band_settles_but_waits_on_a_silent_members_leases()
     let mut fixture = loaded(&[1.0, 1.0], &[1.2, 1.0]);
     let soon = fixture.start + Duration::from_secs(1);
     // Polling, it must read the table every scan to see a partition handed to it.
-    assert!(!plan_loaded_at(&fixture, soon).settled());
+    assert!(!plan_loaded_with(&fixture, soon, 10).settled());
     fixture.observed.notified = true;
-    let plan = plan_loaded_at(&fixture, soon);
+    let plan = plan_loaded_with(&fixture, soon, 10);
     assert!(
         plan.acquire.is_empty() && plan.release.is_empty(),
         "{plan:?}"
@@ -1388,7 +1376,7 @@ fn by_load_a_node_within_the_band_settles_but_waits_on_a_silent_members_leases()
     // The other has not rewritten its member record for more than a heartbeat: it may have
     // crashed, and its leases expire `acquire_after` after they were first seen.
     let silent = fixture.start + fixture.config.heartbeat * 3 / 2;
-    let plan = plan_loaded_at(&fixture, silent);
+    let plan = plan_loaded_with(&fixture, silent, 10);
     assert_eq!(
         plan.wake_at,
         Some(fixture.start + fixture.config.acquire_after),
