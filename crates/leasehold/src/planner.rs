@@ -378,10 +378,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         // A draining node whose group balances by load hands everything off at once: the
         // others hold what their loads call for, not their counts, and are all below their
         // shares of the load once this node's is gone.
-        let by_load = observed
-            .leases
-            .iter()
-            .any(|seen| seen.load.is_some_and(|l| l > 0.0));
+        let by_load = observed.leases.tally().known > 0.0;
         if draining && by_load && members.iter().any(|m| m.node != config.node && !m.draining) {
             wanted_elsewhere = held;
         }
@@ -704,21 +701,11 @@ fn deficits_of_others<'a>(
     targets: &'a BTreeMap<NodeId, u32>,
     node: &NodeId,
 ) -> BTreeMap<&'a NodeId, u32> {
-    let mut held: BTreeMap<&NodeId, u32> = BTreeMap::new();
-    for seen in observed.leases.iter() {
-        if let (LeaseState::Held, Some(owner)) = (seen.state, &seen.owner) {
-            *held.entry(owner).or_default() += 1;
-        }
-    }
+    let tally = observed.leases.tally();
     targets
         .iter()
         .filter(|(member, _)| *member != node)
-        .map(|(member, target)| {
-            (
-                member,
-                target.saturating_sub(held.get(member).copied().unwrap_or(0)),
-            )
-        })
+        .map(|(member, target)| (member, target.saturating_sub(tally.owner(member).held)))
         .filter(|(_, lack)| *lack > 0)
         .collect()
 }

@@ -20,8 +20,9 @@ pub struct SeenLease {
     /// The local instant at which this version was first seen: the start of its
     /// unchanged-for-`acquire_after` wait.
     pub first_seen: Instant,
-    /// The node that holds the lease, or, for a released record, the one that released it
-    /// (the record's [`LeaseRecord::previous_owner`]): the node a partition goes back to.
+    /// The node that holds the lease, or, for a released record, the node it goes to next:
+    /// the one it is handed to ([`LeaseRecord::handed_to`]), else the one that released it
+    /// ([`LeaseRecord::previous_owner`]).
     pub owner: Option<NodeId>,
     /// The fencing token of the current or last tenure.
     pub epoch: Epoch,
