@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use leasehold::{
     ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseState, LeaseStore, LeaseWrite, Listing,
     MemberRecord, MemoryStore, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup,
-    StoredLease, StoredMember, Version,
+    StoredLease, StoredMember, TxnWrite, Version,
 };
 use tokio::sync::mpsc;
 
@@ -314,6 +314,31 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
         };
         let call = self.inner().delete_lease(group, partition, version);
         self.write(1, call, later).await
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        if self.network.stops_taking(self.holder) {
+            for write in writes {
+                if let TxnWrite::Lease(lease) = write {
+                    if self.is_take(group, lease).await {
+                        self.receive().await;
+                        return self.refuse_take(lease.partition);
+                    }
+                }
+            }
+        }
+        let later = || {
+            let (store, g, batch) = (self.inner().clone(), group.clone(), writes.to_vec());
+            async move {
+                let _ = store.transact(&g, &batch).await;
+            }
+        };
+        let call = self.inner().transact(group, writes);
+        self.write(writes.len(), call, later).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {

@@ -93,5 +93,8 @@ pub use record::{
     StoredLease, StoredMember,
 };
 pub use router::{fnv1a_32, partition_for_key, NotOwner, Route, Router, ROUTER_STORE_TIMEOUT};
-pub use store::{Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TimeoutStore};
+pub use store::{
+    check_transaction, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TimeoutStore,
+    TxnWrite, MAX_TRANSACTION_WRITES,
+};
 pub use types::{Epoch, GroupName, InvalidName, NodeId, PartitionId, Version};

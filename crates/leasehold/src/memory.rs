@@ -9,7 +9,9 @@ use tokio::sync::mpsc;
 use crate::error::StoreError;
 use crate::group::{GroupRecord, StoredGroup};
 use crate::record::{LeaseRecord, MemberRecord, RecordKey, Stored, StoredLease, StoredMember};
-use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode};
+use crate::store::{
+    check_transaction, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite,
+};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// A store that keeps every record in this process's memory.
@@ -205,6 +207,27 @@ impl Inner {
         result
     }
 
+    /// A compare-and-set on one member record, under the lock the caller holds.
+    fn put_member(
+        &mut self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: &PutMode,
+    ) -> Result<Version, StoreError> {
+        let version = self.next_version + 1;
+        let result = put_entry(&mut self.tables(group).members, node, record, mode, version);
+        if result.is_ok() {
+            self.next_version = version;
+            let change = match mode {
+                PutMode::Create => Change::Member(node.clone()),
+                PutMode::Update(_) => Change::MemberUpdated(node.clone()),
+            };
+            self.notify(group, change);
+        }
+        result
+    }
+
     fn notify(&mut self, group: &GroupName, change: Change) {
         self.watchers.retain(|(watched, sender)| {
             if watched != group {
@@ -389,6 +412,48 @@ impl LeaseStore for MemoryStore {
             .collect())
     }
 
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        check_transaction(writes)?;
+        let mut inner = self.lock();
+        // Every condition is checked before anything is written, under the one lock, so the
+        // transaction is applied whole or not at all.
+        {
+            let tables = inner.tables(group);
+            for write in writes {
+                let current = match write {
+                    TxnWrite::Lease(w) => tables.leases.get(&w.partition).map(|e| e.version),
+                    TxnWrite::Member { node, .. } => tables.members.get(node).map(|e| e.version),
+                };
+                let key = write.key();
+                match (current, write.mode()) {
+                    (Some(_), PutMode::Create) => return Err(StoreError::AlreadyExists { key }),
+                    (None, PutMode::Update(_)) => return Err(StoreError::NotFound { key }),
+                    (Some(version), PutMode::Update(expected))
+                        if expected.as_number() != Some(version) =>
+                    {
+                        return Err(StoreError::Conflict { key })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut versions = Vec::with_capacity(writes.len());
+        for write in writes {
+            let version = match write {
+                TxnWrite::Lease(w) => inner.put_lease(group, w.partition, &w.record, &w.mode),
+                TxnWrite::Member { node, record, mode } => {
+                    inner.put_member(group, node, record, mode)
+                }
+            };
+            versions.push(version.expect("conditions checked under the same lock"));
+        }
+        Ok(versions)
+    }
+
     async fn delete_lease(
         &self,
         group: &GroupName,
@@ -431,24 +496,7 @@ impl LeaseStore for MemoryStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         record.check(node)?;
-        let mut inner = self.lock();
-        let version = inner.next_version + 1;
-        let result = put_entry(
-            &mut inner.tables(group).members,
-            node,
-            record,
-            &mode,
-            version,
-        );
-        if result.is_ok() {
-            inner.next_version = version;
-            let change = match mode {
-                PutMode::Create => Change::Member(node.clone()),
-                PutMode::Update(_) => Change::MemberUpdated(node.clone()),
-            };
-            inner.notify(group, change);
-        }
-        result
+        self.lock().put_member(group, node, record, &mode)
     }
 
     async fn delete_member(

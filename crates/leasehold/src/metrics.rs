@@ -81,7 +81,7 @@ use crate::error::StoreError;
 use crate::group::{GroupRecord, StoredGroup};
 use crate::participant::LossReason;
 use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
-use crate::store::{ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode};
+use crate::store::{ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// The content type of [`encode`]'s output, for an HTTP response to a scrape.
@@ -529,6 +529,7 @@ pub(crate) enum StoreOperation {
     PutLease,
     PutLeases,
     DeleteLease,
+    Transact,
     ListMembers,
     GetMember,
     PutMember,
@@ -539,12 +540,13 @@ pub(crate) enum StoreOperation {
 }
 
 impl StoreOperation {
-    const ALL: [StoreOperation; 12] = [
+    const ALL: [StoreOperation; 13] = [
         StoreOperation::ListLeases,
         StoreOperation::GetLease,
         StoreOperation::PutLease,
         StoreOperation::PutLeases,
         StoreOperation::DeleteLease,
+        StoreOperation::Transact,
         StoreOperation::ListMembers,
         StoreOperation::GetMember,
         StoreOperation::PutMember,
@@ -561,6 +563,7 @@ impl StoreOperation {
             StoreOperation::PutLease => "put_lease",
             StoreOperation::PutLeases => "put_leases",
             StoreOperation::DeleteLease => "delete_lease",
+            StoreOperation::Transact => "transact",
             StoreOperation::ListMembers => "list_members",
             StoreOperation::GetMember => "get_member",
             StoreOperation::PutMember => "put_member",
@@ -612,7 +615,7 @@ pub(crate) struct NodeMetrics {
     pub(crate) lease_rows: Counter,
     pub(crate) deadline: FloatGauge,
     corrupt: [Gauge; 2],
-    store_calls: [Histogram; 12],
+    store_calls: [Histogram; 13],
     families: Arc<Families>,
     labels: NodeLabels,
 }
@@ -783,6 +786,15 @@ impl LeaseStore for MeteredStore {
     ) -> Result<(), StoreError> {
         let call = self.inner.delete_lease(group, partition, version);
         self.timed(StoreOperation::DeleteLease, call).await
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        let call = self.inner.transact(group, writes);
+        self.timed(StoreOperation::Transact, call).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {

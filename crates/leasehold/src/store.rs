@@ -33,6 +33,84 @@ pub struct LeaseWrite {
     pub mode: PutMode,
 }
 
+/// One conditional write of a transaction given to [`LeaseStore::transact`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum TxnWrite {
+    /// A lease record.
+    Lease(LeaseWrite),
+    /// A member record (in a group with session leases, a node's session): a write that
+    /// only changes its version writes the record back as it was read.
+    Member {
+        /// The member.
+        node: NodeId,
+        /// The new record.
+        record: MemberRecord,
+        /// The condition the write depends on.
+        mode: PutMode,
+    },
+}
+
+impl TxnWrite {
+    /// The record this write is to.
+    pub fn key(&self) -> crate::record::RecordKey {
+        match self {
+            TxnWrite::Lease(write) => crate::record::RecordKey::Lease(write.partition),
+            TxnWrite::Member { node, .. } => crate::record::RecordKey::Member(node.clone()),
+        }
+    }
+
+    /// The condition the write depends on.
+    pub fn mode(&self) -> &PutMode {
+        match self {
+            TxnWrite::Lease(write) => &write.mode,
+            TxnWrite::Member { mode, .. } => mode,
+        }
+    }
+}
+
+/// The most writes one [`LeaseStore::transact`] call may carry. A session-lease change
+/// needs at most three (the lease, its holder's session, the writer's own); the bound keeps
+/// every store's transaction well inside its own limits (Azure Table: 100 entities; etcd:
+/// 128 operations by default).
+pub const MAX_TRANSACTION_WRITES: usize = 8;
+
+/// Refuses a transaction no store may apply: empty, longer than
+/// [`MAX_TRANSACTION_WRITES`], writing one record twice, or carrying a member record that
+/// fails [`MemberRecord::check`]. Stores call it before writing anything.
+///
+/// ```
+/// use leasehold::{check_transaction, TxnWrite};
+/// use leasehold::{LeaseRecord, LeaseWrite, PartitionId, PutMode};
+/// let write = TxnWrite::Lease(LeaseWrite {
+///     partition: PartitionId(3),
+///     record: LeaseRecord::released(),
+///     mode: PutMode::Create,
+/// });
+/// assert!(check_transaction(&[write.clone()]).is_ok());
+/// assert!(check_transaction(&[write.clone(), write]).is_err());
+/// assert!(check_transaction(&[]).is_err());
+/// ```
+pub fn check_transaction(writes: &[TxnWrite]) -> Result<(), StoreError> {
+    if writes.is_empty() || writes.len() > MAX_TRANSACTION_WRITES {
+        return Err(StoreError::Invalid(format!(
+            "a transaction carries 1 to {MAX_TRANSACTION_WRITES} writes, not {}",
+            writes.len()
+        )));
+    }
+    for (i, write) in writes.iter().enumerate() {
+        let key = write.key();
+        if writes[..i].iter().any(|earlier| earlier.key() == key) {
+            return Err(StoreError::Invalid(format!(
+                "a transaction writes {key} twice"
+            )));
+        }
+        if let TxnWrite::Member { node, record, .. } = write {
+            record.check(node)?;
+        }
+    }
+    Ok(())
+}
+
 /// The records of a group, with the ones that could not be decoded reported apart.
 #[derive(Debug)]
 pub struct Listing<T> {
@@ -233,6 +311,10 @@ impl ChangeFeed {
 /// - MUST NOT read a clock to make a decision, expire, or modify a record on its own: what a
 ///   record means in time is decided by the core, from its own monotonic clock.
 ///
+/// - MUST apply a [`LeaseStore::transact`] call whole or not at all, atomically with respect
+///   to every other writer: every write's condition holds and every write is applied with a
+///   new version, or nothing is written and the error names a record whose condition failed.
+///
 /// [`LeaseStore::put_leases`] has a default that writes one record at a time; stores with
 /// transactions override it. [`LeaseStore::watch`] is optional.
 #[async_trait]
@@ -276,6 +358,24 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         partition: PartitionId,
         version: &Version,
     ) -> Result<(), StoreError>;
+
+    /// Writes lease and member records of one group all together or not at all, returning
+    /// each write's new version in order. If any write's condition fails, nothing is written
+    /// and the error ([`StoreError::Conflict`], [`StoreError::NotFound`] or
+    /// [`StoreError::AlreadyExists`]) names a record whose condition failed. A transaction
+    /// that [`check_transaction`] refuses fails with [`StoreError::Invalid`], writing
+    /// nothing. Each write gives the change hint it would give on its own.
+    ///
+    /// This is what session leases rest on: a change to a lease names its holder's session
+    /// in the same transaction. The default says [`StoreError::NotSupported`].
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        let _ = (group, writes);
+        Err(StoreError::NotSupported("multi-record transactions"))
+    }
 
     /// Every member record of `group`, ordered by node name.
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError>;
@@ -393,6 +493,14 @@ impl LeaseStore for TimeoutStore {
     ) -> Result<(), StoreError> {
         self.bound(self.inner.delete_lease(group, partition, version))
             .await
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        self.bound(self.inner.transact(group, writes)).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {

@@ -33,3 +33,8 @@ async fn memory_store_scans_back_off_under_throttling_while_renewals_continue() 
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_store_transactions_conform() {
+    leasehold::testing::run_transaction_conformance(&MemoryHarness::default()).await;
+}

@@ -194,6 +194,15 @@ impl LeaseStore for FaultyStore {
         self.inner.delete_lease(group, partition, version).await
     }
 
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[crate::store::TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        self.gate().await;
+        self.inner.transact(group, writes).await
+    }
+
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
         self.record_reads.fetch_add(1, Ordering::SeqCst);
         self.gate().await;

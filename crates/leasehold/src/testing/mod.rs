@@ -18,6 +18,7 @@ mod field_checks;
 mod group_checks;
 pub mod scenarios;
 mod services;
+mod txn_checks;
 mod urls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +37,7 @@ pub use faulty::FaultyStore;
 pub use field_checks::*;
 pub use group_checks::*;
 pub use services::{service_env, skipped, SKIP_VARIABLE};
+pub use txn_checks::*;
 pub use urls::assert_urls_refused;
 
 /// What the suite needs from a backend under test.
@@ -328,4 +330,18 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(change_hints_name_what_changed, harness.store());
     check!(concurrent_increments_race, harness.store(), 8, 50);
     println!("conformance[{name}]: all checks passed");
+}
+
+/// Runs the checks of multi-record transactions ([`LeaseStore::transact`]), which session
+/// leases need, against `harness`'s store.
+pub async fn run_transaction_conformance(harness: &dyn Harness) {
+    let store = harness.store();
+    let name = format!("{store:?}");
+    let name = name.split(['(', ' ', '{']).next().unwrap_or("store");
+    transaction_writes_all_or_nothing(harness.store()).await;
+    println!("conformance[{name}]: transaction_writes_all_or_nothing ... ok");
+    transaction_gives_each_hint(harness.store()).await;
+    println!("conformance[{name}]: transaction_gives_each_hint ... ok");
+    transactions_race_single_writes(harness.store(), 4, 25).await;
+    println!("conformance[{name}]: transactions_race_single_writes ... ok");
 }
