@@ -1,8 +1,10 @@
-//! Entity-group transactions (`$batch`): one node's renewals in one request.
+//! Entity-group transactions (`$batch`): one node's renewals, or one multi-record
+//! transaction, in one request.
 //!
 //! The request is a `multipart/mixed` body holding one changeset; each part is a complete
 //! HTTP request for one entity. The service applies the whole changeset or none of it, and
-//! answers with one HTTP response per part, or a single one for the part that failed.
+//! answers with one HTTP response per part, or a single one for the part that failed, whose
+//! error message starts with that part's index.
 
 use std::fmt::Write;
 
@@ -31,6 +33,10 @@ pub(crate) struct BatchBody {
 pub(crate) struct PartResponse {
     pub(crate) status: StatusCode,
     pub(crate) etag: Option<String>,
+    /// The index of the operation this response is about, when the service says.
+    pub(crate) operation: Option<usize>,
+    /// The service's error code, such as `UpdateConditionNotSatisfied`.
+    pub(crate) code: Option<String>,
 }
 
 /// Builds the body. Creates are POSTed to the table URL (`table_url`); updates are PUT to the
@@ -95,7 +101,7 @@ pub(crate) fn build(table_url: &Url, operations: &[Operation<'_>]) -> BatchBody 
     }
 }
 
-/// The status line and ETag of every HTTP response inside a batch reply, in order.
+/// The status line, ETag and error of every HTTP response inside a batch reply, in order.
 pub(crate) fn parse_reply(body: &[u8]) -> Vec<PartResponse> {
     let text = String::from_utf8_lossy(body);
     let mut parts = Vec::new();
@@ -109,20 +115,57 @@ pub(crate) fn parse_reply(body: &[u8]) -> Vec<PartResponse> {
         else {
             continue;
         };
-        let mut etag = None;
+        let (mut etag, mut content_id) = (None, None);
         for header in lines.by_ref() {
             if header.trim().is_empty() {
                 break;
             }
             if let Some((name, value)) = header.split_once(':') {
-                if name.trim().eq_ignore_ascii_case("etag") {
-                    etag = Some(value.trim().to_owned());
+                let (name, value) = (name.trim(), value.trim());
+                if name.eq_ignore_ascii_case("etag") {
+                    etag = Some(value.to_owned());
+                } else if name.eq_ignore_ascii_case("content-id") {
+                    content_id = value.parse::<usize>().ok();
                 }
             }
         }
-        parts.push(PartResponse { status, etag });
+        let mut content = String::new();
+        for body_line in lines.by_ref() {
+            if body_line.starts_with("--") {
+                break;
+            }
+            content.push_str(body_line);
+        }
+        let (code, failed) = error_of(&content);
+        parts.push(PartResponse {
+            status,
+            etag,
+            // The service's documented way of naming the failed operation is the index in
+            // front of the error message; the echoed Content-ID (numbered from 1 by
+            // `build`) only stands in when the message has none.
+            operation: failed.or_else(|| content_id?.checked_sub(1)),
+            code,
+        });
     }
     parts
+}
+
+/// The error code of a part's JSON error body, and the operation index that starts its
+/// message (`"1:The specified resource does not exist."`).
+fn error_of(content: &str) -> (Option<String>, Option<usize>) {
+    let Ok(body) = serde_json::from_str::<serde_json::Value>(content) else {
+        return (None, None);
+    };
+    let code = body
+        .pointer("/odata.error/code")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
+    let index = body
+        .pointer("/odata.error/message/value")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|message| message.split_once(':'))
+        .and_then(|(index, _)| index.parse::<usize>().ok());
+    (code, index)
 }
 
 #[cfg(test)]
@@ -174,13 +217,55 @@ mod tests {
             vec![
                 PartResponse {
                     status: StatusCode::NO_CONTENT,
-                    etag: Some("W/\"datetime'a'\"".to_owned())
+                    etag: Some("W/\"datetime'a'\"".to_owned()),
+                    operation: None,
+                    code: None,
                 },
                 PartResponse {
                     status: StatusCode::PRECONDITION_FAILED,
-                    etag: None
+                    etag: None,
+                    operation: None,
+                    code: None,
                 },
             ]
         );
+    }
+
+    /// The service answers a failed changeset with one response, for the operation that
+    /// failed: its index leads the error message, and its Content-ID may be echoed too.
+    #[test]
+    fn a_failed_operation_is_located_by_its_index() {
+        let failed = |headers: &str, message: &str| {
+            let reply = format!(
+                "--batchresponse_1\r\nContent-Type: multipart/mixed; boundary=changesetresponse_1\r\n\r\n\
+                --changesetresponse_1\r\nContent-Type: application/http\r\n\r\n\
+                HTTP/1.1 412 Precondition Failed\r\n{headers}Content-Type: application/json\r\n\r\n\
+                {{\"odata.error\":{{\"code\":\"UpdateConditionNotSatisfied\",\"message\":{{\"lang\":\"en-US\",\"value\":\"{message}\"}}}}}}\r\n\
+                --changesetresponse_1--\r\n--batchresponse_1--\r\n"
+            );
+            let parts = parse_reply(reply.as_bytes());
+            assert_eq!(parts.len(), 1, "{reply}");
+            assert_eq!(
+                parts[0].code.as_deref(),
+                Some("UpdateConditionNotSatisfied")
+            );
+            parts[0].operation
+        };
+        assert_eq!(
+            failed(
+                "",
+                "3:The update condition specified in the request was not satisfied."
+            ),
+            Some(3)
+        );
+        assert_eq!(
+            failed("Content-ID: 2\r\n", "1:The update condition."),
+            Some(1)
+        );
+        assert_eq!(
+            failed("Content-ID: 2\r\n", "The update condition."),
+            Some(1)
+        );
+        assert_eq!(failed("", "The update condition, at 10:00."), None);
     }
 }

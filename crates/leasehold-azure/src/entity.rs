@@ -1,10 +1,11 @@
 //! Records as table entities with one readable column per field.
 //!
-//! PartitionKey is the group, so every record of a group (and so one node's renewals) can go
-//! in one entity-group transaction. RowKey is `lease-<partition, 10 digits>` or
-//! `member-<node>`: zero-padding makes the service's key order the numeric order. The group
-//! record's RowKey is `group`, outside both listings' ranges, and it is kept whole as JSON in
-//! one column, so that fields a newer version added survive an older version's rewrite.
+//! PartitionKey is the group, so every record of a group can go in one entity-group
+//! transaction: one node's renewals, or a lease with the member record of its holder. RowKey
+//! is `lease-<partition, 10 digits>` or `member-<node>`: zero-padding makes the service's key
+//! order the numeric order. The group record's RowKey is `group`, outside both listings'
+//! ranges, and it is kept whole as JSON in one column, so that fields a newer version added
+//! survive an older version's rewrite.
 //!
 //! Optional fields are left out when unset (the service stores no nulls), so entities
 //! written before a field existed read with it unset. A member's metadata is one text
@@ -47,6 +48,34 @@ pub(crate) fn parse_lease_row_key(row_key: &str) -> Option<PartitionId> {
     digits.parse().ok().map(PartitionId)
 }
 
+/// One record as the entity a write sends, with its RowKey and the key errors name. Single
+/// writes, lease batches and transactions all encode through here, so a record is stored the
+/// same way whichever call wrote it.
+pub(crate) struct Encoded {
+    pub(crate) row_key: String,
+    pub(crate) key: RecordKey,
+    pub(crate) entity: Value,
+}
+
+impl Encoded {
+    pub(crate) fn lease(group: &str, partition: PartitionId, record: &LeaseRecord) -> Encoded {
+        Encoded {
+            row_key: lease_row_key(partition),
+            key: RecordKey::Lease(partition),
+            entity: lease_entity(group, partition, record),
+        }
+    }
+
+    /// The caller has checked the record ([`MemberRecord::check`]).
+    pub(crate) fn member(group: &str, node: &NodeId, record: &MemberRecord) -> Encoded {
+        Encoded {
+            row_key: member_row_key(node),
+            key: RecordKey::from(node),
+            entity: member_entity(group, node, record),
+        }
+    }
+}
+
 /// An Edm.Int64 property: OData JSON carries 64-bit integers as strings.
 fn insert_int64(entity: &mut Map<String, Value>, name: &str, value: u64) {
     entity.insert(name.to_owned(), Value::String(value.to_string()));
@@ -77,7 +106,7 @@ fn keys(group: &str, row_key: String) -> Map<String, Value> {
 
 /// The entity of a lease record; absent optional fields are left out (the service stores no
 /// nulls).
-pub(crate) fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRecord) -> Value {
+fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRecord) -> Value {
     let mut entity = keys(group, lease_row_key(partition));
     if let Some(owner) = &record.owner {
         entity.insert("owner".to_owned(), json!(owner.as_str()));
@@ -106,7 +135,7 @@ pub(crate) fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRe
 
 /// The entity of a member record. The caller has checked the record
 /// ([`MemberRecord::check`]).
-pub(crate) fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -> Value {
+fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -> Value {
     let mut entity = keys(group, member_row_key(node));
     insert_int64(&mut entity, "weight", u64::from(record.weight));
     entity.insert("draining".to_owned(), json!(record.draining));
@@ -336,6 +365,24 @@ mod tests {
         );
         assert_eq!(parse_lease_row_key("lease-7"), None);
         assert_eq!(parse_lease_row_key("member-0000000007"), None);
+    }
+
+    /// An entity-group transaction covers one PartitionKey: a lease and the member record
+    /// that can be its holder's session must share it, and differ in RowKey.
+    #[test]
+    fn a_groups_leases_and_members_share_one_partition_key() {
+        let node = NodeId::new("n1").unwrap();
+        let lease = Encoded::lease("orders", PartitionId(7), &LeaseRecord::released());
+        let member = Encoded::member("orders", &node, &MemberRecord::default());
+        assert_eq!(lease.entity["PartitionKey"], json!("orders"));
+        assert_eq!(member.entity["PartitionKey"], json!("orders"));
+        assert_eq!(lease.entity["RowKey"], json!(lease.row_key));
+        assert_eq!(member.entity["RowKey"], json!(member.row_key));
+        assert_ne!(lease.row_key, member.row_key);
+        assert_eq!(
+            (lease.key, member.key),
+            (RecordKey::Lease(PartitionId(7)), RecordKey::from(&node))
+        );
     }
 
     #[test]

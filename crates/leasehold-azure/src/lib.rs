@@ -7,7 +7,10 @@
 //! so that fields a newer version added survive.
 //! A record's version is its ETag; conditional writes send `If-Match`, creates are inserts
 //! that fail if the entity exists. One node's renewals go out as entity-group transactions
-//! (`$batch`, up to 100 entities each, all of one group). Throttling (HTTP 429 and 503)
+//! (`$batch`, up to 100 entities each, all of one group), and so does each
+//! [`LeaseStore::transact`](leasehold::LeaseStore::transact) call: a group's leases and members
+//! share its PartitionKey, so a lease and its holder's session change in one transaction,
+//! whose failed operation the service names by index. Throttling (HTTP 429 and 503)
 //! becomes [`StoreError::Throttled`](leasehold::StoreError::Throttled) so that callers back
 //! off their scans. The table service has no change notifications: readers poll.
 //!

@@ -7,15 +7,19 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::batch::{put_in_parts, put_one_by_one};
 use leasehold::{
-    GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId,
-    PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember, Version,
+    check_transaction, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing,
+    MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease,
+    StoredMember, TxnWrite, Version, MAX_TRANSACTION_WRITES,
 };
 use reqwest::{Method, StatusCode};
 
 use crate::batch::{self, Operation, MAX_OPERATIONS};
 use crate::client::{status_error, ServiceError, TableClient};
-use crate::entity::{self, GROUP_ROW_KEY, LEASE_PREFIX, MEMBER_PREFIX};
+use crate::entity::{self, Encoded, GROUP_ROW_KEY, LEASE_PREFIX, MEMBER_PREFIX};
 use crate::options::AzureOptions;
+
+// Every transaction the contract allows fits in one changeset.
+const _: () = assert!(MAX_TRANSACTION_WRITES <= MAX_OPERATIONS);
 
 /// A [`LeaseStore`] in one Azure Storage table.
 ///
@@ -159,26 +163,41 @@ impl AzureTableStore {
         }
     }
 
-    /// Sends `writes` as one entity-group transaction. Transient failures are errors; a
-    /// refusal for any other reason (a failed condition) means nothing was written.
+    /// Sends lease `writes` as one entity-group transaction; see [`Self::send_changeset`].
     pub(crate) async fn send_batch(
         &self,
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<BatchOutcome, StoreError> {
+        let encoded: Vec<(Encoded, &PutMode)> = writes
+            .iter()
+            .map(|write| {
+                let encoded = Encoded::lease(group.as_str(), write.partition, &write.record);
+                (encoded, &write.mode)
+            })
+            .collect();
+        self.send_changeset(group, &encoded).await
+    }
+
+    /// Sends `writes`, all of `group` and so of one PartitionKey, as one entity-group
+    /// transaction. Transient failures are errors; a refusal for any other reason (a failed
+    /// condition) means nothing was written, and its error names the record whose operation
+    /// the service reports as failed.
+    async fn send_changeset(
+        &self,
+        group: &GroupName,
+        writes: &[(Encoded, &PutMode)],
+    ) -> Result<BatchOutcome, StoreError> {
+        assert!(
+            !writes.is_empty() && writes.len() <= MAX_OPERATIONS,
+            "a changeset holds 1 to {MAX_OPERATIONS} operations"
+        );
         let operations: Vec<Operation<'_>> = writes
             .iter()
-            .map(|write| Operation {
-                url: self
-                    .client
-                    .entity_url(group.as_str(), &entity::lease_row_key(write.partition)),
-                mode: &write.mode,
-                entity: serde_json::to_vec(&entity::lease_entity(
-                    group.as_str(),
-                    write.partition,
-                    &write.record,
-                ))
-                .expect("entities serialize"),
+            .map(|(encoded, mode)| Operation {
+                url: self.client.entity_url(group.as_str(), &encoded.row_key),
+                mode,
+                entity: serde_json::to_vec(&encoded.entity).expect("entities serialize"),
             })
             .collect();
         let body = batch::build(&self.client.url(self.client.table()), &operations);
@@ -191,30 +210,23 @@ impl AzureTableStore {
                 &[],
             )
             .await?;
-        // Refusals only decide whether to write one at a time, which names each record.
-        let what = RecordKey::Stored(format!("batch of group {group}"));
+        let what = RecordKey::Stored(format!("transaction of group {group}"));
         if reply.status != StatusCode::ACCEPTED {
-            let error = reply.error(&what);
-            return if error.is_transient() {
-                Err(error)
-            } else {
-                Ok(BatchOutcome::Refused(error))
-            };
+            return refusal(reply.error(&what));
         }
         let parts = batch::parse_reply(&reply.body);
         if let Some(part) = parts.iter().find(|part| !part.status.is_success()) {
-            let error = status_error(
-                ServiceError {
-                    status: part.status,
-                    code: None,
-                },
-                &what,
-            );
-            return if error.is_transient() {
-                Err(error)
-            } else {
-                Ok(BatchOutcome::Refused(error))
+            // Without an index from the service no record can be named, but the changeset
+            // still failed whole: the error names the transaction instead.
+            let key = part
+                .operation
+                .and_then(|index| writes.get(index))
+                .map_or(&what, |(encoded, _)| &encoded.key);
+            let error = ServiceError {
+                status: part.status,
+                code: part.code.clone(),
             };
+            return refusal(status_error(error, key));
         }
         if parts.len() != writes.len() {
             return Err(StoreError::Unavailable {
@@ -229,19 +241,26 @@ impl AzureTableStore {
         let versions = parts
             .into_iter()
             .zip(writes)
-            .map(|(part, write)| {
+            .map(|(part, (encoded, _))| {
                 part.etag
                     .map(Version::from_tag)
                     .ok_or_else(|| StoreError::Unavailable {
-                        message: format!(
-                            "no ETag for {}",
-                            RecordKey::Lease(write.partition).in_group(group)
-                        ),
+                        message: format!("no ETag for {}", encoded.key.in_group(group)),
                         source: None,
                     })
             })
             .collect();
         Ok(BatchOutcome::Applied(versions))
+    }
+}
+
+/// A changeset the service refused: a transient failure leaves the outcome unknown and is an
+/// error; any other means nothing was written.
+fn refusal(error: StoreError) -> Result<BatchOutcome, StoreError> {
+    if error.is_transient() {
+        Err(error)
+    } else {
+        Ok(BatchOutcome::Refused(error))
     }
 }
 
@@ -308,14 +327,13 @@ impl LeaseStore for AzureTableStore {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let entity = entity::lease_entity(group.as_str(), partition, record);
-        let row_key = entity::lease_row_key(partition);
+        let encoded = Encoded::lease(group.as_str(), partition, record);
         self.client
             .put(
                 group.as_str(),
-                &row_key,
-                &RecordKey::Lease(partition),
-                &entity,
+                &encoded.row_key,
+                &encoded.key,
+                &encoded.entity,
                 &mode,
             )
             .await
@@ -350,6 +368,32 @@ impl LeaseStore for AzureTableStore {
                 version,
             )
             .await
+    }
+
+    /// One entity-group transaction: leases and members share the group's PartitionKey,
+    /// and the service applies a changeset whole or not at all.
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        check_transaction(writes)?;
+        let encoded: Vec<(Encoded, &PutMode)> = writes
+            .iter()
+            .map(|write| match write {
+                TxnWrite::Lease(lease) => (
+                    Encoded::lease(group.as_str(), lease.partition, &lease.record),
+                    &lease.mode,
+                ),
+                TxnWrite::Member { node, record, mode } => {
+                    (Encoded::member(group.as_str(), node, record), mode)
+                }
+            })
+            .collect();
+        match self.send_changeset(group, &encoded).await? {
+            BatchOutcome::Applied(versions) => versions.into_iter().collect(),
+            BatchOutcome::Refused(error) => Err(error),
+        }
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
@@ -405,14 +449,13 @@ impl LeaseStore for AzureTableStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         record.check(node)?;
-        let entity = entity::member_entity(group.as_str(), node, record);
-        let row_key = entity::member_row_key(node);
+        let encoded = Encoded::member(group.as_str(), node, record);
         self.client
             .put(
                 group.as_str(),
-                &row_key,
-                &RecordKey::from(node),
-                &entity,
+                &encoded.row_key,
+                &encoded.key,
+                &encoded.entity,
                 &mode,
             )
             .await

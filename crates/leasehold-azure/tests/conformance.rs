@@ -5,7 +5,10 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::testing::{run_conformance, Harness, Listed, Malformed, MALFORMED_FIRST_PARTITION};
+use leasehold::testing::{
+    run_conformance, run_transaction_conformance, Harness, Listed, Malformed,
+    MALFORMED_FIRST_PARTITION,
+};
 use leasehold::{
     GroupName, LeaseRecord, LeaseStore, MemberRecord, NodeId, PartitionId, PutMode, RecordKey,
     StoreError,
@@ -100,22 +103,35 @@ impl Harness for AzureHarness {
     }
 }
 
-async fn conform(options: Option<leasehold_azure::AzureOptions>) {
-    let Some(options) = options else {
-        return;
-    };
+/// The harness for the table `options` names; `None` when the test is to skip.
+async fn harness(options: Option<leasehold_azure::AzureOptions>) -> Option<AzureHarness> {
+    let options = options?;
     let endpoint = options.endpoint_url();
-    let harness = AzureHarness {
+    Some(AzureHarness {
         store: AzureTableStore::connect(options)
             .await
             .unwrap_or_else(|error| panic!("connect to Azurite at {endpoint}: {error}")),
-    };
-    run_conformance(&harness).await;
+    })
+}
+
+async fn conform(options: Option<leasehold_azure::AzureOptions>) {
+    if let Some(harness) = harness(options).await {
+        run_conformance(&harness).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn azure_store_passes_the_conformance_suite() {
     conform(common::azurite_options("leaseholdtest")).await;
+}
+
+/// Session leases rest on these: a lease and its holder's member record change in one
+/// entity-group transaction, or neither does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn azure_store_passes_the_transaction_conformance_suite() {
+    if let Some(harness) = harness(common::azurite_options("leaseholdtest")).await {
+        run_transaction_conformance(&harness).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

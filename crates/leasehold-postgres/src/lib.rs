@@ -70,6 +70,7 @@ mod store;
 mod tls;
 mod url;
 mod watch;
+mod writes;
 
 pub use options::PostgresOptions;
 pub use schema::SCHEMA_VERSION;

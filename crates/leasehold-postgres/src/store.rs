@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold::{
-    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember,
-    Version,
+    check_transaction, ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite,
+    Listing, MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup,
+    StoredLease, StoredMember, TxnWrite, Version,
 };
 use tokio::sync::Mutex;
-use tokio_postgres::{GenericClient, Row};
+use tokio_postgres::Row;
 
 use crate::connection::{Session, Slot, Target};
 use crate::error::map_error;
@@ -22,16 +22,20 @@ use crate::rows::{
 };
 use crate::schema::Names;
 use crate::statements::Statements;
+use crate::writes::{
+    begin, conditional, is_refusal, single, updated, write_lease, write_member, Prepared,
+};
 
 /// A [`LeaseStore`] keeping leases, members and group records as rows of PostgreSQL tables.
 ///
 /// Every write takes its version from one sequence, so versions never repeat, even for a row
 /// deleted and created again. Updates and deletes are conditional on the version in their
-/// `WHERE` clause. Batches of renewals run as one transaction. Change hints come from
-/// `LISTEN`/`NOTIFY`, sent by triggers on the lease and member tables.
+/// `WHERE` clause. Batches of renewals run as one transaction, and so does each
+/// [`LeaseStore::transact`]. Change hints come from `LISTEN`/`NOTIFY`, sent by triggers on
+/// the lease and member tables.
 ///
 /// Cheap to clone: clones share two connections, one for single statements (pipelined, so
-/// concurrent calls do not wait for each other) and one for batch transactions. A lost
+/// concurrent calls do not wait for each other) and one for transactions. A lost
 /// connection is opened again by the next call, with a back-off between failed attempts.
 #[derive(Clone)]
 pub struct PostgresStore {
@@ -154,16 +158,10 @@ impl PostgresStore {
 
         let inner = &self.inner;
         let mut slot = inner.batch.lock().await;
-        let session = slot
-            .session(&inner.target, &inner.names, &inner.options)
-            .await?;
         let Session {
             client, statements, ..
-        } = Arc::get_mut(session).expect("batch sessions are used only under their lock");
-        let transaction = client
-            .transaction()
-            .await
-            .map_err(self.fail("begin a batch"))?;
+        } = inner.batch_session(&mut slot).await?;
+        let transaction = begin(client).await.map_err(self.fail("begin a batch"))?;
         let timeout = inner.options.statement_timeout;
         let outcomes = futures_util::future::join_all(sendable.iter().map(|(index, params)| {
             let write = &writes[*index];
@@ -194,104 +192,77 @@ impl PostgresStore {
             .map(|result| result.expect("every write has a result"))
             .collect())
     }
-}
 
-/// The one row a conditional update or delete always returns.
-fn single(rows: &[Row]) -> Result<&Row, StoreError> {
-    rows.first().ok_or_else(|| StoreError::Unavailable {
-        message: "PostgreSQL returned no row for a conditional write".to_owned(),
-        source: None,
-    })
-}
+    /// Applies a transaction on the batch connection: its writes go out together, in the
+    /// order rows are locked, and the transaction commits only if every condition held.
+    async fn transact_batch(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        let prepared = writes
+            .iter()
+            .map(Prepared::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut order: Vec<usize> = (0..prepared.len()).collect();
+        order.sort_by_key(|&index| prepared[index].lock_order());
 
-/// Whether a write failed only because its condition did not hold.
-fn is_refusal(error: &StoreError) -> bool {
-    matches!(
-        error,
-        StoreError::Conflict { .. }
-            | StoreError::AlreadyExists { .. }
-            | StoreError::NotFound { .. }
-    )
-}
-
-/// The outcome of a conditional update or delete, from its `(applied, present)` reply.
-fn conditional(applied: bool, present: bool, key: RecordKey) -> Result<(), StoreError> {
-    match (applied, present) {
-        (true, _) => Ok(()),
-        (false, true) => Err(StoreError::Conflict { key }),
-        (false, false) => Err(StoreError::NotFound { key }),
+        let inner = &self.inner;
+        let mut slot = inner.batch.lock().await;
+        let Session {
+            client, statements, ..
+        } = inner.batch_session(&mut slot).await?;
+        let transaction = begin(client)
+            .await
+            .map_err(self.fail("begin a transaction"))?;
+        let timeout = inner.options.statement_timeout;
+        let outcomes = futures_util::future::join_all(
+            order
+                .iter()
+                .map(|&index| prepared[index].write(&transaction, statements, group, timeout)),
+        )
+        .await;
+        let mut results: Vec<Option<Result<Version, StoreError>>> =
+            prepared.iter().map(|_| None).collect();
+        for (&index, outcome) in order.iter().zip(outcomes) {
+            match outcome {
+                // Any other failure aborted the transaction: nothing of it is applied.
+                Err(error) if !is_refusal(&error) => return Err(error),
+                outcome => results[index] = Some(outcome),
+            }
+        }
+        let versions: Result<Vec<Version>, StoreError> = results
+            .into_iter()
+            .map(|result| result.expect("every write has a result"))
+            .collect();
+        match versions {
+            Ok(versions) => {
+                transaction
+                    .commit()
+                    .await
+                    .map_err(self.fail("commit a transaction"))?;
+                Ok(versions)
+            }
+            Err(refusal) => {
+                // Nothing is committed whether or not the rollback arrives: a connection that
+                // fails here is closed, which ends the transaction on the server too.
+                if let Err(error) = transaction.rollback().await {
+                    tracing::debug!(%error, "rolling back a refused transaction failed");
+                }
+                Err(refusal)
+            }
+        }
     }
 }
 
-/// The version a conditional update wrote, from its `(version, present)` reply.
-fn updated(row: &Row, key: RecordKey) -> Result<Version, StoreError> {
-    let written: Option<i64> = column(row, 0, "version", &key)?;
-    let present = column(row, 1, "present", &key)?;
-    conditional(written.is_some(), present, key.clone())?;
-    version(row, 0, &key)
-}
-
-async fn write_lease(
-    client: &impl GenericClient,
-    statements: &Statements,
-    group: &GroupName,
-    partition: PartitionId,
-    params: &LeaseParams<'_>,
-    mode: &PutMode,
-    statement_timeout: std::time::Duration,
-) -> Result<Version, StoreError> {
-    let fail = |e| map_error("write a lease", statement_timeout, e);
-    let key = || RecordKey::Lease(partition);
-    let (grp, partition_column) = (group.as_str(), i64::from(partition.0));
-    let p = params;
-    match mode {
-        PutMode::Create => client
-            .query_opt(
-                &statements.insert_lease,
-                &[
-                    &grp,
-                    &partition_column,
-                    &p.owner,
-                    &p.epoch,
-                    &p.state,
-                    &p.prohibited,
-                    &p.load,
-                    &p.note,
-                    &p.written_at_unix_ms,
-                    &p.previous_owner,
-                    &p.handed_to,
-                ],
-            )
-            .await
-            .map_err(fail)?
-            .map_or_else(
-                || Err(StoreError::AlreadyExists { key: key() }),
-                |row| version(&row, 0, &key()),
-            ),
-        PutMode::Update(version) => {
-            let expected = expected_version(version);
-            let row = client
-                .query_one(
-                    &statements.update_lease,
-                    &[
-                        &grp,
-                        &partition_column,
-                        &p.owner,
-                        &p.epoch,
-                        &p.state,
-                        &p.prohibited,
-                        &p.load,
-                        &p.note,
-                        &p.written_at_unix_ms,
-                        &p.previous_owner,
-                        &p.handed_to,
-                        &expected,
-                    ],
-                )
-                .await
-                .map_err(fail)?;
-            updated(&row, key())
-        }
+impl Inner {
+    /// The batch connection, opened if needed. It is used only under the batch lock, which
+    /// `slot` is, so no one else holds it and a transaction may borrow it mutably.
+    async fn batch_session<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut Session, StoreError> {
+        let session = slot
+            .session(&self.target, &self.names, &self.options)
+            .await?;
+        Ok(Arc::get_mut(session).expect("batch sessions are used only under their lock"))
     }
 }
 
@@ -362,6 +333,24 @@ impl LeaseStore for PostgresStore {
         self.bounded(self.put_batch(group, writes)).await
     }
 
+    /// Runs the writes as one transaction, with the statements of the single writes, and
+    /// rolls it back if any condition fails.
+    ///
+    /// Each conditional `UPDATE` locks its row until the commit and, having waited for the
+    /// lock, compares the version of the row as committed; each `INSERT` holds its key in
+    /// the unique index the same way. So once every write has succeeded, no other writer, in
+    /// this process or any other, can change those records before the commit. The triggers
+    /// send each written row's notification as for a single write, at the commit, and none
+    /// for a transaction rolled back.
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        check_transaction(writes)?;
+        self.bounded(self.transact_batch(group, writes)).await
+    }
+
     async fn delete_lease(
         &self,
         group: &GroupName,
@@ -423,66 +412,20 @@ impl LeaseStore for PostgresStore {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let p = MemberParams::new(node, record)?;
-        let (grp, name) = (group.as_str(), node.as_str());
-        let key = || RecordKey::from(node);
+        let params = MemberParams::new(node, record)?;
         self.bounded(async {
-            match &mode {
-                PutMode::Create => self
-                    .query(
-                        "create a member",
-                        |s| &s.insert_member,
-                        &[
-                            &grp,
-                            &name,
-                            &p.weight,
-                            &p.draining,
-                            &p.load,
-                            &p.heartbeat,
-                            &p.written_at_unix_ms,
-                            &p.lease_validity_ns,
-                            &p.acquire_after_ns,
-                            &p.capacity,
-                            &p.max_load,
-                            &p.max_partitions,
-                            &p.address,
-                            &p.metadata,
-                        ],
-                    )
-                    .await?
-                    .first()
-                    .map_or_else(
-                        || Err(StoreError::AlreadyExists { key: key() }),
-                        |row| version(row, 0, &key()),
-                    ),
-                PutMode::Update(version) => {
-                    let expected = expected_version(version);
-                    let rows = self
-                        .query(
-                            "update a member",
-                            |s| &s.update_member,
-                            &[
-                                &grp,
-                                &name,
-                                &p.weight,
-                                &p.draining,
-                                &p.load,
-                                &p.heartbeat,
-                                &p.written_at_unix_ms,
-                                &p.lease_validity_ns,
-                                &p.acquire_after_ns,
-                                &p.capacity,
-                                &p.max_load,
-                                &p.max_partitions,
-                                &p.address,
-                                &p.metadata,
-                                &expected,
-                            ],
-                        )
-                        .await?;
-                    updated(single(&rows)?, key())
-                }
-            }
+            let session = self.session().await?;
+            let timeout = self.inner.options.statement_timeout;
+            write_member(
+                &session.client,
+                &session.statements,
+                group,
+                node,
+                &params,
+                &mode,
+                timeout,
+            )
+            .await
         })
         .await
     }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use leasehold::testing::run_conformance;
+use leasehold::testing::{run_conformance, run_transaction_conformance};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_store_passes_the_conformance_suite() {
@@ -10,4 +10,12 @@ async fn postgres_store_passes_the_conformance_suite() {
         return;
     };
     run_conformance(&common::PostgresHarness::new(&url).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_store_passes_the_transaction_checks() {
+    let Some(url) = common::url() else {
+        return;
+    };
+    run_transaction_conformance(&common::PostgresHarness::new(&url).await).await;
 }

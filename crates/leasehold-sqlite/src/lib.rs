@@ -72,7 +72,9 @@
 //! transaction, so a version is never handed out twice, even to a record deleted and created
 //! again. Writes run in `BEGIN IMMEDIATE` transactions, which take the file's write lock
 //! before reading the version they compare, so a compare-and-set is atomic across every
-//! process using the file.
+//! process using the file. A multi-record transaction
+//! ([`LeaseStore::transact`](leasehold::LeaseStore::transact)) is one such transaction,
+//! rolled back whole when any of its conditions fails.
 //!
 //! # Inspecting the file
 //!

@@ -16,7 +16,7 @@ use rusqlite::{
 use crate::error::Context;
 use crate::rows::{
     decode_group, decode_lease, decode_member, decode_version, group_columns, lease_columns,
-    member_columns, LeaseRow, MemberRow,
+    member_columns, LeaseRow, MemberRow, RecordWrite,
 };
 
 const LIST_LEASES: &str = concat!(
@@ -186,6 +186,23 @@ pub(crate) fn write<T>(
     result
 }
 
+/// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits only if it succeeds whole:
+/// any error, a failed condition included, rolls back everything it wrote.
+pub(crate) fn write_whole<T>(
+    connection: &mut Connection,
+    context: &str,
+    body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .context(context)?;
+    // Returning early drops the transaction, which rolls it back; should that fail, the
+    // pool sees the connection still inside a transaction and closes it, which does too.
+    let value = body(&transaction)?;
+    transaction.commit().context(context)?;
+    Ok(value)
+}
+
 /// The version a row holds now: `None` if there is no row, `Some(None)` if its version
 /// column cannot be read (no expected version matches it).
 type CurrentVersion = Option<Option<i64>>;
@@ -349,6 +366,29 @@ pub(crate) fn put_member(
         .context(&context)?;
     changed_one_row(changed, &context)?;
     decode_version(version).map_err(StoreError::Invalid)
+}
+
+/// Applies `writes` in order, each as the single write of its record would be, in the
+/// caller's transaction, stopping at the first that fails: run it in [`write_whole`], so
+/// that then none of them is applied.
+pub(crate) fn transact(
+    transaction: &Transaction<'_>,
+    group: &GroupName,
+    writes: &[RecordWrite],
+) -> Result<Vec<Version>, StoreError> {
+    writes
+        .iter()
+        .map(|write| match write {
+            RecordWrite::Lease {
+                partition,
+                row,
+                mode,
+            } => put_lease(transaction, group, *partition, row, mode),
+            RecordWrite::Member { node, row, mode } => {
+                put_member(transaction, group, node, row, mode)
+            }
+        })
+        .collect()
 }
 
 /// Writes the group record of `group` (its JSON text) under `mode`, in the caller's

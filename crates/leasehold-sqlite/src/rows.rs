@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::{
-    codec, Epoch, GroupRecord, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId,
-    RecordKey, StoreError, StoredLease, StoredMember, Version,
+    codec, Epoch, GroupRecord, LeaseRecord, LeaseState, MemberRecord, NodeId, PartitionId, PutMode,
+    RecordKey, StoreError, StoredLease, StoredMember, TxnWrite, Version,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
@@ -153,6 +153,39 @@ pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<Memb
         max_partitions: record.max_partitions.map(i64::from),
         address: record.address.clone(),
         metadata: encode_metadata(&record.metadata),
+    })
+}
+
+/// One write of a transaction, encoded before the transaction begins so that a record
+/// SQLite cannot store is refused without taking the write lock.
+#[derive(Debug, Clone)]
+pub(crate) enum RecordWrite {
+    Lease {
+        partition: PartitionId,
+        row: LeaseRow,
+        mode: PutMode,
+    },
+    Member {
+        node: NodeId,
+        row: MemberRow,
+        mode: PutMode,
+    },
+}
+
+/// Encodes one write of a transaction as [`encode_lease`] or [`encode_member`] encodes a
+/// single write.
+pub(crate) fn encode_write(write: &TxnWrite) -> Result<RecordWrite, StoreError> {
+    Ok(match write {
+        TxnWrite::Lease(lease) => RecordWrite::Lease {
+            partition: lease.partition,
+            row: encode_lease(lease.partition, &lease.record)?,
+            mode: lease.mode.clone(),
+        },
+        TxnWrite::Member { node, record, mode } => RecordWrite::Member {
+            node: node.clone(),
+            row: encode_member(node, record)?,
+            mode: mode.clone(),
+        },
     })
 }
 

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::store_url::{split_scheme, UrlError, UrlPart};
 use leasehold::{
-    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember,
-    Version,
+    check_transaction, ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite,
+    Listing, MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup,
+    StoredLease, StoredMember, TxnWrite, Version,
 };
 
 use crate::operations;
 use crate::options::SqliteOptions;
 use crate::pool::Pool;
-use crate::rows::{encode_group, encode_lease, encode_member};
+use crate::rows::{encode_group, encode_lease, encode_member, encode_write};
 use crate::schema;
 use crate::watch;
 
@@ -227,6 +227,30 @@ impl LeaseStore for SqliteStore {
                 let context = format!("deleting {}", RecordKey::Lease(partition).in_group(&group));
                 operations::write(connection, &context, |transaction| {
                     operations::delete_lease(transaction, &group, partition, &version)
+                })
+            })
+            .await
+    }
+
+    /// Applies the writes in one `BEGIN IMMEDIATE` transaction, which holds the file's write
+    /// lock from the first version it reads to the commit, so no writer in any process comes
+    /// between the conditions and the writes. The first failed condition rolls it back.
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        check_transaction(writes)?;
+        let rows = writes
+            .iter()
+            .map(encode_write)
+            .collect::<Result<Vec<_>, _>>()?;
+        let group = group.clone();
+        self.pool
+            .run(move |connection| {
+                let context = format!("writing a transaction of {} records of {group}", rows.len());
+                operations::write_whole(connection, &context, |transaction| {
+                    operations::transact(transaction, &group, &rows)
                 })
             })
             .await

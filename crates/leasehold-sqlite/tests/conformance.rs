@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::testing::{run_conformance, Harness, Listed, Malformed};
+use leasehold::testing::{
+    run_conformance, run_transaction_conformance, Harness, Listed, Malformed,
+};
 use leasehold::{
     Change, GroupName, LeaseRecord, LeaseState, LeaseStore, NodeId, PartitionId, PutMode,
     RecordKey, StoreError,
@@ -228,6 +230,14 @@ async fn sqlite_store_passes_the_conformance_suite() {
     let path = directory.path().join("conformance.db");
     let store = SqliteStore::open(&path).await.expect("open the store");
     run_conformance(&SqliteHarness { store, path }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_store_passes_the_transaction_checks() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("transactions.db");
+    let store = SqliteStore::open(&path).await.expect("open the store");
+    run_transaction_conformance(&SqliteHarness { store, path }).await;
 }
 
 /// The suite's change-hint check skips a store that answers `NotSupported`; this one must
