@@ -524,6 +524,15 @@ pub struct SimArgs {
     /// shift).
     #[arg(long)]
     pub rolling_restart: bool,
+    /// How the simulated group renews its leases: per-partition (one write per lease per
+    /// heartbeat) or session (one write per node per heartbeat).
+    #[arg(long, default_value = "per-partition", value_name = "MODE")]
+    pub lease_mode: leasehold::LeaseMode,
+    /// Negative control for --lease-mode session: a take does not change the holder's
+    /// session, so a paused holder renews and keeps serving what was taken, which the
+    /// single-owner and work-overlap checks must catch.
+    #[arg(long = "unsafe-session-take")]
+    pub unsafe_session_take: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

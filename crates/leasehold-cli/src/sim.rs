@@ -27,6 +27,8 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_ignore_exclusions = args.unsafe_ignore_exclusions;
     config.load = (args.load == "zipf").then(leasehold_sim::LoadShape::default);
     config.rolling_restart = args.rolling_restart;
+    config.lease_mode = args.lease_mode;
+    config.unsafe_session_take = args.unsafe_session_take;
     config
 }
 
@@ -174,6 +176,10 @@ fn unsafe_note(config: &SimConfig) -> String {
         (
             config.unsafe_ignore_members,
             "a node ignoring the other members",
+        ),
+        (
+            config.unsafe_session_take,
+            "takes that leave the holder's session alone",
         ),
         (
             config.unsafe_ignore_exclusions,

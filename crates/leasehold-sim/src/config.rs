@@ -331,6 +331,12 @@ pub struct SimConfig {
     /// start under the same name, the next once it has joined), a third into the run;
     /// with every fault off, the figures say how many partitions went back to their holder.
     pub rolling_restart: bool,
+    /// How the group renews its leases.
+    pub lease_mode: leasehold::LeaseMode,
+    /// Negative control for session leases: a take does not change the holder's session,
+    /// so a holder that was paused renews and keeps serving what was taken; the single-owner
+    /// and work-overlap checks must catch it.
+    pub unsafe_session_take: bool,
 }
 
 impl SimConfig {
@@ -349,6 +355,8 @@ impl SimConfig {
             unsafe_release: false,
             unsafe_mixed_timings: false,
             unsafe_epoch_reuse: false,
+            lease_mode: leasehold::LeaseMode::PerPartition,
+            unsafe_session_take: false,
             unsafe_stale_fencing: false,
             unsafe_stop_acquiring: false,
             unsafe_ignore_members: false,
@@ -483,6 +491,11 @@ impl SimConfig {
             (self.unsafe_ignore_exclusions, " --unsafe-ignore-exclusions"),
             (self.load.is_some(), " --load zipf"),
             (self.rolling_restart, " --rolling-restart"),
+            (
+                self.lease_mode == leasehold::LeaseMode::Session,
+                " --lease-mode session",
+            ),
+            (self.unsafe_session_take, " --unsafe-session-take"),
         ] {
             if on {
                 command.push_str(flag);

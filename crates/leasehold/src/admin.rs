@@ -11,9 +11,12 @@
 use std::collections::BTreeSet;
 
 use crate::error::StoreError;
+use crate::group::LeaseMode;
 use crate::group::{GroupMismatch, GroupTimings};
-use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease};
-use crate::store::{LeaseStore, LeaseWrite, Listing, PutMode};
+use crate::record::{
+    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease, StoredMember,
+};
+use crate::store::{LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite};
 use crate::types::{GroupName, NodeId, PartitionId};
 
 /// Attempts for one read-modify-write against participants renewing the same record.
@@ -210,8 +213,14 @@ pub async fn update_lease(
     partition: PartitionId,
     change: impl Fn(&mut LeaseRecord),
 ) -> Result<LeaseRecord, AdminError> {
-    check_format(store, group).await?;
+    let mode = group_mode(store, group).await?;
     for _ in 0..MAX_ATTEMPTS {
+        // With session leases, the holder's session is read before the lease, so that a
+        // renewal after this read changes it and fails the transaction below.
+        let holder_session = match mode {
+            LeaseMode::Session => session_of_holder(store, group, partition).await?,
+            _ => None,
+        };
         let Some(current) = store.get_lease(group, partition).await? else {
             return Err(AdminError::NoSuchPartition {
                 group: group.clone(),
@@ -219,12 +228,37 @@ pub async fn update_lease(
             });
         };
         let mut record = current.value;
+        let holder = record
+            .owner
+            .clone()
+            .filter(|_| record.state == LeaseState::Held);
         change(&mut record);
         record.written_at_unix_ms = Some(unix_ms_now());
-        match store
-            .put_lease(group, partition, &record, PutMode::Update(current.version))
-            .await
-        {
+        let write = LeaseWrite {
+            partition,
+            record: record.clone(),
+            mode: PutMode::Update(current.version),
+        };
+        let result = match holder_session.filter(|session| Some(&session.key) == holder.as_ref()) {
+            // The holder's session changes with the lease, so its next renewal fails and it
+            // re-reads what it holds, as a renewal of the lease itself would have failed.
+            Some(session) => {
+                let writes = [
+                    TxnWrite::Lease(write),
+                    TxnWrite::Member {
+                        node: session.key,
+                        record: session.value,
+                        mode: PutMode::Update(session.version),
+                    },
+                ];
+                store.transact(group, &writes).await.map(|_| ())
+            }
+            _ => store
+                .put_lease(group, partition, &write.record, write.mode)
+                .await
+                .map(|_| ()),
+        };
+        match result {
             Ok(_) => {
                 // The change is made; a failed nudge only delays when settled nodes see it.
                 if let Err(error) = nudge(store, group).await {
@@ -239,6 +273,24 @@ pub async fn update_lease(
     Err(AdminError::Contended {
         key: RecordKey::Lease(partition),
     })
+}
+
+/// The session of the node holding `partition`, read before the lease record is: `None`
+/// when the record is not held or its holder has no session.
+async fn session_of_holder(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    partition: PartitionId,
+) -> Result<Option<StoredMember>, AdminError> {
+    let Some(current) = store.get_lease(group, partition).await? else {
+        return Ok(None);
+    };
+    match current.value.owner {
+        Some(owner) if current.value.state == LeaseState::Held => {
+            Ok(store.get_member(group, &owner).await?)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Rewrites the operator's member record ([`NodeId::operator`]), which every node reads at
@@ -393,7 +445,10 @@ mod group;
 mod stale;
 
 pub(crate) use group::adopt_timings;
-pub use group::{check_format, destroy, ensure_group, raise_epoch_floor, set_timings, Destroy};
+pub use group::{
+    check_format, destroy, ensure_group, group_mode, raise_epoch_floor, set_lease_mode,
+    set_timings, Destroy,
+};
 pub use stale::{stale_check, StaleReport};
 
 #[cfg(test)]

@@ -131,6 +131,11 @@ pub struct ParticipantConfig {
     /// Refused by [`ParticipantConfig::validate`].
     #[doc(hidden)]
     pub unsafe_reuse_epoch: bool,
+    /// Negative control for the simulator: with session leases, take a partition from a
+    /// holder without changing the holder's session, so the holder's next renewal succeeds
+    /// and it keeps serving what was taken. Refused by [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_take_ignores_session: bool,
 }
 
 impl ParticipantConfig {
@@ -186,6 +191,7 @@ impl ParticipantConfig {
             unsafe_release_ignores_permits: false,
             unsafe_skip_group_check: false,
             unsafe_reuse_epoch: false,
+            unsafe_take_ignores_session: false,
         }
     }
 
@@ -362,6 +368,9 @@ impl ParticipantConfig {
         if self.unsafe_reuse_epoch {
             return Err(ConfigError::UnsafeEpochReuse);
         }
+        if self.unsafe_take_ignores_session {
+            return Err(ConfigError::UnsafeSessionTake);
+        }
         if self.unsafe_ignore_exclusions {
             return Err(ConfigError::UnsafeExclusions);
         }
@@ -442,6 +451,9 @@ pub enum ConfigError {
     /// The simulator's negative control for epochs was switched on outside it.
     #[error("unsafe_reuse_epoch gives two tenures one fencing token; it is for the simulator's negative control only")]
     UnsafeEpochReuse,
+    /// The simulator's negative control for session takes was switched on outside it.
+    #[error("unsafe_take_ignores_session lets a holder keep serving what was taken from it; it is for the simulator's negative control only")]
+    UnsafeSessionTake,
     /// The simulator's negative control for exclusion lists was switched on outside it.
     #[error("unsafe_ignore_exclusions makes a node serve partitions it excludes; it is for the simulator's negative control only")]
     UnsafeExclusions,

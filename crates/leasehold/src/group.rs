@@ -36,14 +36,61 @@ pub const FORMAT_VERSION: u32 = 1;
 /// A stored group record, keyed by its group.
 pub type StoredGroup = Stored<GroupName, GroupRecord>;
 
-/// How leases are renewed in a group.
+/// How leases are renewed in a group. Every node of a group follows the group's mode, read
+/// from its record when it joins: a node renewing per partition would take leases that a
+/// node renewing by session still holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LeaseMode {
-    /// Each lease record is renewed on its own.
+    /// Each lease record is renewed on its own: one store write per partition held, per
+    /// heartbeat.
     #[default]
     PerPartition,
+    /// A node's member record is its session: renewing it renews every lease the node
+    /// holds, so a node writes once per heartbeat however many partitions it holds. A
+    /// change to a lease record that names a holder changes the holder's session in the
+    /// same transaction ([`crate::LeaseStore::transact`]), and a taker waits on the
+    /// holder's session as well as on the lease record.
+    Session,
+}
+
+impl LeaseMode {
+    /// The mode's name, as the command line and the group record spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseMode::PerPartition => "per_partition",
+            LeaseMode::Session => "session",
+        }
+    }
+}
+
+impl fmt::Display for LeaseMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for LeaseMode {
+    type Err = String;
+
+    /// Parses `per_partition` (or `per-partition`) and `session`.
+    ///
+    /// ```
+    /// use leasehold::LeaseMode;
+    /// assert_eq!("session".parse::<LeaseMode>(), Ok(LeaseMode::Session));
+    /// assert_eq!("per-partition".parse::<LeaseMode>(), Ok(LeaseMode::PerPartition));
+    /// assert!("sessions".parse::<LeaseMode>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<LeaseMode, String> {
+        match text {
+            "per_partition" | "per-partition" => Ok(LeaseMode::PerPartition),
+            "session" => Ok(LeaseMode::Session),
+            other => Err(format!(
+                "unknown lease mode {other:?}: use per-partition or session"
+            )),
+        }
+    }
 }
 
 /// The timings safety depends on, as a group's bounds or as one node's settings.
@@ -202,17 +249,11 @@ impl GroupRecord {
         Ok(())
     }
 
-    /// Whether a node with `config` may take part: it knows the format, uses the group's
-    /// lease mode, and its timings fit the bounds and the pending bounds of a change under
-    /// way. A group with no bounds yet admits any valid configuration.
+    /// Whether a node with `config` may take part: it knows the format, and its timings fit
+    /// the bounds and the pending bounds of a change under way. A group with no bounds yet
+    /// admits any valid configuration. The node follows the group's lease mode.
     pub fn admits(&self, config: &ParticipantConfig) -> Result<(), GroupMismatch> {
         self.check_format(&config.group)?;
-        if self.lease_mode != LeaseMode::PerPartition {
-            return Err(GroupMismatch::LeaseMode {
-                group: config.group.clone(),
-                mode: self.lease_mode,
-            });
-        }
         let node_timings = GroupTimings::of(config);
         for bounds in [self.timings, self.pending_timings].into_iter().flatten() {
             if !node_timings.fits(&bounds) {

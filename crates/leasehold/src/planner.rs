@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::clock::SeededRng;
 use crate::config::ParticipantConfig;
+use crate::group::LeaseMode;
 use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
@@ -39,6 +40,13 @@ pub struct Observed {
     /// Whether the store's change notices reach this node: a released row then wakes it,
     /// whether or not it reads the table every scan.
     pub notified: bool,
+    /// How the group renews its leases (from its group record).
+    pub lease_mode: LeaseMode,
+    /// With session leases, when this node's session became its own: the reply to its first
+    /// write of its member record. A record naming this node that it does not hold may be a
+    /// previous process's under the same name, which renewed it through the same session
+    /// until then.
+    pub own_session_since: Option<Instant>,
 }
 
 impl Observed {
@@ -56,6 +64,51 @@ impl Observed {
         let operator = records.iter().position(|m| m.key.is_operator());
         self.operator_mark = operator.map(|i| records[i].version.clone());
         self.members.merge(now, records, operator);
+    }
+
+    /// The instant from which a held row's `acquire_after` wait runs: when its version was
+    /// first seen, and, with session leases, no earlier than when its holder's last renewal
+    /// of its session was first seen ([`SeenMember::first_seen`]), or its session first seen
+    /// gone. Another node's take changes the session's version but not its renewal, so it
+    /// neither restarts the wait on the holder's other leases nor makes a dead holder look
+    /// alive; the take's transaction compares the latest version, which any renewal changes. `None` while the wait cannot start: a
+    /// session whose start this node does not know.
+    pub fn held_since(&self, seen: &SeenLease, config: &ParticipantConfig) -> Option<Instant> {
+        if self.lease_mode != LeaseMode::Session {
+            return Some(seen.first_seen);
+        }
+        let Some(owner) = &seen.owner else {
+            return Some(seen.first_seen);
+        };
+        let session = if *owner == config.node {
+            self.own_session_since
+        } else {
+            match self.members.get(owner) {
+                Some(member) => Some(member.first_seen),
+                None => self.members.absent_since(owner),
+            }
+        };
+        session.map(|since| since.max(seen.first_seen))
+    }
+
+    /// With session leases, the session a take of `seen` must change in the same write: its
+    /// holder's, as this node has seen it unchanged, when the holder is another node whose
+    /// session is there. A holder whose session is gone can no longer renew anything.
+    pub fn session_to_bump(
+        &self,
+        seen: &SeenLease,
+        config: &ParticipantConfig,
+    ) -> Option<SessionSeen> {
+        if self.lease_mode != LeaseMode::Session || seen.state != LeaseState::Held {
+            return None;
+        }
+        let owner = seen.owner.as_ref().filter(|owner| **owner != config.node)?;
+        let member = self.members.get(owner)?;
+        Some(SessionSeen {
+            node: owner.clone(),
+            heartbeat: member.heartbeat,
+            written_at_unix_ms: member.written_at_unix_ms,
+        })
     }
 
     /// The live members as the planner counts them at `now`: this node as `config` and
@@ -163,9 +216,33 @@ pub struct Acquisition {
     pub partition: PartitionId,
     /// The version observed, which must still be current for the write to succeed.
     pub expected: Version,
+    /// With session leases, the holder's session as this node waited on it: the take
+    /// changes the session in the same transaction, conditional on its version, and only
+    /// while the session still shows the renewal waited on. The holder's next renewal then
+    /// fails, and it re-reads what it holds.
+    pub session: Option<SessionSeen>,
     /// The record to write: owner = this node, state held, and an epoch above any seen on the
     /// partition and the group's floor ([`LeaseView::next_epoch`]).
     pub record: LeaseRecord,
+}
+
+/// A holder's session as a taker waited on it: the renewal it last showed, which any later
+/// renewal replaces (a new heartbeat count and write stamp).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSeen {
+    /// The holder.
+    pub node: NodeId,
+    /// The heartbeat count of the renewal waited on.
+    pub heartbeat: u64,
+    /// The write stamp of the renewal waited on.
+    pub written_at_unix_ms: Option<u64>,
+}
+
+impl SessionSeen {
+    /// Whether `record` still shows the renewal waited on.
+    pub fn shows(&self, record: &MemberRecord) -> bool {
+        record.heartbeat == self.heartbeat && record.written_at_unix_ms == self.written_at_unix_ms
+    }
 }
 
 /// What the runner should do now.
@@ -210,6 +287,12 @@ pub struct Plan {
     pub load: Option<(f64, f64)>,
     /// Load above this node's [`ParticipantConfig::max_load`] that no member has room for.
     pub load_spillover: f64,
+    /// With session leases, records that name this node although it does not hold them,
+    /// whose wait has run out (see [`Observed::held_since`]): whatever wrote them — a
+    /// previous process under this name, a lease that ran out here, a write whose reply was
+    /// lost — has stopped. This node's session would keep them alive for ever, so it writes
+    /// them released, each on the version seen.
+    pub clear: Vec<(PartitionId, Version)>,
 }
 
 impl Plan {
@@ -220,6 +303,7 @@ impl Plan {
     pub fn settled(&self) -> bool {
         self.acquire.is_empty()
             && self.release.is_empty()
+            && self.clear.is_empty()
             && self.wake_at.is_none()
             && self.takeable == 0
             && self.disowned == 0
@@ -270,6 +354,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         }
     }
 
+    plan.clear = clearable(now, config, observed, holdings);
     let members = observed.membership(now, config, draining);
     let available = observed
         .leases
@@ -498,13 +583,26 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
                 || seen.owner.as_ref().is_none_or(|o| expiring.contains(o))
         })
     };
+    let session = observed.lease_mode == LeaseMode::Session;
     for seen in observed.leases.iter() {
         let partition = &seen.partition;
-        let ready_at = match seen.state {
+        let mut ready_at = match seen.state {
             LeaseState::Offline => continue,
             LeaseState::Released => seen.first_seen,
             LeaseState::Held => seen.first_seen + config.acquire_after,
         };
+        // A session can only make the wait longer: the cheap bound first, the lookup of the
+        // holder's session only where that bound has passed.
+        if session && seen.state == LeaseState::Held && ready_at <= now {
+            if seen.owner.as_ref() == Some(&config.node) {
+                // This node's own records are released, never taken (see `clearable`).
+                continue;
+            }
+            ready_at = match observed.held_since(seen, config) {
+                Some(since) => since + config.acquire_after,
+                None => continue,
+            };
+        }
         // The common case in a settled fleet, decided with one comparison of names: a live
         // lease, and no share left to fill that would need a timer for it.
         if ready_at > now && wanted == 0 {
@@ -638,6 +736,7 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         plan.acquire.push(Acquisition {
             partition,
             expected: seen.version.clone(),
+            session: observed.session_to_bump(seen, config),
             record,
         });
     }
@@ -650,6 +749,35 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         plan.target = (plan.renew.len() + plan.acquire.len()) as u32;
     }
     plan
+}
+
+/// With session leases, the records naming this node that it does not hold and whose wait
+/// has run out (see [`Plan::clear`]). Walks the table only when the view shows more records
+/// naming this node than it holds.
+fn clearable(
+    now: Instant,
+    config: &ParticipantConfig,
+    observed: &Observed,
+    holdings: &BTreeMap<PartitionId, Holding>,
+) -> Vec<(PartitionId, Version)> {
+    if observed.lease_mode != LeaseMode::Session
+        || observed.leases.tally().owner(&config.node).held as usize <= holdings.len()
+    {
+        return Vec::new();
+    }
+    observed
+        .leases
+        .iter()
+        .filter(|seen| {
+            seen.state == LeaseState::Held
+                && seen.owner.as_ref() == Some(&config.node)
+                && !holdings.contains_key(&seen.partition)
+                && observed
+                    .held_since(seen, config)
+                    .is_some_and(|since| since + config.acquire_after <= now)
+        })
+        .map(|seen| (seen.partition, seen.version.clone()))
+        .collect()
 }
 
 /// How many more partitions this node's cap lets it hold.

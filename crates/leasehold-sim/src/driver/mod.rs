@@ -47,6 +47,9 @@ pub(crate) async fn simulate(world: Arc<World>) {
     admin::init(&world.store, &world.group, config.partitions)
         .await
         .expect("the in-memory store accepts the build-out");
+    admin::set_lease_mode(&world.store, &world.group, config.lease_mode)
+        .await
+        .expect("a group without members takes any lease mode");
     let origin = world.origin;
     let quiet_at = origin + config.quiet_at();
     let mut director = Director {

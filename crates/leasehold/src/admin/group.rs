@@ -44,9 +44,21 @@ pub async fn ensure_group(
 /// Refuses to write into a group whose record format this build does not know: it would
 /// rewrite records from structs that lack the newer fields, and strip them.
 pub async fn check_format(store: &dyn LeaseStore, group: &GroupName) -> Result<(), AdminError> {
+    group_mode(store, group).await.map(|_| ())
+}
+
+/// Checks the group's record format as [`check_format`] does, and returns the group's lease
+/// mode (the default for a group without a record).
+pub async fn group_mode(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+) -> Result<crate::LeaseMode, AdminError> {
     match store.get_group(group).await? {
-        Some(stored) => Ok(stored.value.check_format(group)?),
-        None => Ok(()),
+        Some(stored) => {
+            stored.value.check_format(group)?;
+            Ok(stored.value.lease_mode)
+        }
+        None => Ok(crate::LeaseMode::default()),
     }
 }
 
@@ -109,6 +121,39 @@ pub async fn raise_epoch_floor(
         let raise = record.epoch_floor < epoch;
         record.epoch_floor = record.epoch_floor.max(epoch);
         Ok(raise)
+    })
+    .await
+}
+
+/// Sets how the group renews its leases ([`crate::LeaseMode`]). Refused while the group has
+/// member records: every node reads the mode when it joins and keeps it, and a node renewing
+/// one way beside nodes taking the other way would be unsafe. Stop the nodes (each removes
+/// its record; a crashed one's is forgotten after `forget_members_after`), set the mode,
+/// start them again. Leases held under the old mode are waited out by the new one: a taker
+/// waits `acquire_after` from when it first sees the record and its holder's session.
+pub async fn set_lease_mode(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    mode: crate::LeaseMode,
+) -> Result<GroupRecord, AdminError> {
+    let members = store.list_members(group).await?;
+    let nodes: Vec<_> = members
+        .records
+        .iter()
+        .map(|m| m.key.clone())
+        .filter(|node| !node.is_operator())
+        .collect();
+    let current = ensure_group(store, group).await?;
+    if current.value.lease_mode != mode && !nodes.is_empty() {
+        return Err(AdminError::MembersPresent {
+            group: group.clone(),
+            nodes,
+        });
+    }
+    update_group(store, group, |record| {
+        let change = record.lease_mode != mode;
+        record.lease_mode = mode;
+        Ok(change)
     })
     .await
 }

@@ -13,10 +13,15 @@ use crate::types::{PartitionId, Version};
 use super::guard::LossReason;
 use super::runner::{Handoff, Runner};
 
+/// Stamps of session writes whose outcome may be unknown, kept to recognise this process's
+/// own last write when a renewal fails its compare-and-set.
+const MAX_SESSION_STAMPS: usize = 16;
+
 impl Runner {
     pub(super) async fn renew(&mut self) {
         self.expire_due();
-        if self.holdings.is_empty() {
+        // With session leases the member record renews them all ([`Runner::write_member`]).
+        if self.holdings.is_empty() || self.session_mode() {
             return;
         }
         let written_at = self.write_stamp();
@@ -144,15 +149,23 @@ impl Runner {
     }
 
     pub(super) async fn write_member(&mut self) {
-        // Two attempts: the second after adopting what an operator changed (drain/undrain).
+        // Two attempts: the second after adopting what an operator changed (drain/undrain),
+        // or, with session leases, what another node's transaction changed.
         for _ in 0..2 {
             self.heartbeats += 1;
+            let stamp = self.write_stamp();
             let record = MemberRecord {
-                weight: self.config.weight,
+                // A node on its way out asks for nothing more: with session leases it keeps
+                // its record (its session) until it has handed everything off.
+                weight: if self.stopping.is_some() {
+                    0
+                } else {
+                    self.config.weight
+                },
                 draining: self.draining,
                 load: self.total_load(),
                 heartbeat: self.heartbeats,
-                written_at_unix_ms: self.write_stamp(),
+                written_at_unix_ms: stamp,
                 lease_validity: Some(self.config.lease_validity),
                 acquire_after: Some(self.config.acquire_after),
                 // Published so that a monitor can tell partitions no node has room for.
@@ -174,6 +187,15 @@ impl Runner {
                 self.config.group.clone(),
                 self.config.node.clone(),
             );
+            let session = self.session_mode();
+            if session {
+                self.session_stamps.push(stamp.unwrap_or_default());
+                if self.session_stamps.len() > MAX_SESSION_STAMPS {
+                    self.session_stamps.remove(0);
+                }
+            }
+            // Validity counts from before the request leaves: the write can only land later.
+            let sent_at = self.clock.now();
             let result = self
                 .call(async move { store.put_member(&group, &node, &record, mode).await })
                 .await;
@@ -182,6 +204,9 @@ impl Runner {
                     self.member_version = Some(version);
                     self.member_syncs += 1;
                     let now = self.clock.now();
+                    if session {
+                        self.session_renewed(sent_at, stamp.unwrap_or_default(), now);
+                    }
                     self.schedule.member_written(now);
                     if std::mem::take(&mut self.recheck_group) {
                         self.check_again().await;
@@ -192,12 +217,22 @@ impl Runner {
                 // deletes a draining record): the last instruction it carried was "not
                 // draining", whatever this node last adopted. Register again accordingly.
                 Err(StoreError::NotFound { .. }) => {
+                    if session {
+                        // The session is gone, and whatever it held with it: the others wait
+                        // from when they saw it go, not on this node.
+                        self.end_session();
+                        self.session_read_at = None;
+                    }
                     self.member_version = None;
                     self.set_draining(false);
                     self.recheck_group = true;
                 }
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
-                    self.adopt_member_record().await
+                    if session {
+                        self.reconcile_session().await;
+                    } else {
+                        self.adopt_member_record().await;
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(node = %self.config.node, %error, "member heartbeat failed");
@@ -205,6 +240,132 @@ impl Runner {
                     return;
                 }
             }
+        }
+    }
+
+    /// A successful session renewal sent at `sent_at`: nothing this node holds was changed
+    /// behind its back since its last renewal (any such change fails the renewal), so every
+    /// lease it holds and still renews is valid until `sent_at` plus the lease validity.
+    fn session_renewed(
+        &mut self,
+        sent_at: tokio::time::Instant,
+        stamp: u64,
+        now: tokio::time::Instant,
+    ) {
+        self.session_stamps.clear();
+        self.session_stamps.push(stamp);
+        let since = self.session_read_at.take().unwrap_or(now);
+        self.observed.own_session_since.get_or_insert(since);
+        let valid_until = sent_at + self.config.lease_validity;
+        let handoffs = &self.handoffs;
+        for (partition, holding) in self.holdings.iter_mut() {
+            // A hand-off whose work outlived the drain limit is left to run out.
+            if handoffs.get(partition) == Some(&Handoff::Abandoned) {
+                continue;
+            }
+            if holding.valid_until < valid_until {
+                holding.valid_until = valid_until;
+                self.shared.extend(*partition, valid_until);
+            }
+        }
+    }
+
+    /// This node's session ended (deleted, or taken over by another process under the same
+    /// name): everything it held is lost now, and records still naming this node are
+    /// waited on again from its next session.
+    fn end_session(&mut self) {
+        let now = self.clock.now();
+        let held: Vec<PartitionId> = self.holdings.keys().copied().collect();
+        if !held.is_empty() {
+            tracing::warn!(node = %self.config.node, held = held.len(), "session lost; dropping every lease it held");
+        }
+        for partition in held {
+            self.lose(partition, LossReason::Conflict, now);
+        }
+        self.observed.own_session_since = None;
+        self.session_stamps.clear();
+    }
+
+    /// After a session renewal failed its compare-and-set: reads the session, then the
+    /// records of the leases held — in that order, so that a change made after the session
+    /// was read changes it again and fails the next renewal — and drops every lease whose
+    /// record changed. A session last written by another process under this name ends
+    /// this one's.
+    async fn reconcile_session(&mut self) {
+        let (store, group, node) = (
+            Arc::clone(&self.store),
+            self.config.group.clone(),
+            self.config.node.clone(),
+        );
+        let stored = match self
+            .call(async move { store.get_member(&group, &node).await })
+            .await
+        {
+            Ok(Some(stored)) => stored,
+            Ok(None) => {
+                self.end_session();
+                self.member_version = None;
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(node = %self.config.node, %error, "reading own session failed");
+                return;
+            }
+        };
+        let ours = stored
+            .value
+            .written_at_unix_ms
+            .is_some_and(|stamp| self.session_stamps.contains(&stamp));
+        if !ours {
+            self.end_session();
+            // Another process's last renewal (a previous one under this name) was made
+            // before this read: if this node's next write finds the session still at this
+            // version, nothing renewed it since, and what that process held runs out
+            // `lease_validity` from before now.
+            self.session_read_at = Some(self.clock.now());
+        }
+        self.set_draining(stored.value.draining);
+        self.member_syncs += 1;
+        if self.holdings.is_empty() {
+            self.member_version = Some(stored.version);
+            return;
+        }
+        let held: Vec<PartitionId> = self.holdings.keys().copied().collect();
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let current = self
+            .call(async move {
+                let mut current = BTreeMap::new();
+                for partition in held {
+                    if let Some(stored) = store.get_lease(&group, partition).await? {
+                        current.insert(partition, stored);
+                    }
+                }
+                Ok::<_, StoreError>(current)
+            })
+            .await;
+        let current = match current {
+            Ok(current) => current,
+            Err(error) => {
+                // The session's version is adopted only after a complete re-read, so the
+                // next renewal fails again until one succeeds.
+                tracing::warn!(node = %self.config.node, %error, "re-reading held leases failed");
+                return;
+            }
+        };
+        self.member_version = Some(stored.version);
+        let now = self.clock.now();
+        let changed: Vec<PartitionId> = self
+            .holdings
+            .iter()
+            .filter(|(partition, holding)| {
+                current
+                    .get(partition)
+                    .is_none_or(|stored| stored.version != holding.version)
+            })
+            .map(|(partition, _)| *partition)
+            .collect();
+        for partition in changed {
+            self.lose(partition, LossReason::Conflict, now);
         }
     }
 

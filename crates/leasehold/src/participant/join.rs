@@ -101,6 +101,15 @@ impl Runner {
         if !self.config.unsafe_skip_group_check {
             group.admits(&self.config).map_err(Failure::Refused)?;
         }
+        // The mode is the group's, fixed for as long as this node runs: a node that renewed
+        // one way while the others take the other way would be unsafe.
+        if self.member_syncs > 0 && group.lease_mode != self.observed.lease_mode {
+            return Err(Failure::Refused(GroupMismatch::LeaseMode {
+                group: self.config.group.clone(),
+                mode: group.lease_mode,
+            }));
+        }
+        self.observed.lease_mode = group.lease_mode;
         self.observed.leases.set_epoch_floor(group.epoch_floor);
         Ok(())
     }

@@ -98,6 +98,12 @@ pub(crate) struct Runner {
     pub(super) load_moves: std::collections::VecDeque<Instant>,
     /// Members counted live at the last decision, this node included.
     pub(super) live_members: usize,
+    /// With session leases, the stamps of this process's member writes that may have landed
+    /// (see [`Runner::write_member`]).
+    pub(super) session_stamps: Vec<u64>,
+    /// With session leases, when this node read a session last written by another process
+    /// under its name, before writing it over.
+    pub(super) session_read_at: Option<Instant>,
 }
 
 impl Runner {
@@ -140,6 +146,8 @@ impl Runner {
             returning: BTreeMap::new(),
             load_moves: std::collections::VecDeque::new(),
             live_members: 1,
+            session_stamps: Vec::new(),
+            session_read_at: None,
         }
     }
 
@@ -157,6 +165,11 @@ impl Runner {
         let fleet = f64::from(self.config.partitions) * self.config.churn_budget;
         let allowed = ((fleet / self.live_members.max(1) as f64) as u32).max(1);
         allowed.saturating_sub(self.load_moves.len() as u32)
+    }
+
+    /// Whether the group renews leases by session ([`crate::LeaseMode::Session`]).
+    pub(super) fn session_mode(&self) -> bool {
+        self.observed.lease_mode == crate::group::LeaseMode::Session
     }
 
     pub(crate) async fn run(mut self) {
@@ -198,8 +211,14 @@ impl Runner {
                     self.stopping = Some(done);
                     // The member record goes first, so that whoever sees the releases also
                     // sees this node gone and counts its partitions in its own share:
-                    // the releases are then taken at once, not after another scan.
-                    self.remove_member().await;
+                    // the releases are then taken at once, not after another scan. With
+                    // session leases it is the session renewing what is being handed off,
+                    // so it stays, weighing nothing, until the hand-offs are done.
+                    if self.session_mode() {
+                        self.write_member().await;
+                    } else {
+                        self.remove_member().await;
+                    }
                     let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
                     // In a group balanced by load, each to a member with room for it.
                     let now = self.clock.now();
@@ -321,7 +340,7 @@ impl Runner {
             self.renew().await;
             // A node on its way out has removed its member record and must not write it
             // back: the others already count its partitions as theirs to take.
-            if self.stopping.is_none() {
+            if self.stopping.is_none() || self.session_mode() {
                 self.write_member().await;
             }
             self.beating = false;

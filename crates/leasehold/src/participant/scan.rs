@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, Takes};
+use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes};
+use crate::record::{LeaseRecord, LeaseState};
 use crate::store::{LeaseWrite, PutMode};
-use crate::types::{NodeId, Version};
+use crate::types::{NodeId, PartitionId, Version};
 
 use super::guard::{LossReason, Tenure};
 use super::runner::Runner;
@@ -160,7 +161,7 @@ impl Runner {
             match result {
                 Ok(()) => {
                     tracing::info!(node = %self.config.node, member = %node, "forgot a member silent for forget_members_after");
-                    self.observed.members.remove(&node);
+                    self.observed.members.remove(&node, self.clock.now());
                 }
                 // It came back, or another node removed it first.
                 Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {}
@@ -215,6 +216,9 @@ impl Runner {
             let deadline = self.holdings[&partition].valid_until;
             self.lose(partition, LossReason::Expired, deadline);
         }
+        if !plan.clear.is_empty() {
+            self.clear(plan.clear).await;
+        }
         let released = !plan.release.is_empty();
         self.returning.extend(plan.return_to);
         if released {
@@ -236,16 +240,102 @@ impl Runner {
         }
     }
 
+    /// Writes `writes` as [`LeaseStore::put_leases`] would, except that each write with a
+    /// session beside it is one transaction that also changes that session, which must still
+    /// be at the version this node waited on: the holder's next renewal then fails, and it
+    /// re-reads what it holds. The session is written back as it stands.
+    ///
+    /// [`LeaseStore::put_leases`]: crate::LeaseStore::put_leases
+    async fn take_from_sessions(
+        &mut self,
+        writes: &[LeaseWrite],
+        sessions: Vec<Option<SessionSeen>>,
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let batch = writes.to_vec();
+        let unsafe_skip = self.config.unsafe_take_ignores_session;
+        self.call(async move {
+            let mut results = Vec::with_capacity(batch.len());
+            for (write, session) in batch.into_iter().zip(sessions) {
+                let result = match session {
+                    Some(_) if unsafe_skip => {
+                        store
+                            .put_lease(&group, write.partition, &write.record, write.mode)
+                            .await
+                    }
+                    Some(seen) => take_with_session(&*store, &group, write, seen).await,
+                    None => {
+                        store
+                            .put_lease(&group, write.partition, &write.record, write.mode)
+                            .await
+                    }
+                };
+                results.push(result);
+            }
+            Ok(results)
+        })
+        .await
+    }
+
+    /// Writes released the records that name this node although it holds them no longer
+    /// ([`crate::planner::Plan::clear`]): with session leases nothing else would ever free
+    /// them. Nothing runs under them here, and whatever ran under them elsewhere has stopped.
+    async fn clear(&mut self, rows: Vec<(PartitionId, Version)>) {
+        let written_at = self.write_stamp();
+        let writes: Vec<LeaseWrite> = rows
+            .into_iter()
+            .filter_map(|(partition, version)| {
+                let seen = self.observed.leases.get(partition)?;
+                let record = LeaseRecord {
+                    owner: None,
+                    epoch: seen.epoch,
+                    state: LeaseState::Released,
+                    prohibited: self.observed.leases.prohibited(partition).to_vec(),
+                    load: seen.load.map(f64::from),
+                    previous_owner: Some(self.config.node.clone()),
+                    written_at_unix_ms: written_at,
+                    ..LeaseRecord::default()
+                };
+                Some(LeaseWrite {
+                    partition,
+                    record,
+                    mode: PutMode::Update(version),
+                })
+            })
+            .collect();
+        tracing::info!(node = %self.config.node, rows = writes.len(), "releasing records that still name this node");
+        let results = self.put_leases(&writes).await;
+        let results = self
+            .settle("release of a stale record", writes, results)
+            .await;
+        for (write, result) in results {
+            match result {
+                Ok(version) => {
+                    let now = self.clock.now();
+                    self.observed
+                        .leases
+                        .insert(write.partition, &write.record, version, now);
+                }
+                Err(_) => {
+                    self.observed.leases.forget(write.partition);
+                    self.schedule.want_leases();
+                }
+            }
+        }
+    }
+
     /// Takes the partitions, returning how many it now holds of them.
     /// Writes the acquisitions; returns how many were taken, and how many were lost to
     /// another node's write.
     async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> (usize, usize) {
         let written_at = self.write_stamp();
+        let mut sessions = Vec::with_capacity(acquisitions.len());
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
             .map(|a| {
                 let mut record = a.record;
                 record.written_at_unix_ms = written_at;
+                sessions.push(a.session);
                 LeaseWrite {
                     partition: a.partition,
                     record,
@@ -254,13 +344,26 @@ impl Runner {
             })
             .collect();
         let sent_at = self.clock.now();
-        let results = self.put_leases(&writes).await;
+        let results = if sessions.iter().all(Option::is_none) {
+            self.put_leases(&writes).await
+        } else {
+            self.take_from_sessions(&writes, sessions).await
+        };
         let valid_until = sent_at + self.config.lease_validity;
         let mut taken = 0;
         let mut lost_races = 0;
         for (write, result) in self.settle("acquisition", writes, results).await {
             if let Err(StoreError::Conflict { .. }) = result {
                 lost_races += 1;
+            }
+            // The holder's session renewed, or kept changing under other takes: the lease
+            // record itself is as seen, and keeps its wait.
+            if let Err(StoreError::Conflict {
+                key: crate::RecordKey::Member(_),
+            }) = result
+            {
+                self.schedule.want_leases();
+                continue;
             }
             let Ok(version) = result else {
                 // Someone else wrote the row, or the write's fate stays unknown: the view of
@@ -312,4 +415,52 @@ impl Runner {
         }
         (taken, lost_races)
     }
+}
+
+/// Attempts at one take from a holder's session that other takers' changes to the same
+/// session may cost.
+const SESSION_TAKE_ATTEMPTS: usize = 4;
+
+/// One take from a holder's session: the lease record and the session, in one transaction
+/// conditional on both, made only while the session still shows the renewal this node
+/// waited on. Another taker's change to the session leaves that renewal in place: the
+/// session is read again and the take tried again.
+async fn take_with_session(
+    store: &dyn crate::LeaseStore,
+    group: &crate::GroupName,
+    write: LeaseWrite,
+    seen: SessionSeen,
+) -> Result<Version, StoreError> {
+    let session_key = || crate::RecordKey::Member(seen.node.clone());
+    for _ in 0..SESSION_TAKE_ATTEMPTS {
+        let Some(session) = store.get_member(group, &seen.node).await? else {
+            return Err(StoreError::Conflict { key: session_key() });
+        };
+        if !seen.shows(&session.value) {
+            // Renewed since: the holder is alive, and the wait starts again.
+            return Err(StoreError::Conflict { key: session_key() });
+        }
+        let writes = [
+            crate::TxnWrite::Lease(write.clone()),
+            crate::TxnWrite::Member {
+                node: seen.node.clone(),
+                record: session.value,
+                mode: PutMode::Update(session.version),
+            },
+        ];
+        match store.transact(group, &writes).await {
+            Ok(versions) => {
+                return versions
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| StoreError::Unavailable {
+                        message: "the store answered a transaction without versions".to_owned(),
+                        source: None,
+                    })
+            }
+            Err(StoreError::Conflict { key }) if key == session_key() => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(StoreError::Conflict { key: session_key() })
 }

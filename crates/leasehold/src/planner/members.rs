@@ -16,11 +16,15 @@ pub struct SeenMember {
     pub node: NodeId,
     /// The record's version.
     pub version: Version,
-    /// The local instant at which this version was first seen: a member whose record stops
-    /// changing for the member timeout no longer counts as live.
+    /// The local instant at which the member's last write of its own was first seen (a new
+    /// heartbeat counter or write stamp): a member whose record stops changing so for the
+    /// member timeout no longer counts as live. A version changed by others only — an
+    /// operator's drain, a session changed by another node's take — does not move it.
     pub first_seen: Instant,
     /// The member's heartbeat counter.
     pub heartbeat: u64,
+    /// The stamp of the member's last write of its own.
+    pub written_at_unix_ms: Option<u64>,
     /// Its relative capacity.
     pub weight: u32,
     /// Whether it is handing its partitions off.
@@ -42,6 +46,7 @@ impl SeenMember {
             version: stored.version,
             first_seen: now,
             heartbeat: stored.value.heartbeat,
+            written_at_unix_ms: stored.value.written_at_unix_ms,
             weight: stored.value.weight,
             draining: stored.value.draining,
             capacity: stored.value.capacity,
@@ -50,14 +55,19 @@ impl SeenMember {
         }
     }
 
-    /// Folds in the same member's record as listed at `now`: a new version is first seen
-    /// `now`. The name already held is kept.
+    /// Folds in the same member's record as listed at `now`: a new write of the member's
+    /// own is first seen `now`. The name already held is kept.
     fn update(&mut self, now: Instant, stored: Stored<NodeId, MemberRecord>) {
         if self.version != stored.version {
             self.version = stored.version;
-            self.first_seen = now;
-            self.seen_changing = true;
+            if self.heartbeat != stored.value.heartbeat
+                || self.written_at_unix_ms != stored.value.written_at_unix_ms
+            {
+                self.first_seen = now;
+                self.seen_changing = true;
+            }
             self.heartbeat = stored.value.heartbeat;
+            self.written_at_unix_ms = stored.value.written_at_unix_ms;
             self.weight = stored.value.weight;
             self.draining = stored.value.draining;
             self.capacity = stored.value.capacity;
@@ -70,6 +80,12 @@ impl SeenMember {
 #[derive(Debug, Clone, Default)]
 pub struct MemberView {
     rows: Vec<SeenMember>,
+    /// Members whose record this view showed and then no longer did, with the instant of
+    /// the first listing that left each out: in a group with session leases, a lease whose
+    /// holder's session is gone is waited on from then ([`MemberView::absent_since`]).
+    gone: std::collections::BTreeMap<NodeId, Instant>,
+    /// When the first listing was merged.
+    first_listed: Option<Instant>,
 }
 
 impl MemberView {
@@ -116,11 +132,28 @@ impl MemberView {
         }
     }
 
-    /// Removes the member named `node`, if the view shows it.
-    pub fn remove(&mut self, node: &NodeId) {
+    /// Removes the member named `node`, if the view shows it: its record was deleted before
+    /// `now`.
+    pub fn remove(&mut self, node: &NodeId, now: Instant) {
         if let Ok(index) = self.position(node) {
-            self.rows.remove(index);
+            let row = self.rows.remove(index);
+            self.gone.insert(row.node, now);
         }
+    }
+
+    /// Since when the record of `node`, which the view does not show, has been left out of
+    /// every listing: the first listing without it after one with it, or the view's first
+    /// listing if none ever showed it. Every write its node made to it was made before then.
+    /// `None` before any listing.
+    pub fn absent_since(&self, node: &NodeId) -> Option<Instant> {
+        self.gone.get(node).copied().or(self.first_listed)
+    }
+
+    /// Forgets when members left before `before`: for a decision made at `before` or later,
+    /// an absence that began that long ago is no different from one that began at the view's
+    /// first listing, so the view keeps only recent departures.
+    pub fn forget_departures_before(&mut self, before: Instant) {
+        self.gone.retain(|_, left| *left >= before);
     }
 
     fn position(&self, node: &NodeId) -> Result<usize, usize> {
@@ -135,6 +168,7 @@ impl MemberView {
         mut records: Vec<Stored<NodeId, MemberRecord>>,
         skip: Option<usize>,
     ) {
+        self.first_listed.get_or_insert(now);
         let listed = |records: Vec<Stored<NodeId, MemberRecord>>| {
             let records = records.into_iter().enumerate();
             records.filter_map(move |(i, stored)| (Some(i) != skip).then_some(stored))
@@ -155,6 +189,7 @@ impl MemberView {
             }
             return;
         }
+        let gone = &mut self.gone;
         if let Some(index) = skip {
             records.remove(index);
         }
@@ -162,15 +197,23 @@ impl MemberView {
         let mut old = std::mem::take(&mut self.rows).into_iter().peekable();
         self.rows.reserve_exact(records.len());
         for stored in records {
-            while old.next_if(|row| row.node < stored.key).is_some() {}
+            while let Some(left) = old.next_if(|row| row.node < stored.key) {
+                gone.insert(left.node, now);
+            }
             let row = match old.next_if(|row| row.node == stored.key) {
                 Some(mut row) => {
                     row.update(now, stored);
                     row
                 }
-                None => SeenMember::new(now, stored),
+                None => {
+                    gone.remove(&stored.key);
+                    SeenMember::new(now, stored)
+                }
             };
             self.rows.push(row);
+        }
+        for left in old {
+            gone.insert(left.node, now);
         }
     }
 }
@@ -202,6 +245,40 @@ mod tests {
         assert_eq!(others("a"), ["c", "e"]);
         assert_eq!(others("e"), ["a", "c"]);
         assert_eq!(others("b"), ["a", "c", "e"], "a name not in the view");
+    }
+
+    #[test]
+    fn a_member_left_out_is_absent_from_the_first_listing_without_it() {
+        let mut view = MemberView::default();
+        let start = Instant::now();
+        let later = start + std::time::Duration::from_secs(5);
+        let node = |name: &str| NodeId::new(name).unwrap();
+        assert_eq!(view.absent_since(&node("z")), None, "nothing listed yet");
+        view.merge(start, listing(&["a", "b", "c"]), None);
+        assert_eq!(view.absent_since(&node("z")), Some(start), "never listed");
+        view.merge(later, listing(&["b"]), None);
+        assert_eq!(view.absent_since(&node("a")), Some(later));
+        assert_eq!(
+            view.absent_since(&node("c")),
+            Some(later),
+            "last in name order"
+        );
+        view.merge(later + later.duration_since(start), listing(&["b"]), None);
+        assert_eq!(view.absent_since(&node("a")), Some(later), "from the first");
+        view.merge(later, listing(&["a", "b"]), None);
+        assert!(view.get(&node("a")).is_some(), "back");
+        view.remove(&node("a"), start + std::time::Duration::from_secs(9));
+        assert_eq!(
+            view.absent_since(&node("a")),
+            Some(start + std::time::Duration::from_secs(9)),
+            "deleted by this node"
+        );
+        view.forget_departures_before(later + std::time::Duration::from_secs(10));
+        assert_eq!(
+            view.absent_since(&node("a")),
+            Some(start),
+            "an old departure"
+        );
     }
 
     #[test]

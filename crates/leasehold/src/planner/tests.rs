@@ -534,6 +534,41 @@ fn a_draining_node_rescues_nothing() {
 }
 
 #[test]
+fn a_session_changed_by_others_keeps_the_instant_of_its_last_renewal() {
+    let start = Instant::now();
+    let later = start + Duration::from_secs(5);
+    let record = MemberRecord {
+        heartbeat: 7,
+        written_at_unix_ms: Some(1_700_000_000_000),
+        ..MemberRecord::default()
+    };
+    let stored = |record: &MemberRecord, version: u64| Stored {
+        key: node("h"),
+        value: record.clone(),
+        version: Version::from_number(version),
+    };
+    let mut observed = Observed::default();
+    observed.observe_members(start, vec![stored(&record, 1)]);
+    // A take's transaction, or an operator's drain, writes the record back as it was.
+    let drained = MemberRecord {
+        draining: true,
+        ..record.clone()
+    };
+    observed.observe_members(later, vec![stored(&drained, 2)]);
+    let seen = observed.members.get(&node("h")).unwrap();
+    assert_eq!(seen.version, Version::from_number(2), "the latest version");
+    assert_eq!(seen.first_seen, start, "no renewal: the wait goes on");
+    assert!(seen.draining);
+    assert!(!seen.seen_changing, "not proof that the node is alive");
+    let renewed = MemberRecord {
+        heartbeat: 8,
+        ..record
+    };
+    observed.observe_members(later, vec![stored(&renewed, 3)]);
+    assert_eq!(observed.members.get(&node("h")).unwrap().first_seen, later);
+}
+
+#[test]
 fn nothing_is_rescued_beyond_the_cap() {
     let mut fixture = Fixture::new(3);
     fixture.config.max_partitions_per_node = 1;
@@ -545,9 +580,13 @@ fn nothing_is_rescued_beyond_the_cap() {
 
 #[test]
 fn folding_a_listing_keeps_first_seen_only_for_unchanged_versions() {
+    // Each version here is a write of the member's own: a new heartbeat.
     let member = |name: &str, version: u64| Stored {
         key: node(name),
-        value: MemberRecord::default(),
+        value: MemberRecord {
+            heartbeat: version,
+            ..MemberRecord::default()
+        },
         version: Version::from_number(version),
     };
     let start = Instant::now();
@@ -1383,4 +1422,83 @@ fn by_load_a_node_within_the_band_settles_but_waits_on_a_silent_members_leases()
         "{plan:?}"
     );
     assert!(!plan.settled());
+}
+
+/// A group with session leases, where member `h` renewed its session last at `renewed`
+/// and holds partition 1, whose record this node has seen unchanged since `start`.
+fn session_fixture(renewed: Duration) -> Fixture {
+    let mut fixture = Fixture::new(2);
+    fixture.observed.lease_mode = crate::group::LeaseMode::Session;
+    let start = fixture.start;
+    fixture.member("h", start + renewed);
+    fixture.set(1, held_by("h", 1), 50, start);
+    fixture
+}
+
+#[test]
+fn with_sessions_a_lease_waits_from_its_holders_last_renewal() {
+    let fixture = session_fixture(Duration::from_secs(30));
+    let after = fixture.config.acquire_after;
+    let row_only = fixture.plan_at(fixture.start + after + Duration::from_secs(1));
+    assert!(
+        row_only
+            .acquire
+            .iter()
+            .all(|a| a.partition != PartitionId(1)),
+        "the record is old, but its holder renewed its session since: {:?}",
+        row_only.acquire
+    );
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(31) + after);
+    let take = plan
+        .acquire
+        .iter()
+        .find(|a| a.partition == PartitionId(1))
+        .expect("taken once the session is unrenewed for acquire_after");
+    let session = take.session.as_ref().expect("the take changes h's session");
+    assert_eq!(session.node, node("h"));
+    assert_eq!(session.heartbeat, MemberRecord::default().heartbeat);
+
+    // Renewing per partition, the session plays no part.
+    let mut per_partition = session_fixture(Duration::from_secs(30));
+    per_partition.observed.lease_mode = crate::group::LeaseMode::PerPartition;
+    let plan = per_partition.plan_at(per_partition.start + after + Duration::from_secs(1));
+    let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
+    assert!(take.is_some_and(|t| t.session.is_none()), "{plan:?}");
+}
+
+#[test]
+fn with_sessions_a_lease_whose_holder_left_waits_from_when_it_was_seen_gone() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let after = fixture.config.acquire_after;
+    let gone_at = fixture.start + Duration::from_secs(40);
+    fixture.observed.observe_members(gone_at, Vec::new());
+    let early = fixture.plan_at(gone_at + after - Duration::from_secs(1));
+    assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
+    let plan = fixture.plan_at(gone_at + after);
+    let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
+    assert!(
+        take.is_some_and(|t| t.session.is_none()),
+        "taken with the lease record alone: there is no session to change: {plan:?}"
+    );
+}
+
+#[test]
+fn with_sessions_records_naming_this_node_are_released_not_taken() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let after = fixture.config.acquire_after;
+    let start = fixture.start;
+    // A record a previous process under this name held.
+    fixture.set(0, held_by("me", 3), 60, start);
+    let session_since = start + Duration::from_secs(100);
+    fixture.observed.own_session_since = Some(session_since);
+    let early = fixture.plan_at(session_since + after - Duration::from_secs(1));
+    assert!(early.clear.is_empty(), "{:?}", early.clear);
+    assert!(!early.settled(), "it waits on the record");
+    let plan = fixture.plan_at(session_since + after);
+    assert_eq!(plan.clear, vec![(PartitionId(0), Version::from_number(60))]);
+    assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(0)));
+    // Until this node's session is its own, it waits for ever.
+    fixture.observed.own_session_since = None;
+    let plan = fixture.plan_at(session_since + after * 10);
+    assert!(plan.clear.is_empty());
 }
