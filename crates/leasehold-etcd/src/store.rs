@@ -10,9 +10,9 @@ use etcd_client::{
 };
 use leasehold::batch::{put_in_parts, put_one_by_one};
 use leasehold::{
-    codec, ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing,
-    MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored, StoredGroup,
-    StoredLease, StoredMember, Version,
+    check_transaction, codec, ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore,
+    LeaseWrite, Listing, MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored,
+    StoredGroup, StoredLease, StoredMember, TxnWrite, Version, MAX_TRANSACTION_WRITES,
 };
 
 use crate::error::{is_unreachable, map_error, never_sent};
@@ -21,6 +21,9 @@ use crate::options::EtcdOptions;
 
 /// etcd's default `--max-txn-ops`: a transaction with more compares or operations is refused.
 pub const MAX_TXN_OPS: usize = 128;
+
+// A transaction is one etcd transaction: its compares, puts and else-branch gets each fit.
+const _: () = assert!(MAX_TRANSACTION_WRITES <= MAX_TXN_OPS);
 
 /// How many endpoints a request tries before it reports the cluster unreachable.
 const ATTEMPTS: u32 = 3;
@@ -122,6 +125,26 @@ impl EtcdStore {
                 Ok(Err(error)) => return Err(map_error(action, limit, error)),
             }
         }
+    }
+
+    /// The key and value a lease record is written as, by every path that writes one.
+    fn lease_entry(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+    ) -> (String, Vec<u8>) {
+        (self.keys.lease(group, partition), codec::encode(record))
+    }
+
+    /// The key and value a member record is written as, by every path that writes one.
+    fn member_entry(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+    ) -> (String, Vec<u8>) {
+        (self.keys.member(group, node), codec::encode(record))
     }
 
     async fn get_one(&self, key: String) -> Result<Option<KeyValue>, StoreError> {
@@ -243,9 +266,9 @@ impl EtcdStore {
             let (compares, puts): (Vec<_>, Vec<_>) = chunk
                 .iter()
                 .map(|write| {
-                    let key = self.keys.lease(group, write.partition);
-                    let put = TxnOp::put(key.clone(), codec::encode(&write.record), None);
-                    (condition(&key, &write.mode), put)
+                    let (key, value) = self.lease_entry(group, write.partition, &write.record);
+                    let compare = condition(&key, &write.mode);
+                    (compare, TxnOp::put(key, value, None))
                 })
                 .unzip();
             let response = self
@@ -257,6 +280,35 @@ impl EtcdStore {
             }
         }
         put_one_by_one(self, group, chunk).await
+    }
+
+    /// Writes every record of a transaction in one etcd transaction, which compares each
+    /// record's revision and puts them all, or else reads each record back at the revision the
+    /// compares saw, so that the refusal can name a record whose condition failed.
+    async fn put_together(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        let mut compares = Vec::with_capacity(writes.len());
+        let mut puts = Vec::with_capacity(writes.len());
+        let mut gets = Vec::with_capacity(writes.len());
+        for write in writes {
+            let (key, value) = match write {
+                TxnWrite::Lease(lease) => self.lease_entry(group, lease.partition, &lease.record),
+                TxnWrite::Member { node, record, .. } => self.member_entry(group, node, record),
+            };
+            compares.push(condition(&key, write.mode()));
+            gets.push(TxnOp::get(key.clone(), None));
+            puts.push(TxnOp::put(key, value, None));
+        }
+        let txn = Txn::new().when(compares).and_then(puts).or_else(gets);
+        let response = self.run_txn(txn).await?;
+        if response.succeeded() {
+            let version = written_version(&response)?;
+            return Ok(vec![version; writes.len()]);
+        }
+        Err(transaction_refusal(writes, &response))
     }
 
     fn decode_lease(&self, group: &GroupName, kv: &KeyValue) -> Result<StoredLease, StoreError> {
@@ -362,6 +414,33 @@ fn refusal(response: &TxnResponse, key: RecordKey) -> StoreError {
     }
 }
 
+/// Why a transaction was refused: the first write whose record, as the `get`s of the else
+/// branch read it at the revision the compares saw, fails its condition.
+fn transaction_refusal(writes: &[TxnWrite], response: &TxnResponse) -> StoreError {
+    let found = response.op_responses().into_iter().map(|op| match op {
+        TxnOpResponse::Get(get) => get.kvs().first().map(KeyValue::mod_revision),
+        _ => None,
+    });
+    for (write, revision) in writes.iter().zip(found) {
+        let key = write.key();
+        match (write.mode(), revision) {
+            (PutMode::Create, Some(_)) => return StoreError::AlreadyExists { key },
+            (PutMode::Update(_), None) => return StoreError::NotFound { key },
+            (PutMode::Update(version), Some(revision))
+                if revision != expected_revision(version) =>
+            {
+                return StoreError::Conflict { key }
+            }
+            _ => {}
+        }
+    }
+    // The compares and the gets run at one revision, so one of the writes fails above.
+    StoreError::Unavailable {
+        message: "etcd refused a transaction whose every condition held".to_owned(),
+        source: None,
+    }
+}
+
 /// The end of the range of keys starting with `prefix`.
 fn range_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
@@ -405,9 +484,8 @@ impl LeaseStore for EtcdStore {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let key = self.keys.lease(group, partition);
-        let name = || RecordKey::Lease(partition);
-        self.put_value(key, name, codec::encode(record), &mode)
+        let (key, value) = self.lease_entry(group, partition, record);
+        self.put_value(key, || RecordKey::Lease(partition), value, &mode)
             .await
     }
 
@@ -428,6 +506,15 @@ impl LeaseStore for EtcdStore {
         let key = self.keys.lease(group, partition);
         self.delete_value(key, || RecordKey::Lease(partition), version)
             .await
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        check_transaction(writes)?;
+        self.put_together(group, writes).await
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
@@ -455,9 +542,8 @@ impl LeaseStore for EtcdStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         record.check(node)?;
-        let key = self.keys.member(group, node);
-        let name = || RecordKey::from(node);
-        self.put_value(key, name, codec::encode(record), &mode)
+        let (key, value) = self.member_entry(group, node, record);
+        self.put_value(key, || RecordKey::from(node), value, &mode)
             .await
     }
 

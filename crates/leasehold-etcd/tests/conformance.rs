@@ -2,7 +2,7 @@
 
 mod common;
 
-use leasehold::testing::run_conformance;
+use leasehold::testing::{run_conformance, run_transaction_conformance};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_store_passes_the_conformance_suite() {
@@ -15,4 +15,12 @@ async fn etcd_store_passes_the_conformance_suite() {
         "the suite runs against a 3-member cluster"
     );
     run_conformance(&common::EtcdHarness::new(&endpoints).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_store_passes_the_transaction_conformance_suite() {
+    let Some(endpoints) = common::endpoints() else {
+        return;
+    };
+    run_transaction_conformance(&common::EtcdHarness::new(&endpoints).await).await;
 }

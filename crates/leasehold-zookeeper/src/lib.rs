@@ -13,8 +13,10 @@
 //! it, which the ensemble never reuses, so a record deleted and created again never shows an
 //! old version. Conditional writes read the znode's stat, compare its `mzxid`, and write
 //! conditioned on the znode `version` read with it, which the server checks atomically.
-//! One node's renewals go out as one multi-operation. [`LeaseStore::watch`](leasehold::LeaseStore::watch)
-//! uses a persistent recursive watch on the group.
+//! One node's renewals go out as one multi-operation, and so does each
+//! [`LeaseStore::transact`](leasehold::LeaseStore::transact), applied whole or not at all.
+//! [`LeaseStore::watch`](leasehold::LeaseStore::watch) uses a persistent recursive watch on
+//! the group.
 //!
 //! # Sessions are not leases
 //!
@@ -57,6 +59,7 @@ mod paths;
 mod records;
 mod shared;
 mod store;
+mod transaction;
 mod watch;
 
 pub use options::ZookeeperOptions;

@@ -11,7 +11,7 @@ const READS_IN_FLIGHT: usize = 256;
 
 /// Records are persistent znodes: a lease must never vanish because the session that wrote
 /// it ended, or a partition would look free while its holder still works on it.
-fn persistent() -> CreateOptions<'static> {
+pub(crate) fn persistent() -> CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
 }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use leasehold::codec::{decode, encode};
 use leasehold::{
-    ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup, StoredLease, StoredMember,
-    Version,
+    check_transaction, ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite,
+    Listing, MemberRecord, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup,
+    StoredLease, StoredMember, TxnWrite, Version,
 };
 use tokio::time::Instant;
 
@@ -17,7 +17,7 @@ use crate::options::ZookeeperOptions;
 use crate::paths::{parse_partition, Layout};
 use crate::records::{self, version_of};
 use crate::shared::Shared;
-use crate::{batch, watch};
+use crate::{batch, transaction, watch};
 
 /// A [`LeaseStore`] in ZooKeeper.
 ///
@@ -248,6 +248,21 @@ impl LeaseStore for ZookeeperStore {
     ) -> Result<(), StoreError> {
         let path = self.shared.layout.lease(group, partition);
         self.delete(path, RecordKey::Lease(partition), version)
+            .await
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        check_transaction(writes)?;
+        let layout = &self.shared.layout;
+        self.shared
+            .connection
+            .run(
+                |client| async move { transaction::transact(&client, layout, group, writes).await },
+            )
             .await
     }
 

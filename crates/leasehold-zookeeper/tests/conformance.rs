@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use leasehold::testing::{
-    malformed_json_values, run_conformance, Harness, Listed, Malformed, MALFORMED_FIRST_PARTITION,
+    malformed_json_values, run_conformance, run_transaction_conformance, Harness, Listed,
+    Malformed, MALFORMED_FIRST_PARTITION,
 };
 use leasehold::{GroupName, LeaseStore, PartitionId, RecordKey, StoreError};
 use leasehold_zookeeper::ZookeeperStore;
@@ -106,17 +107,30 @@ impl Harness for ZookeeperHarness {
     }
 }
 
+impl ZookeeperHarness {
+    async fn connect(address: &str) -> ZookeeperHarness {
+        ZookeeperHarness {
+            store: common::connect(address).await,
+            client: zookeeper_client::Client::connector()
+                .connect(address)
+                .await
+                .expect("a plain client"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn zookeeper_store_passes_the_conformance_suite() {
     let Some(address) = common::zookeeper_address() else {
         return;
     };
-    let harness = ZookeeperHarness {
-        store: common::connect(&address).await,
-        client: zookeeper_client::Client::connector()
-            .connect(&address)
-            .await
-            .expect("a plain client"),
+    run_conformance(&ZookeeperHarness::connect(&address).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zookeeper_store_passes_the_transaction_conformance_suite() {
+    let Some(address) = common::zookeeper_address() else {
+        return;
     };
-    run_conformance(&harness).await;
+    run_transaction_conformance(&ZookeeperHarness::connect(&address).await).await;
 }
