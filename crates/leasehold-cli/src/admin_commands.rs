@@ -71,12 +71,25 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         Command::Init {
             partitions,
             timings,
+            lease_mode,
         } => {
             init(&table, *partitions).await?;
             if let Some(timings) = timings.timings() {
                 crate::group_commands::set(&table, timings, false).await?;
             }
+            if let Some(mode) = lease_mode {
+                crate::group_commands::set_lease_mode(&table, *mode).await?;
+            }
         }
+        Command::LeaseMode { mode } => match mode {
+            Some(mode) => {
+                crate::group_commands::set_lease_mode(&table, *mode).await?;
+            }
+            None => {
+                let mode = admin::group_mode(&*table.store, group).await?;
+                crate::say(&format!("group {group}: lease mode {mode}"))?;
+            }
+        },
         Command::Destroy { force, .. } => {
             let mode = if *force {
                 admin::Destroy::Force

@@ -60,6 +60,16 @@ pub enum Command {
         /// The timings every node must fit (otherwise the first node to join sets them).
         #[command(flatten)]
         timings: TimingArgs,
+        /// How the group renews its leases: per-partition (one store write per lease per
+        /// heartbeat) or session (one per node per heartbeat; see docs/session-leases.md).
+        #[arg(long, value_name = "MODE")]
+        lease_mode: Option<leasehold::LeaseMode>,
+    },
+    /// Show how the group renews its leases, or change it: per-partition or session.
+    /// Refused while member records are present: stop every node first.
+    LeaseMode {
+        /// The new mode; without it, the current one is shown.
+        mode: Option<leasehold::LeaseMode>,
     },
     /// Delete every lease and member record of the group. The group record stays, so a
     /// group built out again issues fencing tokens above every earlier one.

@@ -1,7 +1,8 @@
-//! `timings`: the group record, and changing the timings every node must fit.
+//! `timings` and `lease-mode`: the group record, and changing the timings every node must fit
+//! or how the group renews its leases.
 
 use leasehold::admin;
-use leasehold::{GroupRecord, GroupTimings};
+use leasehold::{GroupRecord, GroupTimings, LeaseMode};
 
 use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, TimingsArgs};
@@ -46,6 +47,16 @@ pub async fn set(
     Ok(record)
 }
 
+/// Sets how the group renews its leases, saying what changed.
+pub async fn set_lease_mode(table: &GroupTable, mode: LeaseMode) -> anyhow::Result<GroupRecord> {
+    let record = admin::set_lease_mode(&*table.store, &table.group, mode).await?;
+    crate::say(&format!(
+        "group {}: lease mode {}; nodes read it when they join",
+        table.group, record.lease_mode
+    ))?;
+    Ok(record)
+}
+
 fn describe(timings: &GroupTimings) -> String {
     format!(
         "lease_validity at most {}, acquire_after at least {} (ρ = {})",
@@ -64,6 +75,7 @@ fn show(table: &GroupTable, record: &GroupRecord) -> anyhow::Result<()> {
         format!("group {}", table.group),
         format!("  record format  {}", record.format),
         format!("  timings        {timings}"),
+        format!("  lease mode     {}", record.lease_mode),
     ];
     if let Some(pending) = &record.pending_timings {
         lines.push(format!(

@@ -332,6 +332,17 @@ pub struct PlanInput<'a> {
 /// Decides what to drop, renew, release and acquire. `rng` only orders equally good
 /// candidates, so nodes starting together do not all race for the same rows.
 pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
+    let (clear, clear_at) = clearable(input.now, input.config, input.observed, input.holdings);
+    let mut plan = plan_holdings(input, rng);
+    plan.clear = clear;
+    // Only this node frees its own stale records, so it keeps a timer for the next one.
+    if let Some(at) = clear_at {
+        plan.wake_at = Some(plan.wake_at.map_or(at, |wake| wake.min(at)));
+    }
+    plan
+}
+
+fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     let PlanInput {
         now,
         config,
@@ -354,7 +365,6 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
         }
     }
 
-    plan.clear = clearable(now, config, observed, holdings);
     let members = observed.membership(now, config, draining);
     let available = observed
         .leases
@@ -752,32 +762,38 @@ pub fn plan(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
 }
 
 /// With session leases, the records naming this node that it does not hold and whose wait
-/// has run out (see [`Plan::clear`]). Walks the table only when the view shows more records
-/// naming this node than it holds.
+/// has run out (see [`Plan::clear`]), and when the next of the others' runs out. Walks the
+/// table only when the view shows more records naming this node than it holds.
 fn clearable(
     now: Instant,
     config: &ParticipantConfig,
     observed: &Observed,
     holdings: &BTreeMap<PartitionId, Holding>,
-) -> Vec<(PartitionId, Version)> {
+) -> (Vec<(PartitionId, Version)>, Option<Instant>) {
+    let mut clear = Vec::new();
+    let mut next = None::<Instant>;
     if observed.lease_mode != LeaseMode::Session
         || observed.leases.tally().owner(&config.node).held as usize <= holdings.len()
     {
-        return Vec::new();
+        return (clear, next);
     }
-    observed
-        .leases
-        .iter()
-        .filter(|seen| {
-            seen.state == LeaseState::Held
-                && seen.owner.as_ref() == Some(&config.node)
-                && !holdings.contains_key(&seen.partition)
-                && observed
-                    .held_since(seen, config)
-                    .is_some_and(|since| since + config.acquire_after <= now)
-        })
-        .map(|seen| (seen.partition, seen.version.clone()))
-        .collect()
+    let stale = observed.leases.iter().filter(|seen| {
+        seen.state == LeaseState::Held
+            && seen.owner.as_ref() == Some(&config.node)
+            && !holdings.contains_key(&seen.partition)
+    });
+    for seen in stale {
+        let Some(since) = observed.held_since(seen, config) else {
+            continue;
+        };
+        let ready_at = since + config.acquire_after;
+        if ready_at <= now {
+            clear.push((seen.partition, seen.version.clone()));
+        } else {
+            next = Some(next.map_or(ready_at, |at| at.min(ready_at)));
+        }
+    }
+    (clear, next)
 }
 
 /// How many more partitions this node's cap lets it hold.

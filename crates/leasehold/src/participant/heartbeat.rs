@@ -366,6 +366,18 @@ impl Runner {
             .collect();
         for partition in changed {
             self.lose(partition, LossReason::Conflict, now);
+            // The view learns the record as read: one still naming this node (a kick) is
+            // waited on, and released, from now.
+            match current.get(&partition) {
+                Some(stored) => self.observed.leases.insert(
+                    partition,
+                    &stored.value,
+                    stored.version.clone(),
+                    now,
+                ),
+                None => self.observed.leases.forget(partition),
+            }
+            self.schedule.want_leases();
         }
     }
 

@@ -141,11 +141,17 @@ impl Runner {
             return;
         }
         let forget_after = self.config.forget_members_after;
+        // With session leases, a session that records still name stays until they are
+        // taken: deleting it would restart every taker's wait on them, from when each sees
+        // it gone.
+        let session = self.session_mode();
+        let tally = self.observed.leases.tally();
         let dead: Vec<(NodeId, Version)> = self
             .observed
             .members
             .others(me)
             .filter(|seen| !seen.draining && seen.first_seen + forget_after <= now)
+            .filter(|seen| !session || tally.owner(&seen.node).held == 0)
             .take(MAX_FORGOTTEN_PER_SCAN)
             .map(|seen| (seen.node.clone(), seen.version.clone()))
             .collect();
