@@ -213,9 +213,16 @@ async fn next_notice(feed: &mut Option<ChangeFeed>) -> Option<Change> {
 
 async fn read_once(app: &App, expected: Option<u32>) {
     let reading = async {
+        let lease_mode = app
+            .store
+            .get_group(&app.group)
+            .await?
+            .map(|group| group.value.lease_mode)
+            .unwrap_or_default();
         let leases = app.store.list_leases(&app.group).await?;
         let members = app.store.list_members(&app.group).await?;
         Ok::<_, StoreError>(Reading {
+            lease_mode,
             expected: expected.unwrap_or(0),
             leases,
             members,

@@ -30,6 +30,9 @@ pub struct Reading {
     pub at: Instant,
     /// The same moment by the wall clock, for people and scripts.
     pub unix_ms: u64,
+    /// How the group renews its leases: with sessions, a held lease is renewed by its
+    /// holder's member record.
+    pub lease_mode: leasehold::LeaseMode,
 }
 
 /// A partition as last read: one byte of state, its owner's index in the names table.
@@ -63,6 +66,9 @@ impl Cell {
 struct Member {
     version: Version,
     changed_at: Instant,
+    /// The heartbeat count and write stamp of the member's last write of its own: with
+    /// session leases, what others write back unchanged (a take, a drain) is no renewal.
+    renewal: (u64, Option<u64>),
     weight: u32,
     draining: bool,
     load: Option<f64>,
@@ -245,6 +251,8 @@ pub struct Tracker {
     /// Cumulative count of epochs seen going back: a gauge of one read is easily missed
     /// between two scrapes.
     pub epochs_back_total: u64,
+    /// Whether the group renews its leases by session, as of the last read.
+    session: bool,
 }
 
 impl Tracker {
@@ -259,6 +267,7 @@ impl Tracker {
             members: BTreeMap::new(),
             names: Vec::new(),
             index: HashMap::new(),
+            session: false,
             rows: Vec::new(),
             unrenewed: Vec::new(),
             summary: Summary::default(),
@@ -352,6 +361,7 @@ impl Tracker {
 
     /// Takes in one read: updates the cells and members, and returns what changed.
     pub fn apply(&mut self, reading: Reading) -> Update {
+        self.session = reading.lease_mode == leasehold::LeaseMode::Session;
         let mut update = Update::default();
         let now = reading.at;
         let unix_ms = reading.unix_ms;
@@ -437,14 +447,17 @@ impl Tracker {
             .filter(|m| !m.key.is_operator())
         {
             let old = self.members.get(&stored.key);
+            let renewal = (stored.value.heartbeat, stored.value.written_at_unix_ms);
             let changed_at = match old {
                 Some(old) if old.version == stored.version => old.changed_at,
+                Some(old) if self.session && old.renewal == renewal => old.changed_at,
                 _ => now,
             };
             let live = now.saturating_duration_since(changed_at) < self.stale_after;
             let member = Member {
                 version: stored.version.clone(),
                 changed_at,
+                renewal,
                 weight: stored.value.weight,
                 draining: stored.value.draining,
                 load: stored.value.load,
@@ -604,6 +617,15 @@ impl Tracker {
             *held_by.entry(cell.owner).or_default() += 1;
         }
         let mut oldest = Duration::ZERO;
+        // With session leases, a held lease is as fresh as its holder's last renewal.
+        let renewed_at: HashMap<i32, Instant> = if self.session {
+            self.members
+                .iter()
+                .filter_map(|(node, m)| Some((*self.index.get(node.as_str())?, m.changed_at)))
+                .collect()
+        } else {
+            HashMap::new()
+        };
         // Members that could take another partition: live, not draining, below their cap.
         let takers: BTreeSet<&str> = self
             .members
@@ -625,7 +647,11 @@ impl Tracker {
             match cell.state {
                 b'H' if cell.owner >= 0 => {
                     s.held += 1;
-                    let age = now.saturating_duration_since(cell.changed_at);
+                    let since = match renewed_at.get(&cell.owner) {
+                        Some(renewed) => cell.changed_at.max(*renewed),
+                        None => cell.changed_at,
+                    };
+                    let age = now.saturating_duration_since(since);
                     oldest = oldest.max(age);
                     if age >= self.stale_after {
                         s.unrenewed += 1;

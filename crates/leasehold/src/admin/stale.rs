@@ -1,9 +1,10 @@
 //! The stale check: two samples of the table, and what a monitoring probe should alert on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::record::{LeaseState, StoredLease};
+use crate::group::LeaseMode;
+use crate::record::{LeaseState, StoredLease, StoredMember};
 use crate::store::LeaseStore;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
@@ -12,7 +13,8 @@ use super::{present_partitions, AdminError};
 /// What one [`stale_check`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StaleReport {
-    /// Partitions held in both samples with the same version: their holder did not renew.
+    /// Partitions held in both samples with the same version: their holder did not renew
+    /// (with session leases: and its holder's session shows no new renewal either).
     pub unrenewed: Vec<(PartitionId, Option<NodeId>)>,
     /// Partitions held by nobody (released, or held with no owner) in the second sample.
     pub unowned: Vec<PartitionId>,
@@ -33,7 +35,8 @@ pub struct StaleReport {
     /// second sample than in the first — a record deleted and created again outside
     /// leasehold. With the epoch found and the one it should be at least.
     pub epochs_back: Vec<(PartitionId, Epoch, Epoch)>,
-    /// Members whose record changed between the two samples.
+    /// Members whose record changed between the two samples (with session leases: that
+    /// renewed their session).
     pub live_nodes: Vec<NodeId>,
     /// Members marked draining, live or not: not a problem, but a manual control that is
     /// easy to forget after an incident.
@@ -74,10 +77,11 @@ pub async fn stale_check(
     if first_leases.is_empty() {
         return Err(AdminError::NoSuchGroup(group.clone()));
     }
-    let floor = match store.get_group(group).await? {
-        Some(stored) => stored.value.epoch_floor,
-        None => Epoch(0),
+    let (floor, mode) = match store.get_group(group).await? {
+        Some(stored) => (stored.value.epoch_floor, stored.value.lease_mode),
+        None => (Epoch(0), LeaseMode::default()),
     };
+    let session = mode == LeaseMode::Session;
     tokio::time::sleep(watch).await;
     let second_leases = store.list_leases(group).await?;
     let second_members = store.list_members(group).await?;
@@ -88,6 +92,21 @@ pub async fn stale_check(
         .records
         .iter()
         .map(|m| (&m.key, &m.version))
+        .collect();
+    // With session leases a node renews its session, not its leases: a renewal writes a new
+    // heartbeat count and stamp, which another node's take or an operator's drain (changing
+    // only the version) does not.
+    let renewal = |m: &StoredMember| (m.value.heartbeat, m.value.written_at_unix_ms);
+    let renewals_before: BTreeMap<&NodeId, (u64, Option<u64>)> = first_members
+        .records
+        .iter()
+        .map(|m| (&m.key, renewal(m)))
+        .collect();
+    let renewed: BTreeSet<&NodeId> = second_members
+        .records
+        .iter()
+        .filter(|m| renewals_before.get(&m.key) != Some(&renewal(m)))
+        .map(|m| &m.key)
         .collect();
     let unreadable = second_leases.corrupt.iter().chain(&second_members.corrupt);
     let mut report = StaleReport {
@@ -108,10 +127,15 @@ pub async fn stale_check(
             LeaseState::Released => report.unowned.push(lease.key),
             LeaseState::Held if record.owner.is_none() => report.unowned.push(lease.key),
             LeaseState::Held => {
-                if before
+                let unchanged = before
                     .get(&lease.key)
-                    .is_some_and(|b| b.version == lease.version)
-                {
+                    .is_some_and(|b| b.version == lease.version);
+                let holder_renewed = session
+                    && record
+                        .owner
+                        .as_ref()
+                        .is_some_and(|owner| renewed.contains(owner));
+                if unchanged && !holder_renewed {
                     report.unrenewed.push((lease.key, record.owner.clone()));
                 }
             }
@@ -138,7 +162,10 @@ pub async fn stale_check(
             .filter(|m| !m.key.is_operator())
     };
     report.live_nodes = members()
-        .filter(|m| versions_before.get(&m.key) != Some(&&m.version))
+        .filter(|m| match session {
+            true => renewed.contains(&m.key),
+            false => versions_before.get(&m.key) != Some(&&m.version),
+        })
         .map(|m| m.key.clone())
         .collect();
     report.draining = members()

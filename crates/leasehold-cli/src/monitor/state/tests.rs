@@ -13,6 +13,7 @@ struct Table {
     versions: u64,
     corrupt: Vec<u32>,
     start: Instant,
+    lease_mode: leasehold::LeaseMode,
 }
 
 impl Table {
@@ -25,6 +26,7 @@ impl Table {
             versions: 1,
             corrupt: Vec::new(),
             start: Instant::now(),
+            lease_mode: leasehold::LeaseMode::PerPartition,
         }
     }
 
@@ -91,6 +93,7 @@ impl Table {
         Reading {
             leases,
             members,
+            lease_mode: self.lease_mode,
             expected: 0,
             at: self.start + Duration::from_secs(seconds),
             unix_ms: 1_000 * seconds,
@@ -364,4 +367,29 @@ fn changes_and_history_are_bounded() {
     assert_eq!(tracker.changes.len(), CHANGES_KEPT);
     assert_eq!(tracker.history.len(), HISTORY_KEPT);
     assert_eq!(tracker.last_change_id(), tracker.changes.back().unwrap().id);
+}
+
+/// With session leases: fails if a lease whose holder keeps renewing its session counts as
+/// unrenewed, or if one whose holder's session is only written back unchanged by others
+/// does not.
+#[test]
+fn with_sessions_leases_are_as_fresh_as_their_holders_session() {
+    let mut table = Table::new(2);
+    table.lease_mode = leasehold::LeaseMode::Session;
+    let mut tracker = Tracker::new("g", Duration::from_secs(1), STALE, false);
+    table.hold(0, "alive", 1);
+    table.hold(1, "dead", 1);
+    table.beat("alive", |_| {});
+    table.beat("dead", |_| {});
+    tracker.apply(table.reading(0));
+    for second in (5..=30).step_by(5) {
+        table.beat("alive", |_| {});
+        // Another node's take, or an operator's drain, rewrites the record as it was.
+        table.versions += 1;
+        table.members.get_mut("dead").unwrap().1 = table.versions;
+        tracker.apply(table.reading(second));
+    }
+    assert_eq!(tracker.unrenewed, vec![1], "only the dead holder's lease");
+    assert!(tracker.members[&NodeId::new("alive").unwrap()].live);
+    assert!(!tracker.members[&NodeId::new("dead").unwrap()].live);
 }

@@ -302,3 +302,32 @@ async fn a_store_failure_between_the_samples_fails_the_check() {
     );
     assert_eq!(faulty.listings(), 2);
 }
+
+/// With session leases: fails if a lease whose holder renewed its session between the
+/// samples is reported unrenewed, or if one whose holder's session was only written back
+/// unchanged by others (a take, a drain) is not, or if that holder counts as live.
+#[tokio::test(start_paused = true)]
+async fn with_sessions_a_lease_is_renewed_by_its_holders_session() {
+    let store = quiet_table(3).await;
+    crate::admin::set_lease_mode(&store, &group(), crate::LeaseMode::Session)
+        .await
+        .unwrap();
+    write(&store, 1, held_by("server-1")).await;
+    write(&store, 2, held_by("server-2")).await;
+    let session = |heartbeat| MemberRecord {
+        heartbeat,
+        written_at_unix_ms: Some(1_700_000_000_000 + heartbeat),
+        ..MemberRecord::default()
+    };
+    write_member(&store, "server-1", session(1)).await;
+    write_member(&store, "server-2", session(1)).await;
+    let report = check_across(&store, 0, async |store| {
+        // server-2 renews; server-1's session is only written back as it was.
+        write_member(store, "server-2", session(2)).await;
+        write_member(store, "server-1", session(1)).await;
+    })
+    .await;
+    assert_eq!(report.unrenewed, [(PartitionId(1), Some(node("server-1")))]);
+    assert_eq!(report.live_nodes, [node("server-2")]);
+    assert_eq!(problems(&report), ["unrenewed"], "{report:?}");
+}
