@@ -543,6 +543,11 @@ pub struct SimArgs {
     /// single-owner and work-overlap checks must catch.
     #[arg(long = "unsafe-session-take")]
     pub unsafe_session_take: bool,
+    /// Negative control for --lease-mode session: operator commands change a lease without
+    /// its holder's session, so the holder keeps serving a kicked or offline partition,
+    /// which the single-owner check must catch.
+    #[arg(long = "unsafe-session-operator")]
+    pub unsafe_session_operator: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

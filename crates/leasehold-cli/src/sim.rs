@@ -29,6 +29,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.rolling_restart = args.rolling_restart;
     config.lease_mode = args.lease_mode;
     config.unsafe_session_take = args.unsafe_session_take;
+    config.unsafe_session_operator = args.unsafe_session_operator;
     config
 }
 
@@ -180,6 +181,10 @@ fn unsafe_note(config: &SimConfig) -> String {
         (
             config.unsafe_session_take,
             "takes that leave the holder's session alone",
+        ),
+        (
+            config.unsafe_session_operator,
+            "operator commands that leave the holder's session alone",
         ),
         (
             config.unsafe_ignore_exclusions,

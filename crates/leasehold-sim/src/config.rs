@@ -337,6 +337,10 @@ pub struct SimConfig {
     /// so a holder that was paused renews and keeps serving what was taken; the single-owner
     /// and work-overlap checks must catch it.
     pub unsafe_session_take: bool,
+    /// Negative control for session leases: operator commands change a lease without its
+    /// holder's session, so the holder never learns of a kick or an offline and keeps
+    /// serving while another node takes the partition; the single-owner check must catch it.
+    pub unsafe_session_operator: bool,
 }
 
 impl SimConfig {
@@ -357,6 +361,7 @@ impl SimConfig {
             unsafe_epoch_reuse: false,
             lease_mode: leasehold::LeaseMode::PerPartition,
             unsafe_session_take: false,
+            unsafe_session_operator: false,
             unsafe_stale_fencing: false,
             unsafe_stop_acquiring: false,
             unsafe_ignore_members: false,
@@ -496,6 +501,7 @@ impl SimConfig {
                 " --lease-mode session",
             ),
             (self.unsafe_session_take, " --unsafe-session-take"),
+            (self.unsafe_session_operator, " --unsafe-session-operator"),
         ] {
             if on {
                 command.push_str(flag);

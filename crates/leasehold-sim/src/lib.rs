@@ -38,7 +38,10 @@
 //! ([`SimConfig::unsafe_stop_acquiring`]) for the liveness check; and a node that counts no
 //! other member, so never hands off its surplus ([`SimConfig::unsafe_ignore_members`]), for
 //! the balance check; nodes that ignore their own exclusion lists
-//! ([`SimConfig::unsafe_ignore_exclusions`]) for the exclusion check. A run too short to hold its faults and the settling window after them
+//! ([`SimConfig::unsafe_ignore_exclusions`]) for the exclusion check; and, in groups renewing by
+//! session ([`SimConfig::lease_mode`]), takes and operator commands that leave the holder's
+//! session alone ([`SimConfig::unsafe_session_take`], [`SimConfig::unsafe_session_operator`])
+//! for the single-owner check. A run too short to hold its faults and the settling window after them
 //! is refused ([`SimConfig::validate`]) rather than passed without faults.
 //!
 //! ```

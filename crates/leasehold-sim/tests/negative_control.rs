@@ -10,7 +10,9 @@
 //! - fencing: resources that accept stale epochs;
 //! - liveness: nodes that stop taking partitions once the faults stop;
 //! - balance: a node that counts no other member and so never hands off its surplus;
-//! - exclusion: nodes that keep and take the partitions their own exclusion lists name.
+//! - exclusion: nodes that keep and take the partitions their own exclusion lists name;
+//! - session leases, single owner: takes, and operator commands, that change a lease without
+//!   its holder's session, so the holder's next renewal succeeds and it keeps serving.
 
 use std::time::Duration;
 
@@ -135,6 +137,43 @@ fn nodes_that_ignore_their_exclusion_lists_are_caught_by_the_exclusion_check() {
         16,
         2,
     );
+}
+
+/// The same fleet, renewing by session.
+fn session_fleet() -> SimConfig {
+    let mut config = fleet();
+    config.lease_mode = leasehold::LeaseMode::Session;
+    config
+}
+
+/// Seeds for the session controls: a take or an operator command must catch a holder
+/// that is paused or cut off, which a small fleet meets in about one seed in ten.
+const SESSION_SEEDS: u64 = 40;
+
+#[test]
+fn session_takes_that_leave_the_holder_alone_are_caught_by_the_single_owner_check() {
+    let mut config = session_fleet();
+    config.unsafe_session_take = true;
+    let flag = "--unsafe-session-take";
+    caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
+}
+
+#[test]
+fn session_operator_commands_that_leave_the_holder_alone_are_caught_by_the_single_owner_check() {
+    let mut config = session_fleet();
+    config.unsafe_session_operator = true;
+    let flag = "--unsafe-session-operator";
+    caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
+}
+
+#[test]
+fn the_same_fleet_renewing_by_session_passes() {
+    let config = session_fleet();
+    for seed in 0..SESSION_SEEDS {
+        if let Err(violation) = run_seed(&config, seed) {
+            panic!("{violation}");
+        }
+    }
 }
 
 #[test]

@@ -252,6 +252,7 @@ impl Director {
     }
 }
 
+mod blind;
 mod checks;
 mod churn;
 mod disruption;
