@@ -17,12 +17,23 @@ use super::runner::{Handoff, Runner};
 /// own last write when a renewal fails its compare-and-set.
 const MAX_SESSION_STAMPS: usize = 16;
 
+/// With session leases, the relative change in a partition's load that is worth a write of
+/// its lease record.
+const LOAD_CHANGE: f64 = 0.10;
+
+/// With session leases, the fewest heartbeats between two load writes of one lease record.
+const LOAD_PUBLISH_HEARTBEATS: u32 = 5;
+
 impl Runner {
     pub(super) async fn renew(&mut self) {
         self.expire_due();
-        // With session leases the member record renews them all ([`Runner::write_member`]).
-        if self.holdings.is_empty() || self.session_mode() {
+        if self.holdings.is_empty() {
             return;
+        }
+        // With session leases the member record renews them all ([`Runner::write_member`]);
+        // a lease record is written only to publish a load that moved.
+        if self.session_mode() {
+            return self.publish_loads().await;
         }
         let written_at = self.write_stamp();
         let handoffs = &self.handoffs;
@@ -89,6 +100,72 @@ impl Runner {
             }
         }
         self.expire_due();
+    }
+
+    /// With session leases, writes the lease records whose partition's load has moved by
+    /// more than [`LOAD_CHANGE`] since it was last written, each at most once per
+    /// [`LOAD_PUBLISH_HEARTBEATS`] heartbeats: the others balance on the loads in the lease
+    /// records, and a fleet whose loads hold steady writes none. The write is the holder's
+    /// own compare-and-set; it extends no lease (the session does that).
+    async fn publish_loads(&mut self) {
+        let now = self.clock.now();
+        let every = self.config.heartbeat * LOAD_PUBLISH_HEARTBEATS;
+        let mut writes = Vec::new();
+        for (partition, holding) in &self.holdings {
+            if holding.handing_off || self.handoffs.contains_key(partition) {
+                continue;
+            }
+            if self
+                .load_published
+                .get(partition)
+                .is_some_and(|at| now < *at + every)
+            {
+                continue;
+            }
+            let load = self
+                .contain("load", |callbacks| callbacks.load(*partition))
+                .flatten()
+                .filter(|load| load.is_finite() && *load >= 0.0);
+            let moved = match (holding.record.load, load) {
+                (Some(old), Some(new)) => (old - new).abs() > LOAD_CHANGE * old.max(new),
+                (old, new) => old.is_some() != new.is_some(),
+            };
+            if moved {
+                let mut record = holding.record.clone();
+                record.load = load;
+                writes.push(LeaseWrite {
+                    partition: *partition,
+                    record,
+                    mode: PutMode::Update(holding.version.clone()),
+                });
+            }
+        }
+        if writes.is_empty() {
+            return;
+        }
+        let written_at = self.write_stamp();
+        for write in &mut writes {
+            write.record.written_at_unix_ms = written_at;
+        }
+        let results = self.put_leases(&writes).await;
+        let now = self.clock.now();
+        for (write, result) in self.settle("load update", writes, results).await {
+            match result {
+                Ok(version) => {
+                    if let Some(holding) = self.holdings.get_mut(&write.partition) {
+                        holding.version = version;
+                        holding.record = write.record;
+                        self.load_published.insert(write.partition, now);
+                    }
+                }
+                // Changed behind this node's back, which changed its session too: its next
+                // renewal re-reads the rest.
+                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                    self.lose(write.partition, LossReason::Conflict, now);
+                }
+                Err(_) => {}
+            }
+        }
     }
 
     /// Pairs each write with its result, and resolves writes whose outcome is unknown

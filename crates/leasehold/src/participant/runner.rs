@@ -104,6 +104,8 @@ pub(crate) struct Runner {
     /// With session leases, when this node read a session last written by another process
     /// under its name, before writing it over.
     pub(super) session_read_at: Option<Instant>,
+    /// With session leases, when each held lease's record was last written with its load.
+    pub(super) load_published: BTreeMap<PartitionId, Instant>,
 }
 
 impl Runner {
@@ -148,6 +150,7 @@ impl Runner {
             live_members: 1,
             session_stamps: Vec::new(),
             session_read_at: None,
+            load_published: BTreeMap::new(),
         }
     }
 
@@ -410,6 +413,7 @@ impl Runner {
         };
         self.handoffs.remove(&partition);
         self.returning.remove(&partition);
+        self.load_published.remove(&partition);
         self.schedule.holdings_changed();
         let negative_control =
             reason == LossReason::Released && self.config.unsafe_release_ignores_permits;
