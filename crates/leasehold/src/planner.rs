@@ -47,6 +47,12 @@ pub struct Observed {
     /// previous process's under the same name, which renewed it through the same session
     /// until then.
     pub own_session_since: Option<Instant>,
+    /// Leases this process held and lost (ran out, changed behind its back, or written
+    /// released without a known outcome), with the tenure's epoch and its deadline. A record
+    /// that still names this node under that epoch was taken by nobody since, and no work
+    /// runs under it after the deadline: with session leases it is released then, not
+    /// `acquire_after` later.
+    pub lost: BTreeMap<PartitionId, (Epoch, Instant)>,
 }
 
 impl Observed {
@@ -783,10 +789,13 @@ fn clearable(
             && !holdings.contains_key(&seen.partition)
     });
     for seen in stale {
-        let Some(since) = observed.held_since(seen, config) else {
-            continue;
+        let ready_at = match observed.lost.get(&seen.partition) {
+            Some((epoch, deadline)) if *epoch == seen.epoch => *deadline,
+            _ => match observed.held_since(seen, config) {
+                Some(since) => since + config.acquire_after,
+                None => continue,
+            },
         };
-        let ready_at = since + config.acquire_after;
         if ready_at <= now {
             clear.push((seen.partition, seen.version.clone()));
         } else {

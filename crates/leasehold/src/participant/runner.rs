@@ -414,6 +414,11 @@ impl Runner {
         self.handoffs.remove(&partition);
         self.returning.remove(&partition);
         self.load_published.remove(&partition);
+        if self.session_mode() {
+            self.observed
+                .lost
+                .insert(partition, (holding.epoch, holding.valid_until));
+        }
         self.schedule.holdings_changed();
         let negative_control =
             reason == LossReason::Released && self.config.unsafe_release_ignores_permits;

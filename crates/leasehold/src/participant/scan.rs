@@ -181,6 +181,16 @@ impl Runner {
 
     pub(super) async fn act(&mut self) {
         let now = self.clock.now();
+        // Lost leases matter only while their record still names this node under their
+        // epoch (see `Observed::lost`).
+        let (leases, me) = (&self.observed.leases, &self.config.node);
+        self.observed.lost.retain(|partition, (epoch, _)| {
+            leases.get(*partition).is_some_and(|seen| {
+                seen.epoch == *epoch
+                    && seen.state == LeaseState::Held
+                    && seen.owner.as_ref() == Some(me)
+            })
+        });
         let load_moves_left = self.load_moves_left(now);
         self.observed.notified = self.feed.is_some();
         let plan = planner::plan(

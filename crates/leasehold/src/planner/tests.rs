@@ -1502,3 +1502,32 @@ fn with_sessions_records_naming_this_node_are_released_not_taken() {
     let plan = fixture.plan_at(session_since + after * 10);
     assert!(plan.clear.is_empty());
 }
+
+#[test]
+fn with_sessions_a_lease_this_process_lost_is_released_at_its_deadline() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let start = fixture.start;
+    fixture.observed.own_session_since = Some(start);
+    // Kicked while held here: the record still names this node, under its epoch.
+    let seen_at = start + Duration::from_secs(100);
+    fixture.set(0, held_by("me", 3), 60, seen_at);
+    let deadline = seen_at + Duration::from_secs(5);
+    fixture
+        .observed
+        .lost
+        .insert(PartitionId(0), (Epoch(3), deadline));
+    let early = fixture.plan_at(deadline - Duration::from_millis(1));
+    assert!(early.clear.is_empty());
+    assert_eq!(early.wake_at, Some(deadline), "a timer for the deadline");
+    let plan = fixture.plan_at(deadline);
+    assert_eq!(plan.clear, vec![(PartitionId(0), Version::from_number(60))]);
+    // Under another epoch the record is someone else's tenure under this name: it waits
+    // acquire_after as any other.
+    fixture
+        .observed
+        .lost
+        .insert(PartitionId(0), (Epoch(2), deadline));
+    assert!(fixture.plan_at(deadline).clear.is_empty());
+    let after = seen_at + fixture.config.acquire_after;
+    assert_eq!(fixture.plan_at(after).clear.len(), 1);
+}
