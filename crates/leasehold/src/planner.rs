@@ -48,7 +48,8 @@ pub struct Observed {
     /// until then.
     pub own_session_since: Option<Instant>,
     /// Leases this process held and lost (ran out, changed behind its back, or written
-    /// released without a known outcome), with the tenure's epoch and its deadline. A record
+    /// released without a known outcome), and takes of its whose outcome stayed unknown, with
+    /// the epoch written and the deadline the lease had or would have had. A record
     /// that still names this node under that epoch was taken by nobody since, and no work
     /// runs under it after the deadline: with session leases it is released then, not
     /// `acquire_after` later.

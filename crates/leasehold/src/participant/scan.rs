@@ -185,7 +185,7 @@ impl Runner {
         // epoch (see `Observed::lost`).
         let (leases, me) = (&self.observed.leases, &self.config.node);
         self.observed.lost.retain(|partition, (epoch, _)| {
-            leases.get(*partition).is_some_and(|seen| {
+            leases.get(*partition).is_none_or(|seen| {
                 seen.epoch == *epoch
                     && seen.state == LeaseState::Held
                     && seen.owner.as_ref() == Some(me)
@@ -380,6 +380,13 @@ impl Runner {
             {
                 self.schedule.want_leases();
                 continue;
+            }
+            if result.as_ref().is_err_and(StoreError::is_transient) && self.session_mode() {
+                // The take may have landed: a record naming this node under this epoch was
+                // never served here, and is released by the deadline it would have had.
+                self.observed
+                    .lost
+                    .insert(write.partition, (write.record.epoch, valid_until));
             }
             let Ok(version) = result else {
                 // Someone else wrote the row, or the write's fate stays unknown: the view of
