@@ -13,9 +13,7 @@ use std::collections::BTreeSet;
 use crate::error::StoreError;
 use crate::group::LeaseMode;
 use crate::group::{GroupMismatch, GroupTimings};
-use crate::record::{
-    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease, StoredMember,
-};
+use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease};
 use crate::store::{LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite};
 use crate::types::{GroupName, NodeId, PartitionId};
 
@@ -215,12 +213,6 @@ pub async fn update_lease(
 ) -> Result<LeaseRecord, AdminError> {
     let mode = group_mode(store, group).await?;
     for _ in 0..MAX_ATTEMPTS {
-        // With session leases, the holder's session is read before the lease, so that a
-        // renewal after this read changes it and fails the transaction below.
-        let holder_session = match mode {
-            LeaseMode::Session => session_of_holder(store, group, partition).await?,
-            _ => None,
-        };
         let Some(current) = store.get_lease(group, partition).await? else {
             return Err(AdminError::NoSuchPartition {
                 group: group.clone(),
@@ -232,6 +224,13 @@ pub async fn update_lease(
             .owner
             .clone()
             .filter(|_| record.state == LeaseState::Held);
+        // With session leases, the session of the holder this reading of the lease names:
+        // the transaction below is conditional on both, so a take or a renewal in between
+        // fails it and the change is made again on what is there then.
+        let holder_session = match (mode, &holder) {
+            (LeaseMode::Session, Some(holder)) => store.get_member(group, holder).await?,
+            _ => None,
+        };
         change(&mut record);
         record.written_at_unix_ms = Some(unix_ms_now());
         let write = LeaseWrite {
@@ -239,7 +238,7 @@ pub async fn update_lease(
             record: record.clone(),
             mode: PutMode::Update(current.version),
         };
-        let result = match holder_session.filter(|session| Some(&session.key) == holder.as_ref()) {
+        let result = match holder_session {
             // The holder's session changes with the lease, so its next renewal fails and it
             // re-reads what it holds, as a renewal of the lease itself would have failed.
             Some(session) => {
@@ -273,24 +272,6 @@ pub async fn update_lease(
     Err(AdminError::Contended {
         key: RecordKey::Lease(partition),
     })
-}
-
-/// The session of the node holding `partition`, read before the lease record is: `None`
-/// when the record is not held or its holder has no session.
-async fn session_of_holder(
-    store: &dyn LeaseStore,
-    group: &GroupName,
-    partition: PartitionId,
-) -> Result<Option<StoredMember>, AdminError> {
-    let Some(current) = store.get_lease(group, partition).await? else {
-        return Ok(None);
-    };
-    match current.value.owner {
-        Some(owner) if current.value.state == LeaseState::Held => {
-            Ok(store.get_member(group, &owner).await?)
-        }
-        _ => Ok(None),
-    }
 }
 
 /// Rewrites the operator's member record ([`NodeId::operator`]), which every node reads at

@@ -369,6 +369,8 @@ impl Runner {
     /// record changed. A session last written by another process under this name ends
     /// this one's.
     async fn reconcile_session(&mut self) {
+        // A take in flight now is not among the leases re-read below (see `Runner::acquire`).
+        self.session_rereads += 1;
         let (store, group, node) = (
             Arc::clone(&self.store),
             self.config.group.clone(),

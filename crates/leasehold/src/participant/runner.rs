@@ -106,6 +106,9 @@ pub(crate) struct Runner {
     pub(super) session_read_at: Option<Instant>,
     /// With session leases, when each held lease's record was last written with its load.
     pub(super) load_published: BTreeMap<PartitionId, Instant>,
+    /// With session leases, how many times this node has re-read its session after a failed
+    /// renewal.
+    pub(super) session_rereads: u64,
 }
 
 impl Runner {
@@ -151,6 +154,7 @@ impl Runner {
             session_stamps: Vec::new(),
             session_read_at: None,
             load_published: BTreeMap::new(),
+            session_rereads: 0,
         }
     }
 

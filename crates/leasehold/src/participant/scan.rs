@@ -340,6 +340,44 @@ impl Runner {
         }
     }
 
+    /// With session leases, checks the takes that succeeded while this node re-read its
+    /// session after a failed renewal. That re-read drops the leases held whose records
+    /// changed, but a take in flight was not yet held: a change to its record made before the
+    /// re-read (an operator taking the partition offline, say) changed the session, and the
+    /// re-read adopted that change unseen. So each such take is read back: a record no longer
+    /// as written is not held. A change after this read changes the session again, and the
+    /// next renewal's re-read sees it.
+    async fn verify_takes(&mut self, settled: &mut [(LeaseWrite, Result<Version, StoreError>)]) {
+        for (write, result) in settled.iter_mut() {
+            let Ok(version) = result else {
+                continue;
+            };
+            let (store, group, partition) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                write.partition,
+            );
+            let current = self
+                .call(async move { store.get_lease(&group, partition).await })
+                .await;
+            let unchanged = matches!(&current, Ok(Some(stored)) if stored.version == *version);
+            if !unchanged {
+                // Never served here: if the record still names this node under this epoch,
+                // it is released at once.
+                self.observed
+                    .lost
+                    .insert(partition, (write.record.epoch, self.clock.now()));
+                tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
+                *result = Err(match current {
+                    Err(error) => error,
+                    Ok(_) => StoreError::Conflict {
+                        key: crate::RecordKey::Lease(partition),
+                    },
+                });
+            }
+        }
+    }
+
     /// Takes the partitions, returning how many it now holds of them.
     /// Writes the acquisitions; returns how many were taken, and how many were lost to
     /// another node's write.
@@ -360,6 +398,7 @@ impl Runner {
             })
             .collect();
         let sent_at = self.clock.now();
+        let rereads = self.session_rereads;
         let results = if sessions.iter().all(Option::is_none) {
             self.put_leases(&writes).await
         } else {
@@ -368,7 +407,11 @@ impl Runner {
         let valid_until = sent_at + self.config.lease_validity;
         let mut taken = 0;
         let mut lost_races = 0;
-        for (write, result) in self.settle("acquisition", writes, results).await {
+        let mut settled = self.settle("acquisition", writes, results).await;
+        if self.session_mode() && self.session_rereads != rereads {
+            self.verify_takes(&mut settled).await;
+        }
+        for (write, result) in settled {
             if let Err(StoreError::Conflict { .. }) = result {
                 lost_races += 1;
             }
