@@ -1,6 +1,7 @@
-//! Three `leasehold node` processes on one SQLite file; one is killed with SIGKILL. The
-//! survivors take its partitions, and the shared fence log shows, per partition, strictly
-//! increasing epochs and never two holders at once.
+//! Three `leasehold node` processes on one store; one is killed with SIGKILL. The survivors
+//! take its partitions, and the shared fence log shows, per partition, strictly increasing
+//! epochs and never two holders at once. Run per partition on an SQLite file, and by session
+//! on an SQLite file and on PostgreSQL.
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::{read_log, unix_ns_now, LogLine, Site};
+use leasehold::LeaseMode;
 
 const PARTITIONS: u32 = 12;
 
@@ -55,7 +57,23 @@ fn tenures(lines: &[LogLine], killed: &str, killed_at: u128) -> BTreeMap<u32, Ve
 
 #[test]
 fn killed_node_partitions_move_to_survivors_without_overlap() {
-    let site = Site::new();
+    killed_node_partitions_move_to_survivors(Site::new(), LeaseMode::PerPartition);
+}
+
+#[test]
+fn killed_node_partitions_move_to_survivors_without_overlap_by_session() {
+    killed_node_partitions_move_to_survivors(Site::new(), LeaseMode::Session);
+}
+
+#[test]
+fn killed_node_partitions_move_to_survivors_without_overlap_by_session_on_postgres() {
+    if let Some(site) = Site::postgres() {
+        killed_node_partitions_move_to_survivors(site, LeaseMode::Session);
+    }
+}
+
+fn killed_node_partitions_move_to_survivors(site: Site, mode: LeaseMode) {
+    site.create_group(PARTITIONS, mode);
     let fence = site.path("fence.log");
     let fence_arg = fence.to_str().unwrap();
     let partitions = PARTITIONS.to_string();
@@ -88,6 +106,9 @@ fn killed_node_partitions_move_to_survivors_without_overlap() {
                 .all(|h| matches!(h.as_deref(), Some("n2") | Some("n3")))
         },
     );
+    if mode == LeaseMode::Session {
+        site.assert_leases_renewed_by_sessions();
+    }
     for node in &mut nodes {
         assert_eq!(
             node.terminate(Duration::from_secs(10)),

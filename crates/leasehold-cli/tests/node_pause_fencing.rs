@@ -1,5 +1,6 @@
 //! A node paused with SIGSTOP past its leases' validity loses them to another node; when it
 //! resumes it must not write work under its old epochs after the new holder has started.
+//! Run per partition on an SQLite file, and by session on an SQLite file and on PostgreSQL.
 
 mod common;
 
@@ -8,10 +9,27 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use common::{partitions, read_log, read_log_so_far, Site};
+use leasehold::LeaseMode;
 
 #[test]
 fn paused_node_writes_no_work_under_an_old_epoch() {
-    let site = Site::new();
+    paused_node_is_fenced(Site::new(), LeaseMode::PerPartition);
+}
+
+#[test]
+fn paused_node_writes_no_work_under_an_old_epoch_by_session() {
+    paused_node_is_fenced(Site::new(), LeaseMode::Session);
+}
+
+#[test]
+fn paused_node_writes_no_work_under_an_old_epoch_by_session_on_postgres() {
+    if let Some(site) = Site::postgres() {
+        paused_node_is_fenced(site, LeaseMode::Session);
+    }
+}
+
+fn paused_node_is_fenced(site: Site, mode: LeaseMode) {
+    site.create_group(6, mode);
     let work = site.path("work.log");
     let work_arg = work.to_str().unwrap();
     let flags = [
@@ -66,15 +84,19 @@ fn paused_node_writes_no_work_under_an_old_epoch() {
         if taken_over {
             break;
         }
-        // The pause landed inside one of the paused process's SQLite transactions: it holds
-        // the database's write lock, so no process can write until it runs again. Leases
-        // stay safe (nobody can take them), but the test needs a takeover: pause again.
+        // The pause landed inside one of the paused process's transactions: on SQLite it
+        // holds the database's write lock, so no process can write until it runs again.
+        // Leases stay safe (nobody can take them), but the test needs a takeover: pause again.
         assert!(
             attempt < 4,
             "no takeover in {attempt} pauses\n{}",
             site.node_logs()
         );
         paused.signal("CONT");
+    }
+    // While the paused node is stopped the other one holds everything and nothing moves.
+    if mode == LeaseMode::Session {
+        site.assert_leases_renewed_by_sessions();
     }
     paused.signal("CONT");
     sleep(Duration::from_millis(1000));

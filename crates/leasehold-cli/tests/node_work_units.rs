@@ -1,6 +1,7 @@
 //! Three `leasehold node` processes doing units of work longer than a lease, through a drain
 //! and a SIGTERM. The shared work log shows, per partition, that no two nodes' units (from
-//! `work` to `done`) ever overlapped: each hand-off waited for the unit in flight.
+//! `work` to `done`) ever overlapped: each hand-off waited for the unit in flight. Run per
+//! partition on an SQLite file, and by session on an SQLite file and on PostgreSQL.
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::{read_log, read_log_so_far, LogLine, Site};
+use leasehold::LeaseMode;
 
 const PARTITIONS: u32 = 6;
 
@@ -57,7 +59,23 @@ fn done_units(log: &std::path::Path, node: &str) -> usize {
 
 #[test]
 fn hand_offs_wait_for_units_in_flight_through_a_drain_and_a_sigterm() {
-    let site = Site::new();
+    hand_offs_wait_for_units_in_flight(Site::new(), LeaseMode::PerPartition);
+}
+
+#[test]
+fn hand_offs_wait_for_units_in_flight_through_a_drain_and_a_sigterm_by_session() {
+    hand_offs_wait_for_units_in_flight(Site::new(), LeaseMode::Session);
+}
+
+#[test]
+fn hand_offs_wait_for_units_in_flight_through_a_drain_and_a_sigterm_by_session_on_postgres() {
+    if let Some(site) = Site::postgres() {
+        hand_offs_wait_for_units_in_flight(site, LeaseMode::Session);
+    }
+}
+
+fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
+    site.create_group(PARTITIONS, mode);
     let work = site.path("work.log");
     let work_arg = work.to_str().unwrap();
     let partitions = PARTITIONS.to_string();
@@ -106,6 +124,9 @@ fn hand_offs_wait_for_units_in_flight_through_a_drain_and_a_sigterm() {
     site.wait_for(Duration::from_secs(20), "n3 to hold everything", || {
         site.holders().values().all(|h| h.as_deref() == Some("n3"))
     });
+    if mode == LeaseMode::Session {
+        site.assert_leases_renewed_by_sessions();
+    }
     std::thread::sleep(Duration::from_millis(1500));
     for node in &mut nodes {
         assert_eq!(

@@ -1,14 +1,17 @@
-//! Helpers for tests that run the `leasehold` binary as real processes over an SQLite file.
+//! Helpers for tests that run the `leasehold` binary as real processes over an SQLite file,
+//! or over PostgreSQL in a group of their own.
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use leasehold::LeaseMode;
 use serde_json::Value;
 
 pub mod fuzz;
@@ -29,17 +32,44 @@ pub const FAST: [&str; 8] = [
 /// The wait after which a lease abandoned by its holder is taken over, with margin.
 pub const TAKEOVER: Duration = Duration::from_millis(700);
 
-/// A temporary directory holding one SQLite store, and the processes run against it.
+/// How long [`Site::assert_leases_renewed_by_sessions`] watches a settled table: five
+/// heartbeats of [`FAST`], each a renewal that would write every lease record held per
+/// partition.
+const SETTLED_WINDOW: Duration = Duration::from_millis(500);
+
+/// A temporary directory holding the processes' logs, and the store they run against: an
+/// SQLite file in the directory, or a group of its own on a shared server.
 pub struct Site {
     directory: tempfile::TempDir,
+    server: Option<Server>,
+}
+
+/// A store shared with other tests: the site keeps to its own group there.
+struct Server {
+    url: String,
+    group: String,
 }
 
 impl Site {
-    /// A new empty site.
+    /// A new empty site over an SQLite file.
     pub fn new() -> Site {
         Site {
             directory: tempfile::tempdir().expect("temporary directory"),
+            server: None,
         }
+    }
+
+    /// A new site over the PostgreSQL server at `LEASEHOLD_TEST_POSTGRES_URL`; `None` when
+    /// the test is to skip.
+    pub fn postgres() -> Option<Site> {
+        let url = leasehold::testing::service_env("LEASEHOLD_TEST_POSTGRES_URL", "PostgreSQL")?;
+        Some(Site {
+            server: Some(Server {
+                url,
+                group: unique_group(),
+            }),
+            ..Site::new()
+        })
     }
 
     /// A path inside the site's directory.
@@ -49,15 +79,96 @@ impl Site {
 
     /// The `--store` URL of the site's database.
     pub fn store(&self) -> String {
-        format!("sqlite://{}", self.path("leases.db").display())
+        match &self.server {
+            Some(server) => server.url.clone(),
+            None => format!("sqlite://{}", self.path("leases.db").display()),
+        }
+    }
+
+    /// `--store` and, on a shared server, `--group`: what every process of the site is given.
+    fn store_args(&self) -> Vec<String> {
+        let mut args = vec!["--store".to_owned(), self.store()];
+        if let Some(server) = &self.server {
+            args.extend(["--group".to_owned(), server.group.clone()]);
+        }
+        args
     }
 
     /// Runs `leasehold --store <site> args...` to completion.
     pub fn run(&self, args: &[&str]) -> Run {
-        let store = self.store();
-        let mut all = vec!["--store", &store];
+        let store_args = self.store_args();
+        let mut all: Vec<&str> = store_args.iter().map(String::as_str).collect();
         all.extend_from_slice(args);
         leasehold(&all)
+    }
+
+    /// Prepares a group of `partitions` renewing in `mode`, before any node starts. Per
+    /// partition, the default, it leaves creating the group to the nodes' `--partitions`; any
+    /// other mode must be in the group record before the first node joins.
+    pub fn create_group(&self, partitions: u32, mode: LeaseMode) {
+        if mode != LeaseMode::PerPartition {
+            let partitions = partitions.to_string();
+            self.ok(&[
+                "init",
+                "--partitions",
+                &partitions,
+                "--lease-mode",
+                mode.as_str(),
+            ]);
+        }
+    }
+
+    /// Asserts that the nodes renew by session: over several heartbeats in which no partition
+    /// changes hands, no lease record is written, while every holder's member record is.
+    /// Retries while partitions still move, as after a failover or a hand-off.
+    pub fn assert_leases_renewed_by_sessions(&self) {
+        let window = SETTLED_WINDOW;
+        for _ in 0..10 {
+            let before = self.status();
+            sleep(window);
+            let after = self.status();
+            let tenures = |status: &Value| {
+                partitions(status)
+                    .into_iter()
+                    .map(|p| (p.partition, p.holder, p.epoch, p.state))
+                    .collect::<Vec<_>>()
+            };
+            if tenures(&before) != tenures(&after) {
+                continue;
+            }
+            let (leases_before, leases_after) = (partitions(&before), partitions(&after));
+            for (old, new) in leases_before.iter().zip(&leases_after) {
+                assert_eq!(
+                    old.version, new.version,
+                    "partition {}: its lease record was written in {window:?} in which it \
+                     stayed with {:?}\nbefore: {before:#}\nafter: {after:#}",
+                    old.partition, new.holder
+                );
+            }
+            let holders: BTreeSet<_> = leases_after
+                .iter()
+                .filter_map(|p| p.holder.clone())
+                .collect();
+            assert!(!holders.is_empty(), "nobody holds anything: {after:#}");
+            let (members_before, members_after) = (members(&before), members(&after));
+            for holder in &holders {
+                let (Some(old), Some(new)) =
+                    (members_before.get(holder), members_after.get(holder))
+                else {
+                    panic!("holder {holder} has no member record: {before:#}\n{after:#}");
+                };
+                assert!(
+                    old.version != new.version && new.heartbeat > old.heartbeat,
+                    "holder {holder}'s session was not renewed in {window:?}: \
+                     {old:?} then {new:?}"
+                );
+            }
+            return;
+        }
+        panic!(
+            "partitions kept changing hands for 10 windows of {window:?}\nnode logs:\n{}",
+            self.node_logs()
+        );
     }
 
     /// Runs a command that must succeed, returning its stdout.
@@ -138,8 +249,7 @@ impl Site {
         let stderr = File::create(self.path(&format!("{id}.err"))).expect("stderr file");
         let stdout = File::create(self.path(&format!("{id}.out"))).expect("stdout file");
         let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
-            .arg("--store")
-            .arg(self.store())
+            .args(self.store_args())
             .args(["node", "--id", id])
             .args(FAST)
             .args(extra)
@@ -162,8 +272,7 @@ impl Site {
         let stderr = File::create(self.path(&format!("{name}.err"))).expect("stderr file");
         let stdout = File::create(self.path(&format!("{name}.out"))).expect("stdout file");
         let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
-            .arg("--store")
-            .arg(self.store())
+            .args(self.store_args())
             .args(args)
             .env_remove("LEASEHOLD_GROUP")
             .stdin(Stdio::null())
@@ -310,6 +419,17 @@ pub struct PartitionView {
     pub epoch: u64,
     /// `held`, `released` or `offline`.
     pub state: String,
+    /// The record's version in the store, which every write changes.
+    pub version: String,
+}
+
+/// One member record of `status --json`.
+#[derive(Debug, Clone)]
+pub struct MemberView {
+    /// The record's version in the store, which every write changes.
+    pub version: String,
+    /// How many heartbeats the node has written.
+    pub heartbeat: u64,
 }
 
 /// The partitions of a `status --json` document.
@@ -326,9 +446,37 @@ pub fn partitions(status: &Value) -> Vec<PartitionView> {
                 holder: owner.filter(|_| state == "held"),
                 epoch: p["epoch"].as_u64().expect("epoch"),
                 state,
+                version: p["version"].as_str().expect("version").to_owned(),
             }
         })
         .collect()
+}
+
+/// The member records of a `status --json` document, by node.
+pub fn members(status: &Value) -> BTreeMap<String, MemberView> {
+    status["members"]
+        .as_array()
+        .expect("members array")
+        .iter()
+        .map(|m| {
+            let view = MemberView {
+                version: m["version"].as_str().expect("version").to_owned(),
+                heartbeat: m["heartbeat"].as_u64().expect("heartbeat"),
+            };
+            (m["node"].as_str().expect("node").to_owned(), view)
+        })
+        .collect()
+}
+
+/// A group name no other test process uses, for tests sharing a server.
+fn unique_group() -> String {
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .subsec_nanos();
+    let count = COUNT.fetch_add(1, Ordering::SeqCst);
+    format!("cli-nodes-{}-{count}-{nanos}", std::process::id())
 }
 
 /// Polls `condition` every 50 ms until it holds, failing the test after `limit`.
