@@ -5,6 +5,9 @@
 //! fails the test the moment a partition would have two holders, or an epoch would not
 //! increase. Lease logic itself is tested with controlled time in the core; here the question
 //! is whether a backend keeps it safe and live against a real server.
+//!
+//! Each scenario's `_with_mode` form runs it in a group set to a [`LeaseMode`]; with session
+//! leases it also checks what sessions promise, where the scenario can see it cheaply.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,10 +18,12 @@ use tokio::time::Instant;
 
 use crate::admin;
 use crate::config::ParticipantConfig;
+use crate::error::StoreError;
+use crate::group::LeaseMode;
 use crate::participant::{Callbacks, LeaseGuard, Loss, LossReason, Participant};
 use crate::record::LeaseState;
 use crate::store::LeaseStore;
-use crate::types::{GroupName, NodeId, PartitionId};
+use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// Short real-time timings for scenarios: renew every 200 ms, validity 800 ms, take over after
 /// 1.2 s, scan every 200 ms, store calls limited to 200 ms.
@@ -154,6 +159,8 @@ pub struct Fleet {
     pub group: GroupName,
     /// How many partitions it has.
     pub partitions: u32,
+    /// How the group renews its leases.
+    pub lease_mode: LeaseMode,
     /// The running participants.
     pub nodes: Vec<Participant>,
     /// Their shared audit trail.
@@ -170,9 +177,26 @@ impl Fleet {
         count: usize,
         adjust: impl Fn(&mut ParticipantConfig),
     ) -> Fleet {
+        let mode = LeaseMode::default();
+        Fleet::start_with_mode(store, group, partitions, count, mode, adjust).await
+    }
+
+    /// [`Fleet::start`] in a group set to `lease_mode` after it is initialised and before
+    /// any node joins: the nodes read the mode when they join.
+    pub async fn start_with_mode(
+        store: Arc<dyn LeaseStore>,
+        group: GroupName,
+        partitions: u32,
+        count: usize,
+        lease_mode: LeaseMode,
+        adjust: impl Fn(&mut ParticipantConfig),
+    ) -> Fleet {
         admin::init(&*store, &group, partitions)
             .await
             .expect("init the group");
+        admin::set_lease_mode(&*store, &group, lease_mode)
+            .await
+            .expect("set the group's lease mode");
         let recorder = FenceRecorder::default();
         let nodes = (0..count)
             .map(|index| {
@@ -187,6 +211,7 @@ impl Fleet {
             store,
             group,
             partitions,
+            lease_mode,
             nodes,
             recorder,
         }
@@ -270,6 +295,39 @@ impl Fleet {
         None
     }
 
+    /// Waits up to `limit` until every running node has written its member record `renewals`
+    /// more times, and checks that no lease record was written meanwhile. With session leases
+    /// that is the promise: a settled fleet renews by its sessions alone, and writes a lease
+    /// record only when a partition changes hands. Call it once the fleet has settled.
+    pub async fn renews_by_sessions(&self, renewals: u64, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        let before = Versions::read(&*self.store, &self.group).await?;
+        loop {
+            let now = Versions::read(&*self.store, &self.group).await?;
+            let written = now.leases_written_since(&before);
+            if !written.is_empty() {
+                return Err(format!("partitions {written:?}: lease records written"));
+            }
+            let mut nodes = self.nodes.iter().map(Participant::node);
+            match nodes.find(|node| now.renewals_since(&before, node) < renewals) {
+                None => return Ok(()),
+                Some(node) if start.elapsed() >= limit => {
+                    return Err(format!("{node}: under {renewals} renewals in {limit:?}"))
+                }
+                Some(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// With session leases, fails the test unless the settled fleet renews a few times by its
+    /// sessions alone. The limit is many heartbeats, so that only renewals that stop fail.
+    async fn expect_sessions_alone(&self) {
+        if self.lease_mode == LeaseMode::Session {
+            let check = self.renews_by_sessions(3, Duration::from_secs(10));
+            check.await.expect("the fleet renews by its sessions alone");
+        }
+    }
+
     /// Crashes node `index`: its task stops without releasing anything.
     pub fn crash(&mut self, index: usize) -> NodeId {
         let node = self.nodes.remove(index);
@@ -287,6 +345,54 @@ impl Fleet {
     }
 }
 
+/// The versions of a group's records at one moment, to tell which were written since.
+struct Versions {
+    leases: BTreeMap<PartitionId, Version>,
+    /// Each member record's version and heartbeat count.
+    members: BTreeMap<NodeId, (Version, u64)>,
+}
+
+impl Versions {
+    async fn read(store: &dyn LeaseStore, group: &GroupName) -> Result<Versions, String> {
+        let failed = |error: StoreError| format!("reading the records of {group}: {error}");
+        let leases = store.list_leases(group).await.map_err(failed)?;
+        let members = store.list_members(group).await.map_err(failed)?;
+        Ok(Versions {
+            leases: leases
+                .records
+                .into_iter()
+                .map(|r| (r.key, r.version))
+                .collect(),
+            members: members
+                .records
+                .into_iter()
+                .map(|r| (r.key, (r.version, r.value.heartbeat)))
+                .collect(),
+        })
+    }
+
+    /// The partitions whose lease record was written, created or deleted since `earlier`.
+    fn leases_written_since(&self, earlier: &Versions) -> Vec<PartitionId> {
+        let partitions: std::collections::BTreeSet<_> =
+            self.leases.keys().chain(earlier.leases.keys()).collect();
+        partitions
+            .into_iter()
+            .filter(|partition| self.leases.get(partition) != earlier.leases.get(partition))
+            .copied()
+            .collect()
+    }
+
+    /// How many heartbeats `node` has written into its member record since `earlier`: none
+    /// if the record is gone or unchanged.
+    fn renewals_since(&self, earlier: &Versions, node: &NodeId) -> u64 {
+        match (earlier.members.get(node), self.members.get(node)) {
+            (Some((was, from)), Some((now, to))) if was != now => to.saturating_sub(*from),
+            (None, Some((_, to))) => *to,
+            _ => 0,
+        }
+    }
+}
+
 /// Three nodes share 12 partitions; one crashes; the survivors take its partitions, with no
 /// overlap and increasing epochs. Returns the failover time, counted from the crash.
 ///
@@ -294,13 +400,28 @@ impl Fleet {
 /// up to a heartbeat plus a slow store call before the crash; so each takeover is checked
 /// against that renewal (the node's deadline for the lease, less the validity), not the crash.
 pub async fn crash_takeover(store: Arc<dyn LeaseStore>, group: GroupName) -> Duration {
-    let mut fleet = Fleet::start(store, group, 12, 3, |_| {}).await;
+    crash_takeover_with_mode(store, group, LeaseMode::default()).await
+}
+
+/// [`crash_takeover`] in a group set to `lease_mode`.
+///
+/// With session leases it also checks that the settled fleet renews by its sessions alone
+/// before the crash ([`Fleet::renews_by_sessions`]), and that the takeover changed the
+/// crashed node's session: a take of a lease whose holder has a session is one transaction
+/// with that session, so that the holder, were it only paused, would fail its next renewal.
+pub async fn crash_takeover_with_mode(
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    lease_mode: LeaseMode,
+) -> Duration {
+    let mut fleet = Fleet::start_with_mode(store, group, 12, 3, lease_mode, |_| {}).await;
     // Balanced first, so that no hand-off (taken without waiting) overlaps the crash.
     fleet
         .wait_balanced(Duration::from_secs(20))
         .await
         .expect("three nodes share every partition evenly");
     tokio::time::sleep(Duration::from_secs(1)).await;
+    fleet.expect_sessions_alone().await;
     let timings = scenario_config("x", &fleet.group, 1);
     // Read before the crash: a renewal sent after this only moves the takeover later.
     let renewed: BTreeMap<PartitionId, Instant> = fleet.nodes[0]
@@ -316,26 +437,29 @@ pub async fn crash_takeover(store: Arc<dyn LeaseStore>, group: GroupName) -> Dur
     assert!(!renewed.is_empty(), "the node to crash holds partitions");
     let crashed_at = Instant::now();
     let crashed = fleet.crash(0);
+    // Read after the crash: a renewal still in flight then can only change the session
+    // again, never hide a take's change.
+    let session_at_crash = session_version(&fleet, &crashed).await;
     let failover = fleet
         .wait_all_owned(Duration::from_secs(20))
         .await
         .expect("survivors take over every partition");
+    let longest = check_takeovers(
+        &fleet.recorder.events(),
+        &renewed,
+        (crashed_at, &crashed),
+        timings.acquire_after,
+    );
     println!(
-        "crash_takeover: {crashed} crashed; all partitions owned again after {failover:?} (acquire_after {:?})",
+        "crash_takeover ({lease_mode}): {crashed} crashed; all partitions owned again after \
+         {failover:?}, at most {longest:?} after a last renewal (acquire_after {:?})",
         timings.acquire_after
     );
-    let events = fleet.recorder.events();
-    for (partition, renewed_at) in &renewed {
-        let taken = events
-            .iter()
-            .find(|e| e.partition == *partition && e.lost.is_none() && e.at > crashed_at)
-            .unwrap_or_else(|| panic!("partition {partition} was taken over"));
-        let waited = taken.at.saturating_duration_since(*renewed_at);
-        assert!(
-            waited >= timings.acquire_after,
-            "{} took partition {partition} {waited:?} after {crashed}'s last renewal, sooner than acquire_after {:?}",
-            taken.node,
-            timings.acquire_after
+    if lease_mode == LeaseMode::Session {
+        assert_ne!(
+            session_version(&fleet, &crashed).await,
+            session_at_crash,
+            "taking {crashed}'s partitions changed its session"
         );
     }
     fleet
@@ -344,6 +468,40 @@ pub async fn crash_takeover(store: Arc<dyn LeaseStore>, group: GroupName) -> Dur
         .expect("after the takeover, every served lease is the store's record");
     fleet.finish().await;
     failover
+}
+
+/// The version of the crashed `node`'s member record, which stays (nothing deletes it).
+async fn session_version(fleet: &Fleet, node: &NodeId) -> Version {
+    let stored = fleet.store.get_member(&fleet.group, node).await;
+    let stored = stored.expect("read a member record");
+    stored.expect("the crashed node's session stays").version
+}
+
+/// Checks that every partition of the crashed node, last renewed as in `renewed`, was taken
+/// after the crash, and no sooner than `acquire_after` after that renewal. Returns the
+/// longest a take came after its renewal.
+fn check_takeovers(
+    events: &[FenceEvent],
+    renewed: &BTreeMap<PartitionId, Instant>,
+    (crashed_at, crashed): (Instant, &NodeId),
+    acquire_after: Duration,
+) -> Duration {
+    let mut longest = Duration::ZERO;
+    for (partition, renewed_at) in renewed {
+        let taken = events
+            .iter()
+            .find(|e| e.partition == *partition && e.lost.is_none() && e.at > crashed_at)
+            .unwrap_or_else(|| panic!("partition {partition} was taken over"));
+        let waited = taken.at.saturating_duration_since(*renewed_at);
+        assert!(
+            waited >= acquire_after,
+            "{} took partition {partition} {waited:?} after {crashed}'s last renewal, sooner \
+             than acquire_after {acquire_after:?}",
+            taken.node,
+        );
+        longest = longest.max(waited);
+    }
+    longest
 }
 
 /// Three nodes hold every partition; `outage` makes the store unreachable for longer than the
@@ -359,11 +517,36 @@ pub async fn store_outage<O, R>(
     O: Future<Output = ()>,
     R: Future<Output = ()>,
 {
-    let fleet = Fleet::start(store, group, 12, 3, |_| {}).await;
+    store_outage_with_mode(store, group, LeaseMode::default(), outage, recovery).await;
+}
+
+/// [`store_outage`] in a group set to `lease_mode`. With session leases the balanced fleet
+/// must renew by its sessions alone ([`Fleet::renews_by_sessions`]) before the outage;
+/// after it, each node must release the records still naming it that its session would
+/// keep alive, for the fleet to hold every partition again.
+pub async fn store_outage_with_mode<O, R>(
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    lease_mode: LeaseMode,
+    outage: O,
+    recovery: R,
+) where
+    O: Future<Output = ()>,
+    R: Future<Output = ()>,
+{
+    let fleet = Fleet::start_with_mode(store, group, 12, 3, lease_mode, |_| {}).await;
     fleet
         .wait_all_owned(Duration::from_secs(20))
         .await
         .expect("three nodes own every partition");
+    if lease_mode == LeaseMode::Session {
+        // Balanced, so that no hand-off writes a lease record while the sessions are watched.
+        fleet
+            .wait_balanced(Duration::from_secs(20))
+            .await
+            .expect("three nodes share every partition evenly");
+        fleet.expect_sessions_alone().await;
+    }
     let validity = scenario_config("x", &fleet.group, 1).lease_validity;
     let before = Instant::now();
     outage.await;
@@ -410,9 +593,20 @@ pub async fn store_outage<O, R>(
 ///
 /// Fails if release notices do not wake a scan (or nobody takes the partition).
 pub async fn release_latency(store: Arc<dyn LeaseStore>, group: GroupName) -> Duration {
+    release_latency_with_mode(store, group, LeaseMode::default()).await
+}
+
+/// [`release_latency`] in a group set to `lease_mode`. With session leases the two nodes,
+/// each at its cap once every partition is held, must also renew by their sessions alone
+/// before the release ([`Fleet::renews_by_sessions`]).
+pub async fn release_latency_with_mode(
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    lease_mode: LeaseMode,
+) -> Duration {
     let scan = Duration::from_secs(30);
     let notified_within = scan / 6;
-    let fleet = Fleet::start(store, group, 4, 2, |c| {
+    let fleet = Fleet::start_with_mode(store, group, 4, 2, lease_mode, |c| {
         c.scan_interval = scan;
         c.max_partitions_per_node = 2;
     })
@@ -423,6 +617,7 @@ pub async fn release_latency(store: Arc<dyn LeaseStore>, group: GroupName) -> Du
         .wait_all_owned(scan * 3)
         .await
         .expect("two nodes own every partition");
+    fleet.expect_sessions_alone().await;
     let (giver, taker) = (&fleet.nodes[0], &fleet.nodes[1]);
     let partition = giver.owned()[0];
     // Let the taker below its cap by giving it room: release one of the giver's partitions.
@@ -440,7 +635,8 @@ pub async fn release_latency(store: Arc<dyn LeaseStore>, group: GroupName) -> Du
     }
     let delay = delay.expect("the released partition was taken again");
     println!(
-        "release_latency: released partition taken again after {delay:?} (scan interval {scan:?})"
+        "release_latency ({lease_mode}): released partition taken again after {delay:?} (scan \
+         interval {scan:?})"
     );
     assert!(
         delay < notified_within,
@@ -464,9 +660,12 @@ pub struct ThrottleFigures {
     pub reads_required: u64,
     /// Reads the fleet would have made at its normal scan interval.
     pub reads_unthrottled: u64,
-    /// Batch writes made (renewals).
+    /// Batch writes made (renewals, in a group that renews per partition).
     pub batches: u64,
-    /// Renewal batches expected at the heartbeat.
+    /// Renewals made: the batch writes per partition; with session leases, the heartbeats
+    /// the nodes wrote into their member records.
+    pub renewals: u64,
+    /// Renewals expected at the heartbeat.
     pub batches_expected: u64,
 }
 
@@ -499,6 +698,7 @@ impl ThrottleFigures {
             reads_required: count(required),
             reads_unthrottled: count(per(config.scan_interval)),
             batches,
+            renewals: batches,
             batches_expected: count(per(config.heartbeat)),
         }
     }
@@ -507,11 +707,22 @@ impl ThrottleFigures {
 /// Two nodes hold 8 partitions; then every listing is throttled for 8 s. Scans must back off
 /// to `max_scan_backoff`: every read either node attempts is counted, and there must be far
 /// fewer than the scan interval would make, but still about one per node per back-off.
-/// Renewals keep their schedule meanwhile (no lease lost, renewal batches at the heartbeat
-/// rate).
+/// Renewals keep their schedule meanwhile (no lease lost, renewals at the heartbeat rate).
 pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> ThrottleFigures {
-    let throttle = Arc::new(crate::testing::FaultyStore::new(store));
-    let fleet = Fleet::start(throttle.clone(), group, 8, 2, |_| {}).await;
+    throttled_scans_with_mode(store, group, LeaseMode::default()).await
+}
+
+/// [`throttled_scans`] in a group set to `lease_mode`. With session leases the renewals
+/// counted are the heartbeats in the member records, and no lease record may be written
+/// while the listings are throttled: a fleet that keeps every lease renews by its sessions
+/// alone, however its scans fare.
+pub async fn throttled_scans_with_mode(
+    store: Arc<dyn LeaseStore>,
+    group: GroupName,
+    lease_mode: LeaseMode,
+) -> ThrottleFigures {
+    let throttle = Arc::new(crate::testing::FaultyStore::new(Arc::clone(&store)));
+    let fleet = Fleet::start_with_mode(throttle.clone(), group, 8, 2, lease_mode, |_| {}).await;
     fleet
         .wait_balanced(Duration::from_secs(20))
         .await
@@ -520,6 +731,9 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
     // Long enough for several of the longest waits, so that the bounds tell back-off from
     // none, and a back-off that stops at max_scan_backoff from one that keeps doubling.
     let window = Duration::from_secs(8);
+    // Read behind the throttle, which would refuse the listings and count them as scans.
+    let read = || Versions::read(&*store, &fleet.group);
+    let before = read().await.expect("read the records");
     let (reads_before, batches_before) = (throttle.reads(), throttle.batches());
     throttle.set_reads_throttled(true);
     let started = Instant::now();
@@ -534,16 +748,23 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
         throttle.batches() - batches_before,
     );
     throttle.set_reads_throttled(false);
-    let figures = ThrottleFigures::new(&config, fleet.nodes.len() as u64, window, reads, batches);
+    let after = read().await.expect("read the records");
+    let nodes = fleet.nodes.len() as u64;
+    let mut figures = ThrottleFigures::new(&config, nodes, window, reads, batches);
+    let session = lease_mode == LeaseMode::Session;
+    if session {
+        let nodes = fleet.nodes.iter().map(Participant::node);
+        figures.renewals = nodes.map(|node| after.renewals_since(&before, node)).sum();
+    }
     println!(
-        "throttled_scans: over {window:?} of throttling, {} reads attempted ({}..={} allowed with \
-         back-off, about {} without), {} renewal batches (about {} expected at the heartbeat), \
-         every lease kept: {}",
+        "throttled_scans ({lease_mode}): over {window:?} of throttling, {} reads attempted \
+         ({}..={} allowed with back-off, about {} without), {} renewals (about {} expected at \
+         the heartbeat), every lease kept: {}",
         figures.reads,
         figures.reads_required,
         figures.reads_allowed,
         figures.reads_unthrottled,
-        figures.batches,
+        figures.renewals,
         figures.batches_expected,
         lowest_owned == 8
     );
@@ -560,9 +781,17 @@ pub async fn throttled_scans(store: Arc<dyn LeaseStore>, group: GroupName) -> Th
         "throttled scans kept retrying at the longest back-off: {figures:?}"
     );
     assert!(
-        figures.batches * 2 >= figures.batches_expected,
+        figures.renewals * 2 >= figures.batches_expected,
         "renewals kept their schedule: {figures:?}"
     );
+    if session {
+        let written = after.leases_written_since(&before);
+        assert!(
+            written.is_empty(),
+            "lease records of partitions {written:?} were written while the sessions renewed \
+             every lease: {figures:?}"
+        );
+    }
     fleet.finish().await;
     figures
 }
