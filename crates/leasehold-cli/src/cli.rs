@@ -453,6 +453,23 @@ pub struct BenchArgs {
     /// acquire_after plus 20 s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub limit: Option<Duration>,
+    /// How the bench's group renews its leases, set before any node starts: per-partition
+    /// (one store write per lease per heartbeat) or session (one per node per heartbeat).
+    #[arg(long, default_value = "per-partition", value_name = "MODE")]
+    pub lease_mode: leasehold::LeaseMode,
+    /// Once the fleet has settled after the cold start, and before any other change, measure
+    /// the store load it makes at rest over this window (0s: not at all; at least a
+    /// heartbeat, best a multiple of it). Every node serves its metrics on a loopback port
+    /// and is scraped at the window's start and end. Reported per second: store write calls
+    /// (put_lease, put_leases, put_member, put_group, delete_lease, delete_member, transact,
+    /// each one call whatever it carries) and records written: the lease records sent in
+    /// renewal batches (the sum of leasehold_renewal_batch_size), one per single-record write,
+    /// and two per transaction (a node's only transaction, a take from a session, writes the
+    /// lease record and the holder's session). Calls that failed or timed out are counted;
+    /// rows of put_leases batches that are not renewals (takes, hand-offs, load updates) are
+    /// not, and such batches are reported apart.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
+    pub steady: Duration,
     /// Keep every node's log and the fence logs in this directory (default: a temporary
     /// directory, removed at the end).
     #[arg(long, value_name = "DIR")]

@@ -41,6 +41,7 @@ pub struct Fleet {
     global: Vec<OsString>,
     node_flags: Vec<OsString>,
     dir: PathBuf,
+    run: usize,
     fence_log: PathBuf,
     running: BTreeMap<String, Child>,
     /// Sent SIGTERM and not yet reaped: on their way out, expected to exit.
@@ -64,6 +65,7 @@ impl Fleet {
             global,
             node_flags,
             dir: dir.to_owned(),
+            run,
             fence_log: dir.join(format!("fence-{run}.log")),
             running: BTreeMap::new(),
             leaving: BTreeSet::new(),
@@ -89,27 +91,41 @@ impl Fleet {
     }
 
     /// Starts `leasehold node --id <name>`; its stderr goes to `<name>.log` in the log
-    /// directory (appended to, so a restarted node keeps one file).
+    /// directory and its stdout to `<name>.<run>.out` (both appended to, so a restarted node
+    /// keeps one file).
     pub fn start(&mut self, name: &str) -> anyhow::Result<()> {
-        let stderr_path = self.dir.join(format!("{name}.log"));
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&stderr_path)
-            .with_context(|| format!("cannot open {}", stderr_path.display()))?;
+        let stderr = append(&self.dir.join(format!("{name}.log")))?;
+        let stdout = append(&self.stdout_path(name))?;
         let child = Command::new(&self.exe)
             .args(&self.global)
             .args(["node", "--id", name, "--fence-log"])
             .arg(&self.fence_log)
             .args(&self.node_flags)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("cannot start {} node", self.exe.display()))?;
         self.running.insert(name.to_owned(), child);
         Ok(())
+    }
+
+    /// Where a node of this run writes its standard output. Per run, so that a line of an
+    /// earlier run's node of the same name is never taken for this one's.
+    fn stdout_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.{}.out", self.run))
+    }
+
+    /// The `HOST:PORT` a node said its metrics are served on (`node --metrics-listen` with
+    /// port 0 prints the port it got), if it has said so yet; the latest start's if it was
+    /// restarted.
+    pub fn metrics_address(&self, name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.stdout_path(name)).ok()?;
+        text.lines().rev().find_map(|line| {
+            let url = line.trim().strip_prefix("metrics listening on http://")?;
+            Some(url.strip_suffix("/metrics").unwrap_or(url).to_owned())
+        })
     }
 
     /// Sends `signal` to a running node.
@@ -230,6 +246,14 @@ impl Fleet {
 /// Now, in nanoseconds since the Unix epoch: the clock the nodes' fence logs use.
 pub fn now_ns() -> u128 {
     unix_ns(SystemTime::now())
+}
+
+fn append(path: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))
 }
 
 fn last_lines(text: &str, count: usize) -> String {

@@ -5,23 +5,26 @@
 //! moved against the fewest possible, and whether any partition ever had two owners.
 //!
 //! It is what an operator runs to choose timings for a store: the same figures at the
-//! timings they mean to deploy, on the store they mean to deploy on.
+//! timings they mean to deploy, on the store they mean to deploy on. With `--steady` it also
+//! measures the store load of the settled fleet, from the nodes' own metrics.
 
 mod fleet;
 mod report;
+mod steady;
 pub mod timeline;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::ValueEnum;
 use leasehold::admin::{self, Destroy};
-use leasehold::{GroupTimings, LeaseStore};
+use leasehold::{GroupTimings, LeaseMode, LeaseStore};
 
 use self::fleet::{now_ns, Fleet, Signal};
 use self::report::Report;
+use self::steady::{Scrape, SteadyFigures};
 use self::timeline::{Figures, Window};
 use crate::admin_commands::GroupTable;
 use crate::cli::{BenchArgs, Cli};
@@ -77,6 +80,9 @@ pub struct Settings {
     pause: Duration,
     quiet: Duration,
     limit: Duration,
+    lease_mode: LeaseMode,
+    /// The window of the steady-state measurement; zero for none.
+    steady: Duration,
 }
 
 impl Settings {
@@ -117,6 +123,8 @@ impl Settings {
             limit: args
                 .limit
                 .unwrap_or(args.acquire_after * 4 + Duration::from_secs(20)),
+            lease_mode: args.lease_mode,
+            steady: args.steady,
         };
         anyhow::ensure!(
             settings.pause > settings.validity,
@@ -127,6 +135,13 @@ impl Settings {
         anyhow::ensure!(
             !settings.quiet.is_zero() && !settings.limit.is_zero(),
             "--quiet and --limit must be greater than zero"
+        );
+        // A node writes once a heartbeat: a shorter window would see some nodes not at all.
+        anyhow::ensure!(
+            settings.steady.is_zero() || settings.steady >= settings.heartbeat,
+            "--steady {:?} must be 0s or at least the heartbeat {:?}",
+            settings.steady,
+            settings.heartbeat
         );
         Ok(settings)
     }
@@ -155,6 +170,13 @@ impl Settings {
         ]
         .into_iter()
         .flatten()
+        // Port 0: each node picks a free port and prints it, so nodes never collide.
+        .chain(
+            (!self.steady.is_zero())
+                .then(|| ["--metrics-listen".into(), "127.0.0.1:0".into()])
+                .into_iter()
+                .flatten(),
+        )
         .collect()
     }
 }
@@ -285,6 +307,8 @@ async fn one_run(
     let store: &dyn LeaseStore = &*table.store;
     admin::init(store, &table.group, settings.partitions).await?;
     admin::set_timings(store, &table.group, settings.timings(), false).await?;
+    // Always set: the group record outlives a run, and with it the mode of an earlier bench.
+    admin::set_lease_mode(store, &table.group, settings.lease_mode).await?;
     let bench = Bench { settings, fleet };
     bench.apply_all(report).await
 }
@@ -308,6 +332,9 @@ impl Bench<'_> {
                 figures.with_min(self.settings.partitions as usize),
             );
         }
+        if !self.settings.steady.is_zero() {
+            report.add_steady(self.steady().await?);
+        }
         for change in self.settings.changes.clone() {
             let figures = match change {
                 Change::Cold => continue,
@@ -321,6 +348,50 @@ impl Bench<'_> {
             report.add(change, figures);
         }
         Ok(())
+    }
+
+    /// Measures the store load of the fleet at rest: every node scraped, the window waited
+    /// out (failing if a node exits), every node scraped again.
+    async fn steady(&mut self) -> anyhow::Result<SteadyFigures> {
+        let window = self.settings.steady;
+        let start = now_ns();
+        let until = tokio::time::Instant::now() + window;
+        let first = self.scrape_all().await;
+        loop {
+            self.fleet.check_running()?;
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            tokio::time::sleep(left.min(Duration::from_millis(250))).await;
+        }
+        let second = self.scrape_all().await;
+        let end = now_ns();
+        let (events, _) = self.fleet.events()?;
+        let changes = events
+            .iter()
+            .filter(|event| (start..=end).contains(&event.at))
+            .count();
+        Ok(SteadyFigures::compute(window, &first, &second, changes))
+    }
+
+    /// Every running node's counters, read at once; each scrape is bounded by
+    /// [`steady::SCRAPE_TIMEOUT`].
+    async fn scrape_all(&self) -> BTreeMap<String, Scrape> {
+        let scrapes = self.fleet.running().into_iter().map(|node| {
+            let address = self.fleet.metrics_address(&node);
+            async move {
+                let scrape = match address {
+                    Some(address) => steady::scrape(&address).await,
+                    None => Err("printed no metrics address".to_owned()),
+                };
+                (node, scrape)
+            }
+        });
+        futures_util::future::join_all(scrapes)
+            .await
+            .into_iter()
+            .collect()
     }
 
     fn victim(&self) -> anyhow::Result<String> {
@@ -486,5 +557,44 @@ impl Figures {
     fn with_min(mut self, min_moves: usize) -> Figures {
         self.min_moves = min_moves;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Command;
+
+    fn settings(flags: &[&str]) -> anyhow::Result<Settings> {
+        let cli = Cli::try_parse_from(["leasehold", "bench"].iter().chain(flags))?;
+        let Command::Bench(args) = cli.command else {
+            unreachable!("parsed as bench");
+        };
+        Settings::from_args(&args)
+    }
+
+    #[test]
+    fn the_steady_window_is_off_or_at_least_a_heartbeat() {
+        let off = settings(&[]).unwrap();
+        assert!(off.steady.is_zero());
+        assert!(!off
+            .node_flags()
+            .contains(&OsString::from("--metrics-listen")));
+        let on = settings(&["--heartbeat", "1s", "--steady", "1s"]).unwrap();
+        assert!(on
+            .node_flags()
+            .contains(&OsString::from("--metrics-listen")));
+        let error = settings(&["--heartbeat", "1s", "--steady", "999ms"]).unwrap_err();
+        assert!(error.to_string().contains("--steady"), "{error}");
+    }
+
+    #[test]
+    fn the_lease_mode_is_per_partition_unless_asked() {
+        assert_eq!(settings(&[]).unwrap().lease_mode, LeaseMode::PerPartition);
+        let session = settings(&["--lease-mode", "session"]).unwrap();
+        assert_eq!(session.lease_mode, LeaseMode::Session);
+        assert!(settings(&["--lease-mode", "sessions"]).is_err());
     }
 }

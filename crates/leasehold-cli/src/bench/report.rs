@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::steady::SteadyFigures;
 use super::timeline::Figures;
 use super::{Change, Settings};
 use crate::table::Table;
@@ -15,6 +16,8 @@ pub struct Report {
     settings: Settings,
     store: String,
     by_change: BTreeMap<Change, Vec<Figures>>,
+    /// The store load at rest, one per run, when measured.
+    steady: Vec<SteadyFigures>,
     /// Runs that could not finish, and why.
     pub failures: Vec<String>,
     /// Fence-log lines that could not be read.
@@ -59,6 +62,7 @@ impl Report {
             settings: settings.clone(),
             store,
             by_change: BTreeMap::new(),
+            steady: Vec::new(),
             failures: Vec::new(),
             malformed: 0,
         }
@@ -67,6 +71,11 @@ impl Report {
     /// Adds one run's figures for `change`.
     pub fn add(&mut self, change: Change, figures: Figures) {
         self.by_change.entry(change).or_default().push(figures);
+    }
+
+    /// Adds one run's store load at rest.
+    pub fn add_steady(&mut self, figures: SteadyFigures) {
+        self.steady.push(figures);
     }
 
     /// Whether every run finished, every change settled, and no partition had two owners.
@@ -84,7 +93,8 @@ impl Report {
         let s = &self.settings;
         format!(
             "leasehold bench on {}: {} nodes, {} partitions, {} run(s) of {}\n\
-             heartbeat {}, validity {}, acquire_after {}, scan {}, store timeout {}, pause {}",
+             heartbeat {}, validity {}, acquire_after {}, scan {}, store timeout {}, pause {}\n\
+             lease mode {}, steady-state window {}",
             self.store,
             s.nodes,
             s.partitions,
@@ -100,6 +110,12 @@ impl Report {
             duration(s.scan_interval),
             duration(s.store_timeout),
             duration(s.pause),
+            s.lease_mode,
+            if s.steady.is_zero() {
+                "off".to_owned()
+            } else {
+                duration(s.steady)
+            },
         )
     }
 
@@ -190,8 +206,83 @@ impl Report {
                 self.malformed
             ));
         }
+        if !self.steady.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&self.steady_table());
+        }
         for failure in &self.failures {
             text.push_str(&format!("\nFAILED {failure}"));
+        }
+        text
+    }
+
+    /// The store load at rest, one row per run, and what its columns count.
+    fn steady_table(&self) -> String {
+        let mut table = Table::new(vec![
+            "run",
+            "window",
+            "nodes",
+            "write calls/s",
+            "records/s",
+            "renewal records/s",
+            "single writes/s",
+            "transactions/s",
+            "other batches/s",
+            "reads/s",
+            "errors",
+            "changes",
+        ]);
+        for (run, f) in self.steady.iter().enumerate() {
+            table.push(vec![
+                (run + 1).to_string(),
+                seconds(f.measured_window_s),
+                format!("{}/{}", f.answered, f.nodes),
+                format!("{:.2}", f.write_calls_per_s),
+                format!("{:.2}", f.records_per_s),
+                format!("{:.2}", f.renewal_records_per_s),
+                format!("{:.2}", f.single_record_writes_per_s),
+                format!("{:.2}", f.transactions_per_s),
+                format!("{:.2}", f.other_batches_per_s),
+                format!("{:.2}", f.read_calls_per_s),
+                f.store_errors.to_string(),
+                f.ownership_changes.to_string(),
+            ]);
+        }
+        let mut text = format!(
+            "store load at rest after the cold start, {} lease mode, from the nodes' metrics:\n",
+            self.settings.lease_mode
+        );
+        text.push_str(&table.render());
+        text.push_str(
+            "window: mean time between a node's two scrapes; nodes: answered both scrapes / \
+             running; write calls: put_lease, put_leases, put_member, put_group, delete_lease, \
+             delete_member and transact, one each, failed ones included; records: lease \
+             records sent in renewal batches + single writes (one record each) + 2 per \
+             transaction (a take from a session: the lease and the holder's session); other \
+             batches: put_leases calls that were not renewals, whose rows are not in records; \
+             errors: failed store calls and batch writes in the window; changes: fence-log \
+             events (acquisitions, losses) in the window",
+        );
+        for (run, f) in self.steady.iter().enumerate() {
+            if let Some(batch) = f.renewal_batch_records() {
+                text.push_str(&format!(
+                    "\nrun {}: {:.2} renewal batches/s of {:.1} lease records on average; calls/s by \
+                     operation: {}",
+                    run + 1,
+                    f.renewal_batches_per_s,
+                    batch,
+                    by_operation(f)
+                ));
+            } else {
+                text.push_str(&format!(
+                    "\nrun {}: no renewal batch; calls/s by operation: {}",
+                    run + 1,
+                    by_operation(f)
+                ));
+            }
+            for node in &f.unanswered {
+                text.push_str(&format!("\nrun {}: not counted: {node}", run + 1));
+            }
         }
         text
     }
@@ -225,11 +316,26 @@ impl Report {
                 })
             })
             .collect();
+        let steady = (!s.steady.is_zero()).then(|| {
+            let spread = |pick: fn(&SteadyFigures) -> f64| {
+                Spread::of(self.steady.iter().map(pick)).map(Spread::json)
+            };
+            json!({
+                "window_ms": millis(s.steady),
+                "runs": self.steady,
+                "summary": {
+                    "write_calls_per_s": spread(|f| f.write_calls_per_s),
+                    "records_per_s": spread(|f| f.records_per_s),
+                    "complete": self.steady.iter().all(SteadyFigures::complete),
+                },
+            })
+        });
         json!({
             "store": self.store,
             "nodes": s.nodes,
             "partitions": s.partitions,
             "runs": s.runs,
+            "lease_mode": s.lease_mode.as_str(),
             "timings_ms": {
                 "heartbeat": millis(s.heartbeat),
                 "lease_validity": millis(s.validity),
@@ -240,11 +346,27 @@ impl Report {
                 "quiet": millis(s.quiet),
             },
             "changes": changes,
+            "steady": steady,
             "malformed_log_lines": self.malformed,
             "failures": self.failures,
             "clean": self.clean(),
         })
     }
+}
+
+/// `operation rate` for every operation called in the window, busiest first.
+fn by_operation(figures: &SteadyFigures) -> String {
+    let mut calls: Vec<(&String, &f64)> = figures
+        .calls_per_s
+        .iter()
+        .filter(|(_, rate)| **rate > 0.0)
+        .collect();
+    calls.sort_by(|a, b| b.1.total_cmp(a.1));
+    calls
+        .iter()
+        .map(|(operation, rate)| format!("{operation} {rate:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn millis(duration: Duration) -> f64 {
