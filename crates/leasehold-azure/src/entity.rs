@@ -9,7 +9,9 @@
 //!
 //! Optional fields are left out when unset (the service stores no nulls), so entities
 //! written before a field existed read with it unset. A member's metadata is one text
-//! column holding a JSON object, left out when empty.
+//! column holding a JSON object, left out when empty. A session (of a lease or a member) is
+//! any `u64`, kept as the Edm.Int64 of the same 64 bits: one above `i64::MAX` shows as a
+//! negative number in a table explorer, and reads back exactly.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -82,6 +84,15 @@ fn insert_int64(entity: &mut Map<String, Value>, name: &str, value: u64) {
     entity.insert(format!("{name}@odata.type"), json!("Edm.Int64"));
 }
 
+/// An Edm.Int64 property holding the 64 bits of `value` (a session, or a write stamp). Edm.Int64
+/// is signed, and such a value is any `u64` a writer chose: each is sent as the signed number
+/// with its bits, which [`Columns::bits`] reads back.
+fn insert_bits(entity: &mut Map<String, Value>, name: &str, value: u64) {
+    let bits = i64::from_ne_bytes(value.to_ne_bytes());
+    entity.insert(name.to_owned(), Value::String(bits.to_string()));
+    entity.insert(format!("{name}@odata.type"), json!("Edm.Int64"));
+}
+
 /// An Edm.Double property; OData spells the non-finite values as strings.
 fn insert_double(entity: &mut Map<String, Value>, name: &str, value: f64) {
     let encoded = if value.is_finite() {
@@ -130,6 +141,9 @@ fn lease_entity(group: &str, partition: PartitionId, record: &LeaseRecord) -> Va
     if let Some(handed_to) = &record.handed_to {
         entity.insert("handed_to".to_owned(), json!(handed_to.as_str()));
     }
+    if let Some(session) = record.session {
+        insert_bits(&mut entity, "session", session);
+    }
     Value::Object(entity)
 }
 
@@ -167,6 +181,9 @@ fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -> Value {
     if !record.metadata.is_empty() {
         let metadata = codec::encode_metadata(&record.metadata);
         entity.insert("metadata".to_owned(), json!(metadata));
+    }
+    if let Some(session) = record.session {
+        insert_bits(&mut entity, "session", session);
     }
     Value::Object(entity)
 }
@@ -217,6 +234,19 @@ impl Columns<'_> {
         parsed
             .map(Some)
             .ok_or_else(|| self.corrupt(format!("column {name} is not a non-negative integer")))
+    }
+
+    /// The value [`insert_bits`] wrote: any signed 64-bit integer, its bits as a `u64`.
+    fn bits(&self, name: &str) -> Result<Option<u64>, StoreError> {
+        let parsed = match self.entity.get(name) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(text)) => text.parse::<i64>().ok(),
+            Some(Value::Number(number)) => number.as_i64(),
+            Some(_) => None,
+        };
+        parsed
+            .map(|bits| Some(u64::from_ne_bytes(bits.to_ne_bytes())))
+            .ok_or_else(|| self.corrupt(format!("column {name} is not a 64-bit integer")))
     }
 
     fn required_int64(&self, name: &str) -> Result<u64, StoreError> {
@@ -298,6 +328,7 @@ pub(crate) fn parse_lease(
             .string("handed_to")?
             .map(|name| columns.node(name))
             .transpose()?,
+        session: columns.bits("session")?,
     })
 }
 
@@ -330,6 +361,7 @@ pub(crate) fn parse_member(
             .transpose()?,
         address: columns.string("address")?.map(str::to_owned),
         metadata: columns.metadata("metadata")?,
+        session: columns.bits("session")?,
     })
 }
 
@@ -397,6 +429,7 @@ mod tests {
             written_at_unix_ms: Some(1_700_000_000_123),
             previous_owner: Some(NodeId::new("before").unwrap()),
             handed_to: Some(NodeId::new("heir").unwrap()),
+            session: Some(u64::MAX - 6),
         };
         let entity = object(lease_entity("orders", PartitionId(3), &record));
         assert_eq!(entity["epoch"], json!("4294967300"));
@@ -407,6 +440,10 @@ mod tests {
             (&json!("before"), &json!("heir"))
         );
         assert_eq!(
+            (&entity["session"], &entity["session@odata.type"]),
+            (&json!("-7"), &json!("Edm.Int64"))
+        );
+        assert_eq!(
             parse_lease(&RecordKey::Lease(PartitionId(2)), &entity).unwrap(),
             record
         );
@@ -415,7 +452,7 @@ mod tests {
             PartitionId(3),
             &LeaseRecord::released(),
         ));
-        assert!(["owner", "load", "previous_owner", "handed_to"]
+        assert!(["owner", "load", "previous_owner", "handed_to", "session"]
             .iter()
             .all(|name| !bare.contains_key(*name)));
         assert_eq!(
@@ -439,6 +476,7 @@ mod tests {
             max_partitions: Some(u32::MAX),
             address: Some("http://n1.example:8080".to_owned()),
             metadata: [("zone".to_owned(), r#"eu "1""#.to_owned())].into(),
+            session: Some(7),
         };
         let entity = object(member_entity(
             "orders",
@@ -450,9 +488,54 @@ mod tests {
         assert_eq!(entity["max_partitions"], json!("4294967295"));
         assert_eq!(entity["metadata"], json!(r#"{"zone":"eu \"1\""}"#));
         assert_eq!(
+            (&entity["session"], &entity["session@odata.type"]),
+            (&json!("7"), &json!("Edm.Int64"))
+        );
+        assert_eq!(
             parse_member(&RecordKey::Stored("k".into()), &entity).unwrap(),
             record
         );
+    }
+
+    /// Sessions are kept bit for bit as signed Int64 values, on leases and members alike,
+    /// whether the service answers them as strings (as OData JSON does) or as numbers.
+    #[test]
+    fn every_session_is_kept_bit_for_bit() {
+        let node = NodeId::new("n1").unwrap();
+        for (session, bits) in [
+            (0, "0"),
+            (7, "7"),
+            (i64::MAX as u64, "9223372036854775807"),
+            (1 << 63, "-9223372036854775808"),
+            (u64::MAX - 6, "-7"),
+            (u64::MAX, "-1"),
+        ] {
+            let lease = LeaseRecord {
+                owner: Some(node.clone()),
+                state: LeaseState::Held,
+                session: Some(session),
+                ..LeaseRecord::default()
+            };
+            let member = MemberRecord {
+                session: Some(session),
+                ..MemberRecord::default()
+            };
+            let mut taken = object(lease_entity("orders", PartitionId(1), &lease));
+            let mut joined = object(member_entity("orders", &node, &member));
+            assert_eq!(taken["session"], json!(bits), "{session}");
+            assert_eq!(joined["session"], json!(bits), "{session}");
+            let (lease_key, member_key) =
+                (RecordKey::Lease(PartitionId(1)), RecordKey::from(&node));
+            assert_eq!(parse_lease(&lease_key, &taken).unwrap(), lease);
+            assert_eq!(parse_member(&member_key, &joined).unwrap(), member);
+            let number: i64 = bits.parse().unwrap();
+            taken.insert("session".to_owned(), json!(number));
+            joined.insert("session".to_owned(), json!(number));
+            assert_eq!(parse_lease(&lease_key, &taken).unwrap(), lease);
+            assert_eq!(parse_member(&member_key, &joined).unwrap(), member);
+        }
+        let bare = object(member_entity("orders", &node, &MemberRecord::default()));
+        assert!(!bare.contains_key("session"));
     }
 
     #[test]
@@ -504,6 +587,9 @@ mod tests {
             ("max_partitions", json!("4294967296")),
             ("capacity", json!("lots")),
             ("address", json!(false)),
+            ("session", json!("soon")),
+            ("session", json!("18446744073709551609")),
+            ("session", json!(1.5)),
         ] {
             let mut entity = object(member_entity("orders", &node, &MemberRecord::default()));
             entity.insert(column.to_owned(), value.clone());

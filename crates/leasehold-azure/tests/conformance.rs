@@ -60,6 +60,7 @@ impl Harness for AzureHarness {
                 "n1,n2",
                 "not a node name as the node handed to",
             ),
+            ("session", "soon", "text as the session"),
         ];
         let mut malformed = Vec::new();
         for (partition, (column, value, damage)) in (MALFORMED_FIRST_PARTITION..).zip(cases) {
@@ -84,6 +85,11 @@ impl Harness for AzureHarness {
             ("max_partitions", "many", "text as the partition cap"),
             ("metadata", "{not json", "metadata that is not JSON"),
             ("metadata", r#"{"zone":1}"#, "a number as a metadata value"),
+            (
+                "session",
+                "18446744073709551616",
+                "a session beyond 64 bits",
+            ),
         ];
         for (index, (column, value, damage)) in member_cases.into_iter().enumerate() {
             let node = NodeId::new(format!("bad-{index}")).expect("a valid name");

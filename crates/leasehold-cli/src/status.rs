@@ -35,6 +35,9 @@ struct PartitionRow {
     previous_owner: Option<String>,
     /// In a released record, the node it is handed to.
     handed_to: Option<String>,
+    /// With session leases, the session of the owner the lease is held in: the lease is its
+    /// owner's while the owner's member record shows the same session.
+    session: Option<u64>,
 }
 
 /// One member record.
@@ -199,6 +202,7 @@ fn partition_row(lease: &StoredLease) -> PartitionRow {
         age_ms: age_ms(record.written_at_unix_ms),
         previous_owner: record.previous_owner.as_ref().map(|o| o.to_string()),
         handed_to: record.handed_to.as_ref().map(|o| o.to_string()),
+        session: record.session,
     }
 }
 
@@ -352,6 +356,7 @@ mod tests {
                 epoch: Epoch(2),
                 state: LeaseState::Held,
                 previous_owner: Some(node("n0")),
+                session: Some(u64::MAX - 6),
                 ..LeaseRecord::default()
             },
             version: Version::from_number(7),
@@ -375,8 +380,12 @@ mod tests {
         };
         let partition = serde_json::to_value(partition_row(&lease)).unwrap();
         assert_eq!(
-            (&partition["previous_owner"], &partition["handed_to"]),
-            (&json!("n0"), &json!(null))
+            (
+                &partition["previous_owner"],
+                &partition["handed_to"],
+                &partition["session"]
+            ),
+            (&json!("n0"), &json!(null), &json!(u64::MAX - 6))
         );
         let handed = Stored {
             key: PartitionId(4),
@@ -389,8 +398,12 @@ mod tests {
         };
         let released = serde_json::to_value(partition_row(&handed)).unwrap();
         assert_eq!(
-            (&released["previous_owner"], &released["handed_to"]),
-            (&json!("n0"), &json!("n1"))
+            (
+                &released["previous_owner"],
+                &released["handed_to"],
+                &released["session"]
+            ),
+            (&json!("n0"), &json!("n1"), &json!(null))
         );
         let member = serde_json::to_value(member_row(&described)).unwrap();
         assert_eq!(

@@ -72,7 +72,7 @@ fn a_change_that_keeps_losing_the_race_exits_2() {
         "ALTER TABLE leases RENAME TO lease_rows;
          CREATE VIEW leases AS SELECT grp, partition, owner, epoch, state, prohibited, load,
              note, written_at_unix_ms, (random() & 4611686018427387903) + 1 AS version,
-             previous_owner, handed_to
+             previous_owner, handed_to, session
          FROM lease_rows;",
     );
     let run = site.run(&["kick", "0"]);

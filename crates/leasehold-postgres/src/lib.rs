@@ -7,10 +7,11 @@
 //!
 //! ```text
 //! leasehold_leases   (grp, partition, owner, epoch, state, prohibited text[], load, note,
-//!                     written_at_unix_ms, version, previous_owner, handed_to)
+//!                     written_at_unix_ms, version, previous_owner, handed_to, session)
 //! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms,
 //!                     version, lease_validity_ns, acquire_after_ns, capacity, max_load,
-//!                     max_partitions, address, metadata)  -- metadata: JSON text or NULL
+//!                     max_partitions, address, metadata,  -- metadata: JSON text or NULL
+//!                     session)
 //! leasehold_groups   (grp, record, version)   -- the group record, as its JSON text
 //! leasehold_schema   (version)        -- the layout version, checked on every connect
 //! leasehold_version                   -- the sequence every write takes its version from
@@ -18,7 +19,9 @@
 //!
 //! A store finding an older layout upgrades it in place (columns added since read as NULL in
 //! rows written before: no published timings, no previous owner, no node handed to, no
-//! capacity, limits, address or metadata), and refuses a newer one.
+//! capacity, limits, address or metadata, no session), and refuses a newer one. A session
+//! is a `u64` kept as the `bigint` of the same 64 bits: sessions above `i64::MAX` show as
+//! negative numbers in `psql`, and read back exactly.
 //!
 //! Operators can read the tables directly (`SELECT * FROM leasehold_leases WHERE grp =
 //! 'orders' ORDER BY partition`, `SELECT record::json FROM leasehold_groups`). Triggers send

@@ -9,7 +9,7 @@ use leasehold::{
 };
 use tokio_postgres::Row;
 
-/// A lease record as the values of the lease statements' `$3` to `$11`.
+/// A lease record as the values of the lease statements' `$3` to `$12`.
 pub(crate) struct LeaseParams<'a> {
     pub(crate) owner: Option<&'a str>,
     pub(crate) epoch: i64,
@@ -20,6 +20,8 @@ pub(crate) struct LeaseParams<'a> {
     pub(crate) written_at_unix_ms: Option<i64>,
     pub(crate) previous_owner: Option<&'a str>,
     pub(crate) handed_to: Option<&'a str>,
+    /// The session's 64 bits, see [`session_column`].
+    pub(crate) session: Option<i64>,
 }
 
 impl<'a> LeaseParams<'a> {
@@ -37,11 +39,12 @@ impl<'a> LeaseParams<'a> {
                 .transpose()?,
             previous_owner: record.previous_owner.as_ref().map(NodeId::as_str),
             handed_to: record.handed_to.as_ref().map(NodeId::as_str),
+            session: record.session.map(session_column),
         })
     }
 }
 
-/// A member record as the values of the member statements' `$3` to `$14`.
+/// A member record as the values of the member statements' `$3` to `$15`.
 pub(crate) struct MemberParams {
     pub(crate) weight: i64,
     pub(crate) draining: bool,
@@ -56,6 +59,8 @@ pub(crate) struct MemberParams {
     pub(crate) address: Option<String>,
     /// The metadata's JSON, NULL when there is none.
     pub(crate) metadata: Option<String>,
+    /// The session's 64 bits, see [`session_column`].
+    pub(crate) session: Option<i64>,
 }
 
 impl MemberParams {
@@ -86,6 +91,7 @@ impl MemberParams {
             address: record.address.clone(),
             metadata: (!record.metadata.is_empty())
                 .then(|| codec::encode_metadata(&record.metadata)),
+            session: record.session.map(session_column),
         })
     }
 }
@@ -102,6 +108,18 @@ pub(crate) fn group_param(record: &GroupRecord) -> Result<String, StoreError> {
 fn to_column(field: &str, value: u64) -> Result<i64, StoreError> {
     i64::try_from(value)
         .map_err(|_| StoreError::Invalid(format!("{field} {value} does not fit a bigint column")))
+}
+
+/// A session as the bigint with the same 64 bits. Epochs and heartbeats never come near
+/// `i64::MAX` and are refused past it, but a session is any `u64` a writer chose: each is
+/// kept, and [`session_from_column`] gives it back exactly.
+pub(crate) fn session_column(session: u64) -> i64 {
+    i64::from_ne_bytes(session.to_ne_bytes())
+}
+
+/// The session a column written by [`session_column`] holds: every bigint is one.
+pub(crate) fn session_from_column(bits: i64) -> u64 {
+    u64::from_ne_bytes(bits.to_ne_bytes())
 }
 
 /// A duration as whole nanoseconds; one of more than about 292 years, which no real timing
@@ -211,11 +229,12 @@ pub(crate) fn lease_from_row(row: &Row) -> Result<StoredLease, StoreError> {
         written_at_unix_ms: optional_unsigned(written_at, "written_at_unix_ms", &key)?,
         previous_owner: optional_node(8, "previous_owner")?,
         handed_to: optional_node(9, "handed_to")?,
+        session: column::<Option<i64>>(row, 10, "session", &key)?.map(session_from_column),
     };
     Ok(Stored {
         key: partition,
         value: record,
-        version: version(row, 10, &key)?,
+        version: version(row, 11, &key)?,
     })
 }
 
@@ -250,11 +269,12 @@ pub(crate) fn member_from_row(row: &Row) -> Result<StoredMember, StoreError> {
             .transpose()?,
         address: column(row, 11, "address", &key)?,
         metadata: metadata(column(row, 12, "metadata", &key)?, &key)?,
+        session: column::<Option<i64>>(row, 13, "session", &key)?.map(session_from_column),
     };
     Ok(Stored {
         key: node,
         value: record,
-        version: version(row, 13, &key)?,
+        version: version(row, 14, &key)?,
     })
 }
 
@@ -302,6 +322,34 @@ mod tests {
             matches!(&error, StoreError::Invalid(message) if message.contains("acquire_after")),
             "{error:?}"
         );
+    }
+
+    #[test]
+    fn every_session_is_kept_bit_for_bit() {
+        for (session, bits) in [
+            (0, 0),
+            (7, 7),
+            (i64::MAX as u64, i64::MAX),
+            (1 << 63, i64::MIN),
+            (u64::MAX - 6, -7),
+            (u64::MAX, -1),
+        ] {
+            assert_eq!(session_column(session), bits, "{session}");
+            assert_eq!(session_from_column(bits), session, "{bits}");
+        }
+        let node = NodeId::new("n1").unwrap();
+        let member = MemberRecord {
+            session: Some(u64::MAX - 6),
+            ..MemberRecord::default()
+        };
+        assert_eq!(MemberParams::new(&node, &member).unwrap().session, Some(-7));
+        let lease = LeaseRecord {
+            session: Some(u64::MAX),
+            ..LeaseRecord::released()
+        };
+        assert_eq!(LeaseParams::new(&lease).unwrap().session, Some(-1));
+        let released = LeaseRecord::released();
+        assert_eq!(LeaseParams::new(&released).unwrap().session, None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Transaction};
 use crate::error::map_error;
 
 /// The layout version this release creates and understands.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// `MIGRATIONS[n]` takes a layout from version `n` to `n + 1`; version 0 is no layout.
 const MIGRATIONS: [fn(&Names) -> String; SCHEMA_VERSION as usize] = [
@@ -19,6 +19,7 @@ const MIGRATIONS: [fn(&Names) -> String; SCHEMA_VERSION as usize] = [
     Names::migrate_to_v3,
     Names::migrate_to_v4,
     Names::migrate_to_v5,
+    Names::migrate_to_v6,
 ];
 
 /// The names of the objects of one store, from its table prefix.
@@ -186,6 +187,21 @@ impl Names {
     fn migrate_to_v5(&self) -> String {
         let Names { leases, .. } = self;
         format!("ALTER TABLE {leases} ADD COLUMN handed_to text;")
+    }
+
+    /// Version 6: the session a lease is held in and the session of each member, NULL in
+    /// rows written before (no session). A session is any `u64`, kept as the `bigint` of the
+    /// same 64 bits, so one above `i64::MAX` reads as negative in `psql`. A member's new
+    /// session is announced as the update of its row it is, and a lease's changes with its
+    /// state, so the triggers stay as they are.
+    fn migrate_to_v6(&self) -> String {
+        let Names {
+            leases, members, ..
+        } = self;
+        format!(
+            "ALTER TABLE {leases} ADD COLUMN session bigint;
+             ALTER TABLE {members} ADD COLUMN session bigint;"
+        )
     }
 }
 

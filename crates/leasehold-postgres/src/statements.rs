@@ -7,10 +7,10 @@ use crate::error::map_error;
 use crate::schema::Names;
 
 const LEASE_COLUMNS: &str = "partition, owner, epoch, state, prohibited, load, note, \
-     written_at_unix_ms, previous_owner, handed_to, version";
+     written_at_unix_ms, previous_owner, handed_to, session, version";
 const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
      lease_validity_ns, acquire_after_ns, capacity, max_load, max_partitions, address, metadata, \
-     version";
+     session, version";
 const GROUP_COLUMNS: &str = "record, version";
 
 /// Every statement the store runs.
@@ -79,15 +79,15 @@ fn texts(names: &Names) -> [String; 13] {
         format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 AND partition = $2"),
         format!(
             "INSERT INTO {leases} (grp, {LEASE_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nextval('{sequence}'))
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nextval('{sequence}'))
              ON CONFLICT (grp, partition) DO NOTHING RETURNING version"
         ),
         format!(
             "WITH updated AS (
                  UPDATE {leases} SET owner = $3, epoch = $4, state = $5, prohibited = $6,
                      load = $7, note = $8, written_at_unix_ms = $9, previous_owner = $10,
-                     handed_to = $11, version = nextval('{sequence}')
-                 WHERE grp = $1 AND partition = $2 AND version = $12
+                     handed_to = $11, session = $12, version = nextval('{sequence}')
+                 WHERE grp = $1 AND partition = $2 AND version = $13
                  RETURNING version)
              SELECT (SELECT version FROM updated),
                  EXISTS (SELECT 1 FROM {leases} WHERE grp = $1 AND partition = $2)"
@@ -103,7 +103,7 @@ fn texts(names: &Names) -> [String; 13] {
         format!("SELECT {MEMBER_COLUMNS} FROM {members} WHERE grp = $1 AND node = $2"),
         format!(
             "INSERT INTO {members} (grp, {MEMBER_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
                  nextval('{sequence}'))
              ON CONFLICT (grp, node) DO NOTHING RETURNING version"
         ),
@@ -112,8 +112,8 @@ fn texts(names: &Names) -> [String; 13] {
                  UPDATE {members} SET weight = $3, draining = $4, load = $5, heartbeat = $6,
                      written_at_unix_ms = $7, lease_validity_ns = $8, acquire_after_ns = $9,
                      capacity = $10, max_load = $11, max_partitions = $12, address = $13,
-                     metadata = $14, version = nextval('{sequence}')
-                 WHERE grp = $1 AND node = $2 AND version = $15
+                     metadata = $14, session = $15, version = nextval('{sequence}')
+                 WHERE grp = $1 AND node = $2 AND version = $16
                  RETURNING version)
              SELECT (SELECT version FROM updated),
                  EXISTS (SELECT 1 FROM {members} WHERE grp = $1 AND node = $2)"

@@ -147,6 +147,7 @@ pub(crate) async fn write_lease(
                     &p.written_at_unix_ms,
                     &p.previous_owner,
                     &p.handed_to,
+                    &p.session,
                 ],
             )
             .await
@@ -172,6 +173,7 @@ pub(crate) async fn write_lease(
                         &p.written_at_unix_ms,
                         &p.previous_owner,
                         &p.handed_to,
+                        &p.session,
                         &expected,
                     ],
                 )
@@ -214,6 +216,7 @@ pub(crate) async fn write_member(
                     &p.max_partitions,
                     &p.address,
                     &p.metadata,
+                    &p.session,
                 ],
             )
             .await
@@ -242,6 +245,7 @@ pub(crate) async fn write_member(
                         &p.max_partitions,
                         &p.address,
                         &p.metadata,
+                        &p.session,
                         &expected,
                     ],
                 )

@@ -243,7 +243,7 @@ async fn postgres_store_upgrades_a_version_1_layout_in_place() {
     used.expect("the upgraded layout works");
 }
 
-/// The layout as version 3 left it, before previous owners, hand-offs and the members'
+/// The layout as version 3 left it, before previous owners, hand-offs, sessions and the members'
 /// capacity, limits, address and metadata: version 1 with the notifications of version 2 and the group
 /// table and timing columns of version 3, its lease and member of group `orders` (versions 1
 /// and 2), and a member publishing its timings (version 3).
@@ -281,9 +281,10 @@ fn layout_v3(prefix: &str) -> String {
     )
 }
 
-/// What a store connected to a version 3 layout upgraded through versions 4 and 5 does:
+/// What a store connected to a version 3 layout upgraded through versions 4 to 6 does:
 /// reads the old rows with none of the new fields, keeps the new fields of a rewrite in
-/// their own columns, and still announces writes.
+/// their own columns (a session as the bigint of the same bits), and still announces
+/// writes.
 async fn use_layout_upgraded_from_v3(
     store: PostgresStore,
     client: &tokio_postgres::Client,
@@ -309,10 +310,12 @@ async fn use_layout_upgraded_from_v3(
         (
             lease.value.epoch,
             lease.value.previous_owner.clone(),
-            lease.value.handed_to.clone()
+            lease.value.handed_to.clone(),
+            lease.value.session
         ),
-        (Epoch(5), None, None)
+        (Epoch(5), None, None, None)
     );
+    assert_eq!(timed.value.session, None);
 
     let mut feed = store
         .watch(&group)
@@ -324,6 +327,7 @@ async fn use_layout_upgraded_from_v3(
         max_partitions: Some(12),
         address: Some("http://10.0.0.7:8080".to_owned()),
         metadata: [("zone".to_owned(), "eu-1".to_owned())].into(),
+        session: Some(u64::MAX - 6),
         ..old
     };
     store
@@ -372,6 +376,21 @@ async fn use_layout_upgraded_from_v3(
             .value,
         handed_on
     );
+    let raw_sessions = || async {
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT m.session, l.session
+                     FROM {prefix}_members m, {prefix}_leases l
+                     WHERE m.grp = 'orders' AND m.node = 'n2' AND l.grp = 'orders'"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        let sessions: (Option<i64>, Option<i64>) = (row.get(0), row.get(1));
+        sessions
+    };
     let row = client
         .query_one(
             &format!(
@@ -394,6 +413,48 @@ async fn use_layout_upgraded_from_v3(
             Some("n2".to_owned())
         )
     );
+    assert_eq!(raw_sessions().await, (Some(-7), None), "a released lease");
+
+    let released = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    let taken = LeaseRecord {
+        owner: Some(n2.clone()),
+        epoch: handed_on.epoch.next(),
+        state: LeaseState::Held,
+        handed_to: None,
+        session: described.session,
+        ..handed_on
+    };
+    store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &taken,
+            PutMode::Update(released.version),
+        )
+        .await
+        .expect("take the lease in the member's session");
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), feed.next()).await,
+        Ok(Some(Change::LeaseWritten {
+            partition: PartitionId(0),
+            state: LeaseState::Held
+        })),
+        "the take is announced"
+    );
+    assert_eq!(
+        store
+            .get_lease(&group, PartitionId(0))
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        taken
+    );
+    assert_eq!(raw_sessions().await, (Some(-7), Some(-7)), "a taken lease");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

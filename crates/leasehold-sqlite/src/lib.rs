@@ -50,13 +50,14 @@
 //!        state TEXT ('held' | 'released' | 'offline'),
 //!        prohibited TEXT (comma-separated node ids, '' when none),
 //!        load REAL NULL, note TEXT NULL, written_at_unix_ms INTEGER NULL, version INTEGER,
-//!        previous_owner TEXT NULL, handed_to TEXT NULL, PRIMARY KEY (grp, partition))
+//!        previous_owner TEXT NULL, handed_to TEXT NULL, session INTEGER NULL,
+//!        PRIMARY KEY (grp, partition))
 //! members(grp TEXT, node TEXT, weight INTEGER, draining INTEGER (0 | 1), load REAL NULL,
 //!         heartbeat INTEGER, written_at_unix_ms INTEGER NULL, version INTEGER,
 //!         lease_validity_ns INTEGER NULL, acquire_after_ns INTEGER NULL,
 //!         capacity REAL NULL, max_load REAL NULL, max_partitions INTEGER NULL,
 //!         address TEXT NULL, metadata TEXT NULL (a JSON object of strings, NULL when empty),
-//!         PRIMARY KEY (grp, node))
+//!         session INTEGER NULL, PRIMARY KEY (grp, node))
 //! groups(grp TEXT PRIMARY KEY, record TEXT (the group record's JSON), version INTEGER)
 //! meta(key TEXT PRIMARY KEY, value INTEGER)   -- 'next_version': the version counter
 //! ```
@@ -65,8 +66,11 @@
 //! a rewrite by an older one. Upgrading a file from schema version 1 adds the `groups` table
 //! and the two timing columns of `members` (whole nanoseconds); rows written before read as
 //! publishing no timings. Upgrading to schema version 3 adds `leases.previous_owner` and the
-//! `members` columns from `capacity` to `metadata`, and upgrading to version 4 adds
-//! `leases.handed_to`, all NULL in rows written before.
+//! `members` columns from `capacity` to `metadata`, upgrading to version 4 adds
+//! `leases.handed_to`, and upgrading to version 5 adds `leases.session` and
+//! `members.session`, all NULL in rows written before. A session is a `u64` kept as the
+//! INTEGER of the same 64 bits: sessions above `i64::MAX` show as negative numbers in the
+//! `sqlite3` shell, and read back exactly.
 //!
 //! Every write takes its version from the single `next_version` counter in the same
 //! transaction, so a version is never handed out twice, even to a record deleted and created

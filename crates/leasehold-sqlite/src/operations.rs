@@ -31,11 +31,11 @@ const GET_LEASE: &str = concat!(
 );
 const LEASE_VERSION: &str = "SELECT version FROM leases WHERE grp = ?1 AND partition = ?2";
 const INSERT_LEASE: &str = "INSERT INTO leases (grp, partition, owner, epoch, state, \
-     prohibited, load, note, written_at_unix_ms, version, previous_owner, handed_to) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+     prohibited, load, note, written_at_unix_ms, version, previous_owner, handed_to, session) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 const UPDATE_LEASE: &str = "UPDATE leases SET owner = ?3, epoch = ?4, state = ?5, \
      prohibited = ?6, load = ?7, note = ?8, written_at_unix_ms = ?9, version = ?10, \
-     previous_owner = ?11, handed_to = ?12 WHERE grp = ?1 AND partition = ?2";
+     previous_owner = ?11, handed_to = ?12, session = ?13 WHERE grp = ?1 AND partition = ?2";
 const DELETE_LEASE: &str = "DELETE FROM leases WHERE grp = ?1 AND partition = ?2";
 
 const LIST_MEMBERS: &str = concat!(
@@ -51,12 +51,12 @@ const GET_MEMBER: &str = concat!(
 const MEMBER_VERSION: &str = "SELECT version FROM members WHERE grp = ?1 AND node = ?2";
 const INSERT_MEMBER: &str = "INSERT INTO members (grp, node, weight, draining, load, \
      heartbeat, written_at_unix_ms, lease_validity_ns, acquire_after_ns, version, capacity, \
-     max_load, max_partitions, address, metadata) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+     max_load, max_partitions, address, metadata, session) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 const UPDATE_MEMBER: &str = "UPDATE members SET weight = ?3, draining = ?4, load = ?5, \
      heartbeat = ?6, written_at_unix_ms = ?7, lease_validity_ns = ?8, acquire_after_ns = ?9, \
      version = ?10, capacity = ?11, max_load = ?12, max_partitions = ?13, address = ?14, \
-     metadata = ?15 WHERE grp = ?1 AND node = ?2";
+     metadata = ?15, session = ?16 WHERE grp = ?1 AND node = ?2";
 const DELETE_MEMBER: &str = "DELETE FROM members WHERE grp = ?1 AND node = ?2";
 
 const GET_GROUP: &str = concat!("SELECT ", group_columns!(), " FROM groups WHERE grp = ?1");
@@ -318,6 +318,7 @@ pub(crate) fn put_lease(
             version,
             row.previous_owner,
             row.handed_to,
+            row.session,
         ])
         .context(&context)?;
     changed_one_row(changed, &context)?;
@@ -362,6 +363,7 @@ pub(crate) fn put_member(
             row.max_partitions,
             row.address,
             row.metadata,
+            row.session,
         ])
         .context(&context)?;
     changed_one_row(changed, &context)?;

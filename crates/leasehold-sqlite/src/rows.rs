@@ -17,7 +17,7 @@ use rusqlite::Row;
 macro_rules! lease_columns {
     () => {
         "partition, owner, epoch, state, prohibited, load, note, written_at_unix_ms, version, \
-         previous_owner, handed_to"
+         previous_owner, handed_to, session"
     };
 }
 pub(crate) use lease_columns;
@@ -27,7 +27,7 @@ macro_rules! member_columns {
     () => {
         "node, weight, draining, load, heartbeat, written_at_unix_ms, version, \
          lease_validity_ns, acquire_after_ns, capacity, max_load, max_partitions, address, \
-         metadata"
+         metadata, session"
     };
 }
 pub(crate) use member_columns;
@@ -52,6 +52,8 @@ pub(crate) struct LeaseRow {
     pub(crate) written_at_unix_ms: Option<i64>,
     pub(crate) previous_owner: Option<String>,
     pub(crate) handed_to: Option<String>,
+    /// The session's 64 bits, see [`session_column`].
+    pub(crate) session: Option<i64>,
 }
 
 /// A member record as the values of its columns, ready to bind.
@@ -70,6 +72,8 @@ pub(crate) struct MemberRow {
     pub(crate) address: Option<String>,
     /// The metadata's JSON, NULL when there is none.
     pub(crate) metadata: Option<String>,
+    /// The session's 64 bits, see [`session_column`].
+    pub(crate) session: Option<i64>,
 }
 
 fn storable(value: u64, field: &str, key: impl FnOnce() -> RecordKey) -> Result<i64, StoreError> {
@@ -79,6 +83,18 @@ fn storable(value: u64, field: &str, key: impl FnOnce() -> RecordKey) -> Result<
             key()
         ))
     })
+}
+
+/// A session as the INTEGER with the same 64 bits. Epochs and heartbeats never come near
+/// `i64::MAX` and are refused past it, but a session is any `u64` a writer chose: each is
+/// kept, and [`session_from_column`] gives it back exactly.
+pub(crate) fn session_column(session: u64) -> i64 {
+    i64::from_ne_bytes(session.to_ne_bytes())
+}
+
+/// The session a column written by [`session_column`] holds: every integer is one.
+pub(crate) fn session_from_column(bits: i64) -> u64 {
+    u64::from_ne_bytes(bits.to_ne_bytes())
 }
 
 /// A duration as whole nanoseconds, refusing one too long for SQLite's integers (about 292
@@ -123,6 +139,7 @@ pub(crate) fn encode_lease(
             .handed_to
             .as_ref()
             .map(|node| node.as_str().to_owned()),
+        session: record.session.map(session_column),
     })
 }
 
@@ -153,6 +170,7 @@ pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<Memb
         max_partitions: record.max_partitions.map(i64::from),
         address: record.address.clone(),
         metadata: encode_metadata(&record.metadata),
+        session: record.session.map(session_column),
     })
 }
 
@@ -267,6 +285,10 @@ impl<'row> Column<'row, '_> {
             .ok_or_else(|| format!("{} is NULL", self.name))
     }
 
+    fn optional_session(&self) -> Result<Option<u64>, String> {
+        Ok(self.optional_integer()?.map(session_from_column))
+    }
+
     fn optional_nanos(&self) -> Result<Option<Duration>, String> {
         Ok(self.optional_unsigned()?.map(Duration::from_nanos))
     }
@@ -346,6 +368,7 @@ fn decode_lease_fields(row: &Row<'_>) -> Result<(LeaseRecord, Version), String> 
         written_at_unix_ms: column(row, 7, "written_at_unix_ms").optional_unsigned()?,
         previous_owner: column(row, 9, "previous_owner").optional_node()?,
         handed_to: column(row, 10, "handed_to").optional_node()?,
+        session: column(row, 11, "session").optional_session()?,
     };
     let version = decode_version(column(row, 8, "version").integer()?)?;
     Ok((record, version))
@@ -410,6 +433,7 @@ fn decode_member_fields(row: &Row<'_>) -> Result<(MemberRecord, Version), String
             None => BTreeMap::new(),
             Some(json) => codec::decode_metadata(json)?,
         },
+        session: column(row, 14, "session").optional_session()?,
     };
     let version = decode_version(column(row, 6, "version").integer()?)?;
     Ok((record, version))
@@ -478,6 +502,37 @@ mod tests {
             matches!(&error, StoreError::Invalid(message) if message.contains("acquire_after")),
             "{error:?}"
         );
+    }
+
+    #[test]
+    fn every_session_is_kept_bit_for_bit() {
+        for (session, bits) in [
+            (0, 0),
+            (7, 7),
+            (i64::MAX as u64, i64::MAX),
+            (1 << 63, i64::MIN),
+            (u64::MAX - 6, -7),
+            (u64::MAX, -1),
+        ] {
+            assert_eq!(session_column(session), bits, "{session}");
+            assert_eq!(session_from_column(bits), session, "{bits}");
+        }
+        let node = NodeId::new("n1").unwrap();
+        let member = MemberRecord {
+            session: Some(u64::MAX - 6),
+            ..MemberRecord::default()
+        };
+        assert_eq!(encode_member(&node, &member).unwrap().session, Some(-7));
+        let lease = LeaseRecord {
+            session: Some(u64::MAX),
+            ..LeaseRecord::released()
+        };
+        assert_eq!(
+            encode_lease(PartitionId(0), &lease).unwrap().session,
+            Some(-1)
+        );
+        let released = encode_lease(PartitionId(0), &LeaseRecord::released()).unwrap();
+        assert_eq!(released.session, None);
     }
 
     #[test]

@@ -9,11 +9,16 @@ use crate::error::Context;
 use crate::options::SqliteOptions;
 
 /// The schema version this build writes and understands (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 /// `MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`; version 0 is a new file.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
-    [CREATE_V1, MIGRATE_TO_V2, MIGRATE_TO_V3, MIGRATE_TO_V4];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    CREATE_V1,
+    MIGRATE_TO_V2,
+    MIGRATE_TO_V3,
+    MIGRATE_TO_V4,
+    MIGRATE_TO_V5,
+];
 
 // Plain CREATE TABLE (no IF NOT EXISTS): a file that already has a `leases` table but no
 // leasehold schema version belongs to something else, and must not be written into.
@@ -76,6 +81,13 @@ ALTER TABLE members ADD COLUMN metadata       TEXT    NULL;
 // Nullable like `previous_owner`: rows written before were handed to no one.
 const MIGRATE_TO_V4: &str = "
 ALTER TABLE leases ADD COLUMN handed_to TEXT NULL;
+";
+
+// Nullable: rows written before belong to no session. A session is any u64, kept as the
+// INTEGER with the same 64 bits, so one above i64::MAX reads as negative in the shell.
+const MIGRATE_TO_V5: &str = "
+ALTER TABLE leases  ADD COLUMN session INTEGER NULL;
+ALTER TABLE members ADD COLUMN session INTEGER NULL;
 ";
 
 /// Opens a connection to `path`, creating the file if absent, with the store's settings:

@@ -186,6 +186,18 @@ impl Harness for SqliteHarness {
                 Malformed::lease(17, "not a node name as the node handed to"),
             ),
             (
+                lease_with(
+                    "18",
+                    "session",
+                    "'n1', 1, 'held', '', NULL, NULL, NULL, 900021, 'abc'",
+                ),
+                Malformed::lease(18, "text in the session column"),
+            ),
+            (
+                member_with("bad-session", "session", "1.5"),
+                bad_member("bad-session", "a real number in the session column"),
+            ),
+            (
                 member_with("bad-capacity", "capacity", "'lots'"),
                 bad_member("bad-capacity", "text in the capacity column"),
             ),

@@ -27,6 +27,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
         written_at_unix_ms: Some(1_700_000_000_000),
         previous_owner: Some(node("n0")),
         handed_to: None,
+        session: Some(u64::MAX - 6),
     }
 }
 
@@ -101,6 +102,15 @@ async fn rows_are_plain_sql_and_survive_reopening() {
             ),
         ]
     );
+    let sessions: Vec<Option<i64>> = connection
+        .prepare("SELECT session FROM leases WHERE grp = ?1 ORDER BY partition")
+        .unwrap()
+        .query_map([group.as_str()], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    // The session's 64 bits, read as a signed integer.
+    assert_eq!(sessions, vec![None, Some(-7)]);
     let member: (String, i64, i64) = connection
         .query_row(
             "SELECT node, weight, draining FROM members WHERE grp = ?1",
@@ -626,7 +636,178 @@ async fn check_version_3_upgrade(path: &Path) {
     assert_eq!(raw_columns(path), (Some("n1".to_owned()), None));
 }
 
-/// An empty SQLite file (schema version 0) gets the schema, files of schema versions 1 to 3
+/// The schema as schema version 4 left it, before sessions: a released lease handed to a
+/// node (version 1), a lease held since (version 2) and a member (version 3) of group
+/// `orders`.
+const VERSION_4_FILE: &str = r#"
+CREATE TABLE leases (
+    grp TEXT NOT NULL, partition INTEGER NOT NULL, owner TEXT NULL, epoch INTEGER NOT NULL,
+    state TEXT NOT NULL, prohibited TEXT NOT NULL DEFAULT '', load REAL NULL, note TEXT NULL,
+    written_at_unix_ms INTEGER NULL, version INTEGER NOT NULL, PRIMARY KEY (grp, partition));
+CREATE TABLE members (
+    grp TEXT NOT NULL, node TEXT NOT NULL, weight INTEGER NOT NULL, draining INTEGER NOT NULL,
+    load REAL NULL, heartbeat INTEGER NOT NULL, written_at_unix_ms INTEGER NULL,
+    version INTEGER NOT NULL, PRIMARY KEY (grp, node));
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE groups (grp TEXT NOT NULL PRIMARY KEY, record TEXT NOT NULL, version INTEGER NOT NULL);
+ALTER TABLE members ADD COLUMN lease_validity_ns INTEGER NULL;
+ALTER TABLE members ADD COLUMN acquire_after_ns  INTEGER NULL;
+ALTER TABLE leases  ADD COLUMN previous_owner TEXT    NULL;
+ALTER TABLE members ADD COLUMN capacity       REAL    NULL;
+ALTER TABLE members ADD COLUMN max_load       REAL    NULL;
+ALTER TABLE members ADD COLUMN max_partitions INTEGER NULL;
+ALTER TABLE members ADD COLUMN address        TEXT    NULL;
+ALTER TABLE members ADD COLUMN metadata       TEXT    NULL;
+ALTER TABLE leases  ADD COLUMN handed_to      TEXT    NULL;
+INSERT INTO leases VALUES ('orders', 0, NULL, 5, 'released', '', NULL, NULL, NULL, 1, 'n1', 'n2');
+INSERT INTO leases VALUES ('orders', 1, 'n2', 3, 'held', '', 0.5, NULL, NULL, 2, 'n1', NULL);
+INSERT INTO members VALUES ('orders', 'n2', 1, 0, NULL, 9, NULL, 3, NULL, NULL,
+    2.0, NULL, 8, 'http://10.0.0.8:8080', '{"zone":"eu-1"}');
+INSERT INTO meta (key, value) VALUES ('next_version', 4);
+PRAGMA user_version = 4;
+"#;
+
+/// A file of schema version 4 is upgraded in place: its leases and member read as before,
+/// in no session; sessions written after land in their own columns as the signed integers
+/// of the same bits and read back exactly, later writes without one clear them, and the
+/// version counter carries on.
+async fn check_version_4_upgrade(path: &Path) {
+    raw(path).execute_batch(VERSION_4_FILE).unwrap();
+    let store = SqliteStore::open(path)
+        .await
+        .expect("upgrade from version 4");
+    let user_version: i64 = raw(path)
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(user_version, SqliteStore::SCHEMA_VERSION);
+    let group = GroupName::new("orders").unwrap();
+    let released = LeaseRecord {
+        epoch: Epoch(5),
+        previous_owner: Some(node("n1")),
+        handed_to: Some(node("n2")),
+        ..LeaseRecord::released()
+    };
+    let held = LeaseRecord {
+        owner: Some(node("n2")),
+        epoch: Epoch(3),
+        state: LeaseState::Held,
+        load: Some(0.5),
+        previous_owner: Some(node("n1")),
+        ..LeaseRecord::default()
+    };
+    let listing = store.list_leases(&group).await.unwrap();
+    assert!(listing.corrupt.is_empty(), "{:?}", listing.corrupt);
+    let old: Vec<(u32, &LeaseRecord, Option<u64>)> = listing
+        .records
+        .iter()
+        .map(|lease| (lease.key.0, &lease.value, lease.version.as_number()))
+        .collect();
+    assert_eq!(old, vec![(0, &released, Some(1)), (1, &held, Some(2))]);
+    let member = store
+        .get_member(&group, &node("n2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            member.value.session,
+            member.value.max_partitions,
+            member.version.as_number()
+        ),
+        (None, Some(8), Some(3))
+    );
+
+    let session = u64::MAX - 6;
+    let taken = LeaseRecord {
+        owner: Some(node("n2")),
+        epoch: Epoch(6),
+        state: LeaseState::Held,
+        handed_to: None,
+        session: Some(session),
+        ..released.clone()
+    };
+    let lease_version = store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &taken,
+            PutMode::Update(Version::from_number(1)),
+        )
+        .await
+        .expect("take the old lease in a session");
+    assert_eq!(lease_version.as_number(), Some(4), "the counter carries on");
+    let joined = MemberRecord {
+        session: Some(session),
+        ..member.value.clone()
+    };
+    let member_version = store
+        .put_member(
+            &group,
+            &node("n2"),
+            &joined,
+            PutMode::Update(member.version),
+        )
+        .await
+        .expect("rewrite the old member in a session");
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, taken);
+    let got = store
+        .get_member(&group, &node("n2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, joined);
+    let raw_sessions = |path: &Path| -> (Option<i64>, Option<i64>) {
+        raw(path)
+            .query_row(
+                "SELECT l.session, m.session FROM leases l, members m \
+                 WHERE l.grp = 'orders' AND l.partition = 0 \
+                 AND m.grp = 'orders' AND m.node = 'n2'",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap()
+    };
+    assert_eq!(raw_sessions(path), (Some(-7), Some(-7)));
+
+    store
+        .put_lease(
+            &group,
+            PartitionId(0),
+            &released,
+            PutMode::Update(lease_version),
+        )
+        .await
+        .expect("release without a session");
+    store
+        .put_member(
+            &group,
+            &node("n2"),
+            &member.value,
+            PutMode::Update(member_version),
+        )
+        .await
+        .expect("rewrite the member without a session");
+    let got = store
+        .get_lease(&group, PartitionId(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, released);
+    let got = store
+        .get_member(&group, &node("n2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.value, member.value);
+    assert_eq!(raw_sessions(path), (None, None));
+}
+
+/// An empty SQLite file (schema version 0) gets the schema, files of schema versions 1 to 4
 /// are upgraded in place, and a file holding someone else's `leases` table is not written
 /// into.
 #[tokio::test]
@@ -644,6 +825,7 @@ async fn older_files_are_upgraded_and_a_foreign_one_refused() {
     check_version_1_upgrade(&directory.path().join("version-1.db")).await;
     check_version_2_upgrade(&directory.path().join("version-2.db")).await;
     check_version_3_upgrade(&directory.path().join("version-3.db")).await;
+    check_version_4_upgrade(&directory.path().join("version-4.db")).await;
 
     let foreign = directory.path().join("foreign.db");
     raw(&foreign)

@@ -77,6 +77,19 @@ pub enum AdminError {
         /// The members found.
         nodes: Vec<NodeId>,
     },
+    /// `set_lease_mode` found member records: nodes renewing one way may still be running.
+    #[error(
+        "group {group} has members ({}): stop them all before changing the lease mode (a node \
+         removes its record when it stops; a crashed one is forgotten after \
+         forget_members_after), then start them again",
+        names(nodes)
+    )]
+    ModeChangeWithMembers {
+        /// The group.
+        group: GroupName,
+        /// The members found.
+        nodes: Vec<NodeId>,
+    },
     /// The timings asked for break the safety rule.
     #[error(
         "unsafe timings: acquire_after × (1 − ρ) must exceed lease_validity × (1 + ρ), but {0}"

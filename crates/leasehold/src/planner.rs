@@ -19,7 +19,7 @@ mod schedule;
 mod shares;
 pub mod tally;
 mod view;
-pub use members::{MemberView, SeenMember};
+pub use members::{other_session, session_tag, MemberView, SeenMember};
 pub use schedule::{Reading, ScanSchedule, Takes};
 pub use shares::{fair_targets, MemberShare, Stripe};
 pub use view::{LeaseView, SeenLease};
@@ -91,6 +91,12 @@ impl Observed {
             self.own_session_since
         } else {
             match self.members.get(owner) {
+                // Taken under a session that has ended (its process restarted under the same
+                // name, say): whatever the new one renews, the old one renewed nothing since
+                // the new one was first seen.
+                Some(member) if members::other_session(seen.session, member.session) => {
+                    Some(member.session_since)
+                }
                 Some(member) => Some(member.first_seen),
                 None => self.members.absent_since(owner),
             }
@@ -111,6 +117,11 @@ impl Observed {
         }
         let owner = seen.owner.as_ref().filter(|owner| **owner != config.node)?;
         let member = self.members.get(owner)?;
+        if members::other_session(seen.session, member.session) {
+            // The session the lease was taken under has ended, and no session ever comes
+            // back: nothing can renew the lease, so its record alone is compared.
+            return None;
+        }
         Some(SessionSeen {
             node: owner.clone(),
             heartbeat: member.heartbeat,
@@ -700,7 +711,7 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             // be served, and a node with room sheds the excess later.
             Some(view) if kind != 1 && kind != 2 => {
                 for seen in drawn {
-                    let add = view.estimate(seen.load.map(f64::from));
+                    let add = view.estimate(seen.load().map(f64::from));
                     if load::fits(view, config, taking, add, kind == 0) {
                         taking += add;
                         chosen.push(seen);
@@ -711,7 +722,7 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
                 if let Some(view) = &loads {
                     taking += drawn
                         .iter()
-                        .map(|seen| view.estimate(seen.load.map(f64::from)))
+                        .map(|seen| view.estimate(seen.load().map(f64::from)))
                         .sum::<f64>();
                 }
                 chosen.extend(drawn);
@@ -747,7 +758,7 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
                 .cloned(),
             // The partition's load as last reported, until this tenure's first renewal
             // reports its own: the others balance on it meanwhile.
-            load: seen.load.map(f64::from),
+            load: seen.load().map(f64::from),
             ..LeaseRecord::default()
         };
         plan.acquire.push(Acquisition {

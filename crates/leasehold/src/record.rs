@@ -83,6 +83,13 @@ pub struct LeaseRecord {
     /// history survives the hand-off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handed_to: Option<NodeId>,
+    /// With session leases, the session of the owner under which the lease is held
+    /// ([`MemberRecord::session`]). When the owner's member record shows another session, the
+    /// process that took the lease has lost its session and renews it no more, however
+    /// often the new one renews. `None` in the per-partition mode and in released records.
+    /// Stores keep it as a signed 64-bit integer, bit for bit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
 }
 
 impl LeaseRecord {
@@ -159,6 +166,14 @@ pub struct MemberRecord {
     /// [`MemberRecord::MAX_METADATA_BYTES`] as JSON.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+    /// With session leases, the identity of this session: a number a process draws at random
+    /// whenever it starts a session (on joining, and after losing one), and writes into
+    /// every lease record it takes ([`LeaseRecord::session`]). A process restarting under the
+    /// same name draws another, so the others can tell its predecessor's leases from its own.
+    /// `None` in the per-partition mode. Stores keep it as a signed 64-bit integer, bit for
+    /// bit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
 }
 
 impl Default for MemberRecord {
@@ -176,6 +191,7 @@ impl Default for MemberRecord {
             max_partitions: None,
             address: None,
             metadata: BTreeMap::new(),
+            session: None,
         }
     }
 }

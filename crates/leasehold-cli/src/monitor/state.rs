@@ -46,6 +46,8 @@ struct Cell {
     changed_at: Instant,
     prohibited: Vec<NodeId>,
     kicked: bool,
+    /// With session leases, the holder's session the lease was taken under.
+    session: Option<u64>,
 }
 
 impl Cell {
@@ -58,6 +60,7 @@ impl Cell {
             changed_at: at,
             prohibited: Vec::new(),
             kicked: false,
+            session: None,
         }
     }
 }
@@ -76,6 +79,10 @@ struct Member {
     live: bool,
     max_partitions: Option<u32>,
     max_load: Option<f64>,
+    /// With session leases, the session the record shows, and when it was first seen: a
+    /// lease taken under an earlier session has not been renewed since.
+    session: Option<u64>,
+    session_since: Instant,
 }
 
 /// One change seen between two reads.
@@ -419,6 +426,7 @@ impl Tracker {
                 changed_at,
                 prohibited: record.prohibited.clone(),
                 kicked,
+                session: record.session,
             };
             if !first && old.version.is_some() {
                 if cell.epoch < old.epoch {
@@ -454,6 +462,10 @@ impl Tracker {
                 _ => now,
             };
             let live = now.saturating_duration_since(changed_at) < self.stale_after;
+            let session_since = match old {
+                Some(old) if old.session == stored.value.session => old.session_since,
+                _ => now,
+            };
             let member = Member {
                 version: stored.version.clone(),
                 changed_at,
@@ -465,6 +477,8 @@ impl Tracker {
                 live,
                 max_partitions: stored.value.max_partitions,
                 max_load: stored.value.max_load,
+                session: stored.value.session,
+                session_since,
             };
             if !first {
                 let name = || Some(stored.key.to_string());
@@ -618,10 +632,10 @@ impl Tracker {
         }
         let mut oldest = Duration::ZERO;
         // With session leases, a held lease is as fresh as its holder's last renewal.
-        let renewed_at: HashMap<i32, Instant> = if self.session {
+        let renewed_at: HashMap<i32, &Member> = if self.session {
             self.members
                 .iter()
-                .filter_map(|(node, m)| Some((*self.index.get(node.as_str())?, m.changed_at)))
+                .filter_map(|(node, m)| Some((*self.index.get(node.as_str())?, m)))
                 .collect()
         } else {
             HashMap::new()
@@ -648,7 +662,16 @@ impl Tracker {
                 b'H' if cell.owner >= 0 => {
                     s.held += 1;
                     let since = match renewed_at.get(&cell.owner) {
-                        Some(renewed) => cell.changed_at.max(*renewed),
+                        // Taken under a session that has ended: renewed by none since the
+                        // next one was first seen.
+                        Some(member)
+                            if cell.session.is_some()
+                                && member.session.is_some()
+                                && cell.session != member.session =>
+                        {
+                            cell.changed_at.max(member.session_since)
+                        }
+                        Some(member) => cell.changed_at.max(member.changed_at),
                         None => cell.changed_at,
                     };
                     let age = now.saturating_duration_since(since);

@@ -124,10 +124,10 @@ impl PostgresHarness {
 }
 
 const LEASE_COLUMNS: &str = "partition, owner, epoch, state, prohibited, load, note, \
-     written_at_unix_ms, version, previous_owner, handed_to";
+     written_at_unix_ms, version, previous_owner, handed_to, session";
 const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
      lease_validity_ns, acquire_after_ns, version, capacity, max_load, max_partitions, address, \
-     metadata";
+     metadata, session";
 
 fn member(node: &str, damage: &str) -> Malformed {
     let node = NodeId::new(node).expect("a valid name");
@@ -189,6 +189,7 @@ impl Harness for PostgresHarness {
                 version.clone(),
                 "NULL".to_owned(),
                 "NULL".to_owned(),
+                "NULL".to_owned(),
             ];
             values[column] = value.to_owned();
             values.join(", ")
@@ -204,6 +205,7 @@ impl Harness for PostgresHarness {
                 "NULL".to_owned(),
                 "NULL".to_owned(),
                 version.clone(),
+                "NULL".to_owned(),
                 "NULL".to_owned(),
                 "NULL".to_owned(),
                 "NULL".to_owned(),

@@ -145,7 +145,7 @@ pub async fn set_lease_mode(
         .collect();
     let current = ensure_group(store, group).await?;
     if current.value.lease_mode != mode && !nodes.is_empty() {
-        return Err(AdminError::MembersPresent {
+        return Err(AdminError::ModeChangeWithMembers {
             group: group.clone(),
             nodes,
         });
@@ -191,12 +191,44 @@ pub async fn destroy(
             nodes,
         });
     }
+    // Member records go first. With session leases a running node's session is what keeps
+    // its leases: deleting the lease records alone would leave it renewing and serving them
+    // with nothing in the store to say so. Its session gone, its next renewal fails and it
+    // drops everything, as a node renewing per partition does when its lease records go.
+    let mut removed = 0;
+    for member in members.records {
+        let mut current = member;
+        for attempt in 0.. {
+            match store
+                .delete_member(group, &current.key, &current.version)
+                .await
+            {
+                Ok(()) => {
+                    removed += 1;
+                    break;
+                }
+                Err(StoreError::NotFound { .. }) => break,
+                // Renewed meanwhile by a running node (a forced destroy): delete what it wrote.
+                Err(StoreError::Conflict { .. }) if attempt + 1 < MAX_ATTEMPTS => {
+                    match store.get_member(group, &current.key).await? {
+                        Some(now) => current = now,
+                        None => break,
+                    }
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(AdminError::Contended {
+                        key: RecordKey::Member(current.key),
+                    })
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
     let leases = store.list_leases(group).await?;
     let mut floor = leases.records.iter().map(|r| r.value.epoch).max();
     if let Some(highest) = floor {
         raise_epoch_floor(store, group, highest).await?;
     }
-    let mut removed = 0;
     for lease in leases.records {
         let mut current = lease;
         // A node may take or renew the record between the listing and the delete: the floor
@@ -228,18 +260,6 @@ pub async fn destroy(
                 }
                 Err(error) => return Err(error.into()),
             }
-        }
-    }
-    for member in members.records {
-        match store
-            .delete_member(group, &member.key, &member.version)
-            .await
-        {
-            Ok(()) | Err(StoreError::NotFound { .. }) => removed += 1,
-            // Rewritten meanwhile by a running node (a forced destroy): it will notice its
-            // record and leases gone at its next heartbeat.
-            Err(StoreError::Conflict { .. }) => {}
-            Err(error) => return Err(error.into()),
         }
     }
     Ok(removed)

@@ -108,6 +108,20 @@ pub async fn stale_check(
         .filter(|m| renewals_before.get(&m.key) != Some(&renewal(m)))
         .map(|m| &m.key)
         .collect();
+    // A lease taken under a session that has ended (its node restarted under the same name)
+    // is renewed by nothing, however often the new session renews.
+    let sessions: BTreeMap<&NodeId, Option<u64>> = second_members
+        .records
+        .iter()
+        .map(|m| (&m.key, m.value.session))
+        .collect();
+    let renews = |owner: &NodeId, lease_session: Option<u64>| {
+        renewed.contains(owner)
+            && !matches!(
+                (lease_session, sessions.get(owner).copied().flatten()),
+                (Some(lease), Some(member)) if lease != member
+            )
+    };
     let unreadable = second_leases.corrupt.iter().chain(&second_members.corrupt);
     let mut report = StaleReport {
         min_nodes,
@@ -134,7 +148,7 @@ pub async fn stale_check(
                     && record
                         .owner
                         .as_ref()
-                        .is_some_and(|owner| renewed.contains(owner));
+                        .is_some_and(|owner| renews(owner, record.session));
                 if unchanged && !holder_renewed {
                     report.unrenewed.push((lease.key, record.owner.clone()));
                 }

@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -328,4 +329,43 @@ async fn every_nudge_advances_the_operators_record() {
         heartbeats.push(record.value.heartbeat);
     }
     assert_eq!(heartbeats, vec![1, 2, 3]);
+}
+
+/// Fails if a forced destroy leaves the member record of a node that renewed meanwhile:
+/// with session leases that record is what keeps the node's leases, so the node would go on
+/// serving partitions whose records are gone.
+#[tokio::test]
+async fn a_forced_destroy_deletes_member_records_renewed_under_it() {
+    let memory = Arc::new(MemoryStore::new());
+    let store = crate::testing::FaultyStore::new(memory.clone());
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    crate::admin::set_lease_mode(&store, &group, crate::LeaseMode::Session)
+        .await
+        .unwrap();
+    add_member(&memory, &group, "server-1", None).await;
+    store.renew_before_member_deletes(2);
+    destroy(&store, &group, Destroy::Force).await.unwrap();
+    let left = memory.list_members(&group).await.unwrap();
+    assert!(left.records.is_empty(), "{:?}", left.records);
+}
+
+#[tokio::test]
+async fn the_lease_mode_changes_only_with_no_members() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    add_member(&store, &group, "server-1", None).await;
+    let refused = crate::admin::set_lease_mode(&store, &group, crate::LeaseMode::Session)
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        matches!(&refused, AdminError::ModeChangeWithMembers { nodes, .. } if nodes.len() == 1),
+        "{message}"
+    );
+    assert!(
+        message.contains("server-1") && !message.contains("force"),
+        "{message}"
+    );
 }

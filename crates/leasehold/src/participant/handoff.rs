@@ -76,6 +76,7 @@ impl Runner {
             let mut record = holding.record.clone();
             record.state = LeaseState::Released;
             record.owner = None;
+            record.session = None;
             // The node it is handed to, if any: the others leave it to that node for a while.
             // The node the partition goes back to should it come back: this one when it
             // leaves (drains, stops) or lets the partition go to anyone; when it hands the

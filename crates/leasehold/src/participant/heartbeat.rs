@@ -254,6 +254,7 @@ impl Runner {
                 // the ceiling above which they must not send this node more.
                 capacity: self.config.capacity,
                 max_load: self.config.max_load,
+                session: self.session_mode().then_some(self.session_id),
             };
             let mode = match &self.member_version {
                 Some(version) => PutMode::Update(version.clone()),
@@ -361,6 +362,9 @@ impl Runner {
         }
         self.observed.own_session_since = None;
         self.session_stamps.clear();
+        // The next session is told apart from this one: the records this one's leases left
+        // behind are waited on from its end, whatever the next renews.
+        self.session_id = super::runner::draw_session_id(&mut self.rng);
     }
 
     /// After a session renewal failed its compare-and-set: reads the session, then the

@@ -109,6 +109,11 @@ pub(crate) struct Runner {
     /// With session leases, how many times this node has re-read its session after a failed
     /// renewal.
     pub(super) session_rereads: u64,
+    /// With session leases, the identity of the current session ([`MemberRecord::session`]),
+    /// drawn anew whenever a session ends.
+    ///
+    /// [`MemberRecord::session`]: crate::MemberRecord::session
+    pub(super) session_id: u64,
 }
 
 impl Runner {
@@ -122,6 +127,8 @@ impl Runner {
         commands: mpsc::Receiver<Command>,
     ) -> Runner {
         let now = clock.now();
+        let mut rng = rng;
+        let session_id = draw_session_id(&mut rng);
         Runner {
             store,
             config,
@@ -155,6 +162,7 @@ impl Runner {
             session_read_at: None,
             load_published: BTreeMap::new(),
             session_rereads: 0,
+            session_id,
         }
     }
 
@@ -497,4 +505,10 @@ impl Drop for Runner {
         }
         self.shared.stopped.send_replace(true);
     }
+}
+
+/// A session identity: nonzero and within a signed 64-bit integer, so that every store and
+/// every tool shows it as written.
+pub(super) fn draw_session_id(rng: &mut SeededRng) -> u64 {
+    (rng.next_u64() & i64::MAX as u64).max(1)
 }

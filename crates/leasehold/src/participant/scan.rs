@@ -307,7 +307,7 @@ impl Runner {
                     epoch: seen.epoch,
                     state: LeaseState::Released,
                     prohibited: self.observed.leases.prohibited(partition).to_vec(),
-                    load: seen.load.map(f64::from),
+                    load: seen.load().map(f64::from),
                     previous_owner: Some(self.config.node.clone()),
                     written_at_unix_ms: written_at,
                     ..LeaseRecord::default()
@@ -378,17 +378,39 @@ impl Runner {
         }
     }
 
+    /// Marks the successful takes of `settled` as never held: their records name a session
+    /// of this node that has ended. Each is released by the deadline it would have had.
+    fn disown_takes(
+        &mut self,
+        settled: &mut [(LeaseWrite, Result<Version, StoreError>)],
+        valid_until: tokio::time::Instant,
+    ) {
+        for (write, result) in settled.iter_mut() {
+            if result.is_ok() {
+                self.observed
+                    .lost
+                    .insert(write.partition, (write.record.epoch, valid_until));
+                tracing::info!(node = %self.config.node, partition = %write.partition, "a take outlived its session; not held");
+                *result = Err(StoreError::Conflict {
+                    key: crate::RecordKey::Lease(write.partition),
+                });
+            }
+        }
+    }
+
     /// Takes the partitions, returning how many it now holds of them.
     /// Writes the acquisitions; returns how many were taken, and how many were lost to
     /// another node's write.
     async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> (usize, usize) {
         let written_at = self.write_stamp();
+        let session_id = self.session_mode().then_some(self.session_id);
         let mut sessions = Vec::with_capacity(acquisitions.len());
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
             .map(|a| {
                 let mut record = a.record;
                 record.written_at_unix_ms = written_at;
+                record.session = session_id;
                 sessions.push(a.session);
                 LeaseWrite {
                     partition: a.partition,
@@ -410,6 +432,12 @@ impl Runner {
         let mut settled = self.settle("acquisition", writes, results).await;
         if self.session_mode() && self.session_rereads != rereads {
             self.verify_takes(&mut settled).await;
+        }
+        if session_id.is_some() && session_id != Some(self.session_id) {
+            // The session these takes were written under ended while they were in flight:
+            // the others wait on their records from its end, not on this process's next
+            // session, so they are never served here.
+            self.disown_takes(&mut settled, valid_until);
         }
         for (write, result) in settled {
             if let Err(StoreError::Conflict { .. }) = result {

@@ -3,6 +3,8 @@
 //! rows at a time, by each node, every few seconds: it is a flat sorted vector of what the
 //! planner reads, walked front to back.
 
+use std::num::NonZeroU32;
+
 use tokio::time::Instant;
 
 use crate::record::{MemberRecord, Stored};
@@ -36,6 +38,25 @@ pub struct SeenMember {
     /// Whether this node has seen the record change: proof that its writer was alive while
     /// this node watched, which a record first seen in a listing does not give.
     pub seen_changing: bool,
+    /// With session leases, the session the record shows ([`session_tag`]).
+    pub session: Option<NonZeroU32>,
+    /// The local instant at which `session` was first seen: every renewal of any earlier
+    /// session was made before it.
+    pub session_since: Instant,
+}
+
+/// A session identity ([`MemberRecord::session`], [`crate::LeaseRecord::session`]) folded to
+/// 32 bits, as views keep it: rows stay small, and two identities whose tags differ differ.
+/// Equal tags are taken for one session, which can only make a taker wait longer.
+pub fn session_tag(session: Option<u64>) -> Option<NonZeroU32> {
+    session.and_then(|id| NonZeroU32::new((id ^ (id >> 32)) as u32))
+}
+
+/// Whether a lease whose record names session `lease` is held under a session other than
+/// the one its holder's record shows (`member`): its taker's session has ended, and renews it
+/// no more.
+pub fn other_session(lease: Option<NonZeroU32>, member: Option<NonZeroU32>) -> bool {
+    matches!((lease, member), (Some(lease), Some(member)) if lease != member)
 }
 
 impl SeenMember {
@@ -52,6 +73,8 @@ impl SeenMember {
             capacity: stored.value.capacity,
             max_load: stored.value.max_load,
             seen_changing: false,
+            session: session_tag(stored.value.session),
+            session_since: now,
         }
     }
 
@@ -72,6 +95,11 @@ impl SeenMember {
             self.draining = stored.value.draining;
             self.capacity = stored.value.capacity;
             self.max_load = stored.value.max_load;
+            let session = session_tag(stored.value.session);
+            if session != self.session {
+                self.session = session;
+                self.session_since = now;
+            }
         }
     }
 }

@@ -47,7 +47,7 @@ pub struct LoadTally {
 
 /// The load a row reports, if it is one balancing can use.
 pub fn usable_load(row: &SeenLease) -> Option<f64> {
-    row.load
+    row.load()
         .map(f64::from)
         .filter(|load| load.is_finite() && *load >= 0.0)
 }

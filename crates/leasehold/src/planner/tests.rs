@@ -66,6 +66,7 @@ fn three_equal() -> Vec<MemberShare> {
     ]
 }
 
+#[derive(Clone)]
 struct Fixture {
     start: Instant,
     config: ParticipantConfig,
@@ -1530,4 +1531,73 @@ fn with_sessions_a_lease_this_process_lost_is_released_at_its_deadline() {
     assert!(fixture.plan_at(deadline).clear.is_empty());
     let after = seen_at + fixture.config.acquire_after;
     assert_eq!(fixture.plan_at(after).clear.len(), 1);
+}
+
+/// Fails if a process restarting under its holder's name, whose renewals the others see,
+/// restarts their wait on the leases its predecessor took: they would be served again
+/// only `acquire_after` after the restart, however long after the crash that came.
+#[test]
+fn with_sessions_a_lease_taken_under_an_ended_session_waits_from_the_next_sessions_start() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let after = fixture.config.acquire_after;
+    let start = fixture.start;
+    let old_session = 0x1234_5678_9abc;
+    let record = LeaseRecord {
+        session: Some(old_session),
+        ..held_by("h", 1)
+    };
+    fixture.set(1, record, 50, start);
+    let session = |id: u64, heartbeat: u64, version: u64| Stored {
+        key: node("h"),
+        value: MemberRecord {
+            session: Some(id),
+            heartbeat,
+            ..MemberRecord::default()
+        },
+        version: Version::from_number(version),
+    };
+    fixture
+        .observed
+        .observe_members(start, vec![session(old_session, 1, 1)]);
+    // The holder's process restarts under its name and renews its new session every
+    // 10 seconds from then on.
+    let restart = start + Duration::from_secs(20);
+    let new_session = 0x0fed_cba9_8765;
+    for beat in 0..10u64 {
+        let at = restart + Duration::from_secs(10 * beat);
+        fixture
+            .observed
+            .observe_members(at, vec![session(new_session, beat + 1, beat + 2)]);
+    }
+    let last_renewal = restart + Duration::from_secs(90);
+    let early = fixture.plan_at(restart + after - Duration::from_secs(1));
+    assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
+    let plan = fixture.plan_at(restart + after);
+    let take = plan
+        .acquire
+        .iter()
+        .find(|a| a.partition == PartitionId(1))
+        .expect("taken acquire_after after the new session was first seen");
+    assert!(
+        take.session.is_none(),
+        "the ended session can renew nothing: the record alone is compared: {take:?}"
+    );
+
+    // A lease of the session that renews waits on its renewals, as before.
+    let mut current = fixture.clone();
+    let record = LeaseRecord {
+        session: Some(new_session),
+        ..held_by("h", 1)
+    };
+    current.set(1, record, 50, start);
+    let plan = current.plan_at(restart + after);
+    assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
+    let plan = current.plan_at(last_renewal + after);
+    let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
+    assert!(take.is_some_and(|t| t.session.is_some()), "{plan:?}");
+    // And so does a record that names no session (written before sessions were named).
+    let mut unnamed = fixture;
+    unnamed.set(1, held_by("h", 1), 50, start);
+    let plan = unnamed.plan_at(restart + after);
+    assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
 }

@@ -34,6 +34,10 @@ fn failure<T>(result: &Result<T, StoreError>) -> Option<(&'static str, RecordKey
     Some((kind, key.clone()))
 }
 
+/// The session of the records the checks write whole: above `i64::MAX`, so that a store
+/// keeping sessions in signed 64-bit integers must keep all their bits.
+const SESSION: u64 = u64::MAX - 6;
+
 fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
     LeaseRecord {
         owner: Some(node(owner)),
@@ -45,6 +49,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
         written_at_unix_ms: Some(1_700_000_000_123),
         previous_owner: Some(node("before")),
         handed_to: None,
+        session: Some(SESSION),
     }
 }
 
@@ -271,6 +276,7 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
         max_partitions: Some(40),
         address: Some("http://node-b:8080".to_owned()),
         metadata: [("zone".to_owned(), "b".to_owned())].into(),
+        session: Some(SESSION),
     };
     let v_b = store
         .put_member(&group, &node("node-b"), &record, PutMode::Create)

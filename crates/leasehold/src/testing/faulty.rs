@@ -21,7 +21,9 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 ///   ([`FaultyStore::drop_batches`]);
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
 ///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]);
-/// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]).
+/// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]);
+/// - rewrites a member record just before deleting it, as a node renewing at that moment
+///   would ([`FaultyStore::renew_before_member_deletes`]).
 ///
 /// Counts the reads attempted (lease listings, member listings, single-record reads) and the
 /// batch writes made, throttled or failed ones included: a test bounds how hard a participant
@@ -38,6 +40,7 @@ pub struct FaultyStore {
     record_reads: AtomicU64,
     batches: AtomicU64,
     notices_off: AtomicBool,
+    renewals_before_deletes: AtomicU32,
 }
 
 impl FaultyStore {
@@ -54,7 +57,15 @@ impl FaultyStore {
             record_reads: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             notices_off: AtomicBool::new(false),
+            renewals_before_deletes: AtomicU32::new(0),
         }
+    }
+
+    /// Each of the next `count` member deletes first rewrites the record as it stands, so
+    /// the delete finds it at a newer version than the caller read: a running node's renewal
+    /// racing an operator's delete.
+    pub fn renew_before_member_deletes(&self, count: u32) {
+        self.renewals_before_deletes.store(count, Ordering::SeqCst);
     }
 
     /// Makes every call from now on hang until this is turned off again.
@@ -253,6 +264,22 @@ impl LeaseStore for FaultyStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         self.gate().await;
+        let renew = self
+            .renewals_before_deletes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if renew {
+            if let Some(current) = self.inner.get_member(group, node).await? {
+                self.inner
+                    .put_member(
+                        group,
+                        node,
+                        &current.value,
+                        PutMode::Update(current.version),
+                    )
+                    .await?;
+            }
+        }
         self.inner.delete_member(group, node, version).await
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::StoreError;
 use crate::record::{LeaseRecord, LeaseState, MemberRecord};
-use crate::store::{LeaseStore, LeaseWrite, PutMode};
+use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
 use super::unique_group;
@@ -264,6 +264,224 @@ pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
         "every optional field cleared",
     )
     .await;
+}
+
+/// The sessions the session checks write, in this order: a small one; ones above
+/// `i64::MAX`, which a store keeping sessions in signed 64-bit integers must keep bit for bit
+/// (the top bit alone, all bits set); zero, which is a session and not the absence of one;
+/// and `i64::MAX` itself.
+const SESSIONS: [u64; 6] = [7, u64::MAX - 6, 1 << 63, u64::MAX, 0, i64::MAX as u64];
+
+/// A held lease record taken in `session`, or in none.
+fn in_session(owner: &str, epoch: u64, session: Option<u64>) -> LeaseRecord {
+    LeaseRecord {
+        session,
+        ..handed_over(Some(owner), "before", epoch)
+    }
+}
+
+/// A member record in `session`, or in none, with its other fields set so that a store
+/// mixing up columns cannot pass.
+fn member_in_session(heartbeat: u64, session: Option<u64>) -> MemberRecord {
+    MemberRecord {
+        heartbeat,
+        session,
+        ..described_member()
+    }
+}
+
+/// A lease record's and a member record's `session` are kept exactly by creates, updates
+/// and batches, whatever their value (above `i64::MAX` too, and zero), and cleared by a
+/// write without one.
+pub async fn sessions_round_trip(store: Arc<dyn LeaseStore>) {
+    let store = &*store;
+    let group = unique_group("sessions");
+    let [small, big, ..] = SESSIONS;
+    let first = in_session("n1", 1, Some(big));
+    let mut v0 = store
+        .put_lease(&group, PartitionId(0), &first, PutMode::Create)
+        .await
+        .expect("create a lease in a session");
+    let what = format!("created in session {big}");
+    assert_lease(store, &group, 0, &first, &what).await;
+    for (epoch, session) in (2..).zip(SESSIONS) {
+        let record = in_session("n1", epoch, Some(session));
+        v0 = store
+            .put_lease(&group, PartitionId(0), &record, PutMode::Update(v0))
+            .await
+            .unwrap_or_else(|e| panic!("update to session {session}: {e}"));
+        let what = format!("updated to session {session}");
+        assert_lease(store, &group, 0, &record, &what).await;
+    }
+    let outside = in_session("n1", 9, None);
+    let v0 = store
+        .put_lease(&group, PartitionId(0), &outside, PutMode::Update(v0))
+        .await
+        .expect("update without a session");
+    assert_lease(store, &group, 0, &outside, "session cleared").await;
+    let v1 = store
+        .put_lease(
+            &group,
+            PartitionId(1),
+            &in_session("n2", 1, Some(small)),
+            PutMode::Create,
+        )
+        .await
+        .expect("create another lease in a session");
+
+    let writes = vec![
+        LeaseWrite {
+            partition: PartitionId(0),
+            record: in_session("n1", 10, Some(big)),
+            mode: PutMode::Update(v0),
+        },
+        LeaseWrite {
+            partition: PartitionId(1),
+            record: in_session("n2", 2, None),
+            mode: PutMode::Update(v1),
+        },
+        LeaseWrite {
+            partition: PartitionId(2),
+            record: in_session("n3", 1, Some(small)),
+            mode: PutMode::Create,
+        },
+        LeaseWrite {
+            partition: PartitionId(3),
+            record: in_session("n3", 1, Some(u64::MAX)),
+            mode: PutMode::Create,
+        },
+        LeaseWrite {
+            partition: PartitionId(4),
+            record: LeaseRecord::released(),
+            mode: PutMode::Create,
+        },
+    ];
+    let results = store
+        .put_leases(&group, &writes)
+        .await
+        .expect("batch attempted");
+    for (write, result) in writes.iter().zip(&results) {
+        let partition = write.partition.0;
+        result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("batch write of lease {partition}: {e}"));
+        let what = format!("written in a batch in session {:?}", write.record.session);
+        assert_lease(store, &group, partition, &write.record, &what).await;
+    }
+
+    let mut version = put_and_read_member(
+        store,
+        &group,
+        "node-a",
+        &member_in_session(1, Some(big)),
+        PutMode::Create,
+        &format!("created in session {big}"),
+    )
+    .await;
+    for (heartbeat, session) in (2..).zip(SESSIONS) {
+        version = put_and_read_member(
+            store,
+            &group,
+            "node-a",
+            &member_in_session(heartbeat, Some(session)),
+            PutMode::Update(version),
+            &format!("updated to session {session}"),
+        )
+        .await;
+    }
+    put_and_read_member(
+        store,
+        &group,
+        "node-a",
+        &member_in_session(9, None),
+        PutMode::Update(version),
+        "session cleared",
+    )
+    .await;
+    put_and_read_member(
+        store,
+        &group,
+        "node-b",
+        &member_in_session(1, Some(small)),
+        PutMode::Create,
+        &format!("created in session {small}"),
+    )
+    .await;
+}
+
+/// A transaction keeps the `session` of the lease and member records it writes exactly,
+/// as single writes do: created in a session, moved to another (above `i64::MAX` too, and
+/// zero), and cleared by a write without one.
+pub async fn sessions_round_trip_in_transactions(store: Arc<dyn LeaseStore>) {
+    let store = &*store;
+    let group = unique_group("txn-sessions");
+    let [small, big, ..] = SESSIONS;
+    // Each step: the sessions of lease 0, of member `a` and of lease 1, all written in one
+    // transaction, starting with creates.
+    let steps: Vec<[Option<u64>; 3]> = [[Some(big), Some(big), None]]
+        .into_iter()
+        .chain(
+            SESSIONS
+                .iter()
+                .zip(SESSIONS.iter().rev())
+                .map(|(&mine, &other)| [Some(mine), Some(mine), Some(other)]),
+        )
+        .chain([[None, None, Some(small)], [Some(small), None, None]])
+        .collect();
+    let mut versions: Option<Vec<Version>> = None;
+    for (epoch, [lease_0, member_a, lease_1]) in (1..).zip(steps) {
+        let what = format!("sessions {lease_0:?}, {member_a:?} and {lease_1:?}");
+        let mode = |index: usize| match &versions {
+            None => PutMode::Create,
+            Some(versions) => PutMode::Update(versions[index].clone()),
+        };
+        let (lease_0, member_a, lease_1) = (
+            in_session("a", epoch, lease_0),
+            member_in_session(epoch, member_a),
+            in_session("b", epoch, lease_1),
+        );
+        let writes = [
+            TxnWrite::Lease(LeaseWrite {
+                partition: PartitionId(0),
+                record: lease_0.clone(),
+                mode: mode(0),
+            }),
+            TxnWrite::Member {
+                node: node("a"),
+                record: member_a.clone(),
+                mode: mode(1),
+            },
+            TxnWrite::Lease(LeaseWrite {
+                partition: PartitionId(1),
+                record: lease_1.clone(),
+                mode: mode(2),
+            }),
+        ];
+        let written = store
+            .transact(&group, &writes)
+            .await
+            .unwrap_or_else(|e| panic!("a transaction writing {what}: {e}"));
+        assert_lease(store, &group, 0, &lease_0, &what).await;
+        assert_lease(store, &group, 1, &lease_1, &what).await;
+        let got = store
+            .get_member(&group, &node("a"))
+            .await
+            .expect("get member")
+            .expect("member exists");
+        assert_eq!(
+            (&got.value, &got.version),
+            (&member_a, &written[1]),
+            "get: {what}"
+        );
+        let listing = store.list_members(&group).await.expect("list members");
+        assert!(listing.corrupt.is_empty(), "{:?}", listing.corrupt);
+        assert_eq!(
+            listing.records.first().map(|member| &member.value),
+            Some(&member_a),
+            "list: {what}"
+        );
+        versions = Some(written);
+    }
 }
 
 /// Member records over a limit of [`MemberRecord::validate`], one field at a time, each

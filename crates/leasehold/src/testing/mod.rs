@@ -136,7 +136,7 @@ impl std::fmt::Display for Malformed {
 /// assert!(damage.iter().any(|(_, bytes)| std::str::from_utf8(bytes).is_err()));
 /// ```
 pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
-    let lease_values: [(&str, &[u8]); 10] = [
+    let lease_values: [(&str, &[u8]); 11] = [
         ("not JSON", b"{not json"),
         ("not UTF-8", b"\xff\xfe{}"),
         ("JSON of another shape", b"[1, 2]"),
@@ -165,8 +165,12 @@ pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
             "a number as the node handed to",
             br#"{"owner":null,"epoch":1,"state":"released","handed_to":7}"#,
         ),
+        (
+            "a negative session",
+            br#"{"owner":"n1","epoch":1,"state":"held","session":-7}"#,
+        ),
     ];
-    let member_values: [(&str, &str, &[u8]); 7] = [
+    let member_values: [(&str, &str, &[u8]); 8] = [
         (
             "bad-weight",
             "a weight beyond u32",
@@ -201,6 +205,11 @@ pub fn malformed_json_values() -> Vec<(Malformed, Vec<u8>)> {
             "bad-address",
             "a list as the address",
             br#"{"weight":1,"address":["http://a"]}"#,
+        ),
+        (
+            "bad-session",
+            "a session beyond u64",
+            br#"{"weight":1,"session":18446744073709551616}"#,
         ),
     ];
     let leases = (MALFORMED_FIRST_PARTITION..)
@@ -319,6 +328,7 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(groups_are_isolated, harness.store());
     check!(members_round_trip, harness.store());
     check!(optional_fields_round_trip, harness.store());
+    check!(sessions_round_trip, harness.store());
     check!(oversize_member_fields_are_refused, harness.store());
     check!(group_record_compare_and_set, harness.store());
     check!(damaged_group_record_is_reported_apart, harness);
@@ -342,6 +352,8 @@ pub async fn run_transaction_conformance(harness: &dyn Harness) {
     println!("conformance[{name}]: transaction_writes_all_or_nothing ... ok");
     transaction_gives_each_hint(harness.store()).await;
     println!("conformance[{name}]: transaction_gives_each_hint ... ok");
+    sessions_round_trip_in_transactions(harness.store()).await;
+    println!("conformance[{name}]: sessions_round_trip_in_transactions ... ok");
     transactions_race_single_writes(harness.store(), 4, 25).await;
     println!("conformance[{name}]: transactions_race_single_writes ... ok");
 }

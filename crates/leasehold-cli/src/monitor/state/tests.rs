@@ -393,3 +393,24 @@ fn with_sessions_leases_are_as_fresh_as_their_holders_session() {
     assert!(tracker.members[&NodeId::new("alive").unwrap()].live);
     assert!(!tracker.members[&NodeId::new("dead").unwrap()].live);
 }
+
+/// With session leases: fails if a lease taken under a session that has ended (its holder
+/// restarted under the same name) counts as renewed by the new session's renewals.
+#[test]
+fn with_sessions_a_lease_of_an_ended_session_goes_unrenewed() {
+    let mut table = Table::new(2);
+    table.lease_mode = leasehold::LeaseMode::Session;
+    let mut tracker = Tracker::new("g", Duration::from_secs(1), STALE, false);
+    table.hold(0, "node", 1);
+    table.hold(1, "node", 1);
+    table.write(0, |r| r.session = Some(7));
+    table.write(1, |r| r.session = Some(8));
+    table.beat("node", |m| m.session = Some(7));
+    tracker.apply(table.reading(0));
+    for second in (5..=30).step_by(5) {
+        // Restarted: the new process renews session 8.
+        table.beat("node", |m| m.session = Some(8));
+        tracker.apply(table.reading(second));
+    }
+    assert_eq!(tracker.unrenewed, vec![0], "only the ended session's lease");
+}

@@ -331,3 +331,30 @@ async fn with_sessions_a_lease_is_renewed_by_its_holders_session() {
     assert_eq!(report.live_nodes, [node("server-2")]);
     assert_eq!(problems(&report), ["unrenewed"], "{report:?}");
 }
+
+#[tokio::test]
+async fn with_sessions_a_lease_of_an_ended_session_is_unrenewed_whatever_the_next_renews() {
+    let store = quiet_table(3).await;
+    crate::admin::set_lease_mode(&store, &group(), crate::LeaseMode::Session)
+        .await
+        .unwrap();
+    let under = |session| LeaseRecord {
+        session: Some(session),
+        ..held_by("server-1")
+    };
+    write(&store, 1, under(7)).await;
+    write(&store, 2, under(8)).await;
+    let session = |id, heartbeat| MemberRecord {
+        session: Some(id),
+        heartbeat,
+        written_at_unix_ms: Some(1_700_000_000_000 + heartbeat),
+        ..MemberRecord::default()
+    };
+    write_member(&store, "server-1", session(8, 1)).await;
+    let report = check_across(&store, 0, async |store| {
+        write_member(store, "server-1", session(8, 2)).await;
+    })
+    .await;
+    assert_eq!(report.unrenewed, [(PartitionId(1), Some(node("server-1")))]);
+    assert_eq!(report.live_nodes, [node("server-1")]);
+}
