@@ -185,6 +185,9 @@ fn member_entity(group: &str, node: &NodeId, record: &MemberRecord) -> Value {
     if let Some(session) = record.session {
         insert_bits(&mut entity, "session", session);
     }
+    if let Some(replaced) = record.replaced {
+        insert_bits(&mut entity, "replaced", replaced);
+    }
     Value::Object(entity)
 }
 
@@ -362,6 +365,7 @@ pub(crate) fn parse_member(
         address: columns.string("address")?.map(str::to_owned),
         metadata: columns.metadata("metadata")?,
         session: columns.bits("session")?,
+        replaced: columns.bits("replaced")?,
     })
 }
 
@@ -477,6 +481,7 @@ mod tests {
             address: Some("http://n1.example:8080".to_owned()),
             metadata: [("zone".to_owned(), r#"eu "1""#.to_owned())].into(),
             session: Some(7),
+            replaced: Some(u64::MAX - 1),
         };
         let entity = object(member_entity(
             "orders",
@@ -490,6 +495,10 @@ mod tests {
         assert_eq!(
             (&entity["session"], &entity["session@odata.type"]),
             (&json!("7"), &json!("Edm.Int64"))
+        );
+        assert_eq!(
+            (&entity["replaced"], &entity["replaced@odata.type"]),
+            (&json!("-2"), &json!("Edm.Int64"))
         );
         assert_eq!(
             parse_member(&RecordKey::Stored("k".into()), &entity).unwrap(),

@@ -11,7 +11,7 @@
 //! leasehold_members  (grp, node, weight, draining, load, heartbeat, written_at_unix_ms,
 //!                     version, lease_validity_ns, acquire_after_ns, capacity, max_load,
 //!                     max_partitions, address, metadata,  -- metadata: JSON text or NULL
-//!                     session)
+//!                     session, replaced)
 //! leasehold_groups   (grp, record, version)   -- the group record, as its JSON text
 //! leasehold_schema   (version)        -- the layout version, checked on every connect
 //! leasehold_version                   -- the sequence every write takes its version from

@@ -61,6 +61,8 @@ pub(crate) struct MemberParams {
     pub(crate) metadata: Option<String>,
     /// The session's 64 bits, see [`session_column`].
     pub(crate) session: Option<i64>,
+    /// The replaced session's last stamp, as its 64 bits ([`session_column`]).
+    pub(crate) replaced: Option<i64>,
 }
 
 impl MemberParams {
@@ -92,6 +94,7 @@ impl MemberParams {
             metadata: (!record.metadata.is_empty())
                 .then(|| codec::encode_metadata(&record.metadata)),
             session: record.session.map(session_column),
+            replaced: record.replaced.map(session_column),
         })
     }
 }
@@ -270,11 +273,12 @@ pub(crate) fn member_from_row(row: &Row) -> Result<StoredMember, StoreError> {
         address: column(row, 11, "address", &key)?,
         metadata: metadata(column(row, 12, "metadata", &key)?, &key)?,
         session: column::<Option<i64>>(row, 13, "session", &key)?.map(session_from_column),
+        replaced: column::<Option<i64>>(row, 14, "replaced", &key)?.map(session_from_column),
     };
     Ok(Stored {
         key: node,
         value: record,
-        version: version(row, 14, &key)?,
+        version: version(row, 15, &key)?,
     })
 }
 

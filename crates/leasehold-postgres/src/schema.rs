@@ -189,8 +189,8 @@ impl Names {
         format!("ALTER TABLE {leases} ADD COLUMN handed_to text;")
     }
 
-    /// Version 6: the session a lease is held in and the session of each member, NULL in
-    /// rows written before (no session). A session is any `u64`, kept as the `bigint` of the
+    /// Version 6: the session a lease is held in, and the session of each member with the
+    /// stamp of the session it replaced, NULL in rows written before (no session). A session is any `u64`, kept as the `bigint` of the
     /// same 64 bits, so one above `i64::MAX` reads as negative in `psql`. A member's new
     /// session is announced as the update of its row it is, and a lease's changes with its
     /// state, so the triggers stay as they are.
@@ -200,7 +200,7 @@ impl Names {
         } = self;
         format!(
             "ALTER TABLE {leases} ADD COLUMN session bigint;
-             ALTER TABLE {members} ADD COLUMN session bigint;"
+             ALTER TABLE {members} ADD COLUMN session bigint, ADD COLUMN replaced bigint;"
         )
     }
 }

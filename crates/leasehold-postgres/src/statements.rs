@@ -10,7 +10,7 @@ const LEASE_COLUMNS: &str = "partition, owner, epoch, state, prohibited, load, n
      written_at_unix_ms, previous_owner, handed_to, session, version";
 const MEMBER_COLUMNS: &str = "node, weight, draining, load, heartbeat, written_at_unix_ms, \
      lease_validity_ns, acquire_after_ns, capacity, max_load, max_partitions, address, metadata, \
-     session, version";
+     session, replaced, version";
 const GROUP_COLUMNS: &str = "record, version";
 
 /// Every statement the store runs.
@@ -104,7 +104,7 @@ fn texts(names: &Names) -> [String; 13] {
         format!(
             "INSERT INTO {members} (grp, {MEMBER_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                 nextval('{sequence}'))
+                 $16, nextval('{sequence}'))
              ON CONFLICT (grp, node) DO NOTHING RETURNING version"
         ),
         format!(
@@ -112,8 +112,9 @@ fn texts(names: &Names) -> [String; 13] {
                  UPDATE {members} SET weight = $3, draining = $4, load = $5, heartbeat = $6,
                      written_at_unix_ms = $7, lease_validity_ns = $8, acquire_after_ns = $9,
                      capacity = $10, max_load = $11, max_partitions = $12, address = $13,
-                     metadata = $14, session = $15, version = nextval('{sequence}')
-                 WHERE grp = $1 AND node = $2 AND version = $16
+                     metadata = $14, session = $15, replaced = $16,
+                     version = nextval('{sequence}')
+                 WHERE grp = $1 AND node = $2 AND version = $17
                  RETURNING version)
              SELECT (SELECT version FROM updated),
                  EXISTS (SELECT 1 FROM {members} WHERE grp = $1 AND node = $2)"

@@ -217,6 +217,7 @@ pub(crate) async fn write_member(
                     &p.address,
                     &p.metadata,
                     &p.session,
+                    &p.replaced,
                 ],
             )
             .await
@@ -246,6 +247,7 @@ pub(crate) async fn write_member(
                         &p.address,
                         &p.metadata,
                         &p.session,
+                        &p.replaced,
                         &expected,
                     ],
                 )

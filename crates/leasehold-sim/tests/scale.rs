@@ -104,6 +104,12 @@ fn scale() {
     if std::env::var("LOAD").is_ok_and(|load| load == "zipf") {
         config.load = Some(leasehold_sim::LoadShape::default());
     }
+    // `LEASE_MODE=session`: one session write per node per heartbeat renews all it holds.
+    if let Ok(mode) = std::env::var("LEASE_MODE") {
+        config.lease_mode = mode
+            .parse()
+            .unwrap_or_else(|e| panic!("LEASE_MODE={mode:?}: {e}"));
+    }
     if let Ok(relist_after) = std::env::var("RELIST_AFTER") {
         config.timings.relist_after = Some(parse_duration(&relist_after).unwrap());
     }
@@ -120,8 +126,9 @@ fn scale() {
     );
     let traffic = &report.samples.traffic;
     println!(
-        "{nodes} nodes × {partitions} partitions (change notices {}, relist_after {relist_after:?}) \
-         for {:.0}s simulated: {:.1}s wall ({:.1}s CPU), peak resident {:.0} MiB, {} events",
+        "{nodes} nodes × {partitions} partitions (lease mode {}, change notices {}, relist_after \
+         {relist_after:?}) for {:.0}s simulated: {:.1}s wall ({:.1}s CPU), peak resident {:.0} MiB, {} events",
+        config.lease_mode,
         if config.change_notices { "on" } else { "off" },
         report.simulated.as_secs_f64(),
         report.wall.as_secs_f64(),

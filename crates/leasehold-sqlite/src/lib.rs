@@ -57,7 +57,7 @@
 //!         lease_validity_ns INTEGER NULL, acquire_after_ns INTEGER NULL,
 //!         capacity REAL NULL, max_load REAL NULL, max_partitions INTEGER NULL,
 //!         address TEXT NULL, metadata TEXT NULL (a JSON object of strings, NULL when empty),
-//!         session INTEGER NULL, PRIMARY KEY (grp, node))
+//!         session INTEGER NULL, replaced INTEGER NULL, PRIMARY KEY (grp, node))
 //! groups(grp TEXT PRIMARY KEY, record TEXT (the group record's JSON), version INTEGER)
 //! meta(key TEXT PRIMARY KEY, value INTEGER)   -- 'next_version': the version counter
 //! ```
@@ -67,8 +67,8 @@
 //! and the two timing columns of `members` (whole nanoseconds); rows written before read as
 //! publishing no timings. Upgrading to schema version 3 adds `leases.previous_owner` and the
 //! `members` columns from `capacity` to `metadata`, upgrading to version 4 adds
-//! `leases.handed_to`, and upgrading to version 5 adds `leases.session` and
-//! `members.session`, all NULL in rows written before. A session is a `u64` kept as the
+//! `leases.handed_to`, and upgrading to version 5 adds `leases.session`,
+//! `members.session` and `members.replaced`, all NULL in rows written before. A session is a `u64` kept as the
 //! INTEGER of the same 64 bits: sessions above `i64::MAX` show as negative numbers in the
 //! `sqlite3` shell, and read back exactly.
 //!

@@ -51,12 +51,12 @@ const GET_MEMBER: &str = concat!(
 const MEMBER_VERSION: &str = "SELECT version FROM members WHERE grp = ?1 AND node = ?2";
 const INSERT_MEMBER: &str = "INSERT INTO members (grp, node, weight, draining, load, \
      heartbeat, written_at_unix_ms, lease_validity_ns, acquire_after_ns, version, capacity, \
-     max_load, max_partitions, address, metadata, session) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+     max_load, max_partitions, address, metadata, session, replaced) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 const UPDATE_MEMBER: &str = "UPDATE members SET weight = ?3, draining = ?4, load = ?5, \
      heartbeat = ?6, written_at_unix_ms = ?7, lease_validity_ns = ?8, acquire_after_ns = ?9, \
      version = ?10, capacity = ?11, max_load = ?12, max_partitions = ?13, address = ?14, \
-     metadata = ?15, session = ?16 WHERE grp = ?1 AND node = ?2";
+     metadata = ?15, session = ?16, replaced = ?17 WHERE grp = ?1 AND node = ?2";
 const DELETE_MEMBER: &str = "DELETE FROM members WHERE grp = ?1 AND node = ?2";
 
 const GET_GROUP: &str = concat!("SELECT ", group_columns!(), " FROM groups WHERE grp = ?1");
@@ -364,6 +364,7 @@ pub(crate) fn put_member(
             row.address,
             row.metadata,
             row.session,
+            row.replaced,
         ])
         .context(&context)?;
     changed_one_row(changed, &context)?;

@@ -27,7 +27,7 @@ macro_rules! member_columns {
     () => {
         "node, weight, draining, load, heartbeat, written_at_unix_ms, version, \
          lease_validity_ns, acquire_after_ns, capacity, max_load, max_partitions, address, \
-         metadata, session"
+         metadata, session, replaced"
     };
 }
 pub(crate) use member_columns;
@@ -74,6 +74,8 @@ pub(crate) struct MemberRow {
     pub(crate) metadata: Option<String>,
     /// The session's 64 bits, see [`session_column`].
     pub(crate) session: Option<i64>,
+    /// The replaced session's last stamp, as its 64 bits ([`session_column`]).
+    pub(crate) replaced: Option<i64>,
 }
 
 fn storable(value: u64, field: &str, key: impl FnOnce() -> RecordKey) -> Result<i64, StoreError> {
@@ -171,6 +173,7 @@ pub(crate) fn encode_member(node: &NodeId, record: &MemberRecord) -> Result<Memb
         address: record.address.clone(),
         metadata: encode_metadata(&record.metadata),
         session: record.session.map(session_column),
+        replaced: record.replaced.map(session_column),
     })
 }
 
@@ -434,6 +437,7 @@ fn decode_member_fields(row: &Row<'_>) -> Result<(MemberRecord, Version), String
             Some(json) => codec::decode_metadata(json)?,
         },
         session: column(row, 14, "session").optional_session()?,
+        replaced: column(row, 15, "replaced").optional_session()?,
     };
     let version = decode_version(column(row, 6, "version").integer()?)?;
     Ok((record, version))

@@ -83,11 +83,13 @@ const MIGRATE_TO_V4: &str = "
 ALTER TABLE leases ADD COLUMN handed_to TEXT NULL;
 ";
 
-// Nullable: rows written before belong to no session. A session is any u64, kept as the
-// INTEGER with the same 64 bits, so one above i64::MAX reads as negative in the shell.
+// Nullable: rows written before belong to no session, and replaced none. A session (and
+// the stamp a member's `replaced` holds) is any u64, kept as the INTEGER with the same 64
+// bits, so one above i64::MAX reads as negative in the shell.
 const MIGRATE_TO_V5: &str = "
 ALTER TABLE leases  ADD COLUMN session INTEGER NULL;
 ALTER TABLE members ADD COLUMN session INTEGER NULL;
+ALTER TABLE members ADD COLUMN replaced INTEGER NULL;
 ";
 
 /// Opens a connection to `path`, creating the file if absent, with the store's settings:

@@ -19,7 +19,7 @@ mod schedule;
 mod shares;
 pub mod tally;
 mod view;
-pub use members::{other_session, session_tag, MemberView, SeenMember};
+pub use members::{other_session, session_tag, MemberView, PreviousSession, SeenMember};
 pub use schedule::{Reading, ScanSchedule, Takes};
 pub use shares::{fair_targets, MemberShare, Stripe};
 pub use view::{LeaseView, SeenLease};
@@ -95,7 +95,7 @@ impl Observed {
                 // name, say): whatever the new one renews, the old one renewed nothing since
                 // the new one was first seen.
                 Some(member) if members::other_session(seen.session, member.session) => {
-                    Some(member.session_since)
+                    Some(member.ended_at(seen.session))
                 }
                 Some(member) => Some(member.first_seen),
                 None => self.members.absent_since(owner),

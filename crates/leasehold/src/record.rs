@@ -174,6 +174,13 @@ pub struct MemberRecord {
     /// bit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
+    /// With session leases, when this session began by writing over another process's
+    /// session under the same name: the write stamp (`written_at_unix_ms`) of that
+    /// session's last write. A node that saw that very write knows the replaced session
+    /// renewed nothing after it, and waits on its leases from then rather than from when it
+    /// first saw this session. Stores keep it as a signed 64-bit integer, bit for bit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<u64>,
 }
 
 impl Default for MemberRecord {
@@ -192,6 +199,7 @@ impl Default for MemberRecord {
             address: None,
             metadata: BTreeMap::new(),
             session: None,
+            replaced: None,
         }
     }
 }

@@ -255,6 +255,7 @@ impl Runner {
                 capacity: self.config.capacity,
                 max_load: self.config.max_load,
                 session: self.session_mode().then_some(self.session_id),
+                replaced: self.replaced.filter(|_| self.session_mode()),
             };
             let mode = match &self.member_version {
                 Some(version) => PutMode::Update(version.clone()),
@@ -365,6 +366,7 @@ impl Runner {
         // The next session is told apart from this one: the records this one's leases left
         // behind are waited on from its end, whatever the next renews.
         self.session_id = super::runner::draw_session_id(&mut self.rng);
+        self.replaced = None;
     }
 
     /// After a session renewal failed its compare-and-set: reads the session, then the
@@ -401,6 +403,9 @@ impl Runner {
             .is_some_and(|stamp| self.session_stamps.contains(&stamp));
         if !ours {
             self.end_session();
+            // This node's next write replaces that session, on the condition that it is still
+            // at the version just read: that process's last renewal is the one read here.
+            self.replaced = stored.value.written_at_unix_ms;
             // Another process's last renewal (a previous one under this name) was made
             // before this read: if this node's next write finds the session still at this
             // version, nothing renewed it since, and what that process held runs out

@@ -114,6 +114,11 @@ pub(crate) struct Runner {
     ///
     /// [`MemberRecord::session`]: crate::MemberRecord::session
     pub(super) session_id: u64,
+    /// With session leases, the stamp of the last write of the session this one began by
+    /// writing over ([`MemberRecord::replaced`]).
+    ///
+    /// [`MemberRecord::replaced`]: crate::MemberRecord::replaced
+    pub(super) replaced: Option<u64>,
 }
 
 impl Runner {
@@ -163,6 +168,7 @@ impl Runner {
             load_published: BTreeMap::new(),
             session_rereads: 0,
             session_id,
+            replaced: None,
         }
     }
 

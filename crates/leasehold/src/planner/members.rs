@@ -43,6 +43,42 @@ pub struct SeenMember {
     /// The local instant at which `session` was first seen: every renewal of any earlier
     /// session was made before it.
     pub session_since: Instant,
+    /// The stamp of the last write of the session this one replaced, as the record says
+    /// ([`MemberRecord::replaced`]).
+    pub replaced: Option<u64>,
+    /// The session this view showed before `session`, with the last renewal of it seen.
+    pub previous: Option<PreviousSession>,
+}
+
+/// A member's session as this view last saw it before the member moved to another.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreviousSession {
+    /// The session ([`session_tag`]).
+    pub session: Option<NonZeroU32>,
+    /// The stamp of the last renewal of it seen.
+    pub stamp: Option<u64>,
+    /// When that renewal was first seen.
+    pub renewed_at: Instant,
+}
+
+impl SeenMember {
+    /// From when a lease taken under session `lease` (which this member's record no longer
+    /// shows) is waited on: from the last renewal of it this view saw, if the current
+    /// session replaced that very renewal — nothing renewed it after — and otherwise from
+    /// when the current session was first seen, before which every earlier one ended.
+    pub fn ended_at(&self, lease: Option<NonZeroU32>) -> Instant {
+        match &self.previous {
+            Some(previous)
+                if lease.is_some()
+                    && previous.session == lease
+                    && previous.stamp.is_some()
+                    && previous.stamp == self.replaced =>
+            {
+                previous.renewed_at
+            }
+            _ => self.session_since,
+        }
+    }
 }
 
 /// A session identity ([`MemberRecord::session`], [`crate::LeaseRecord::session`]) folded to
@@ -75,6 +111,8 @@ impl SeenMember {
             seen_changing: false,
             session: session_tag(stored.value.session),
             session_since: now,
+            replaced: stored.value.replaced,
+            previous: None,
         }
     }
 
@@ -83,6 +121,17 @@ impl SeenMember {
     fn update(&mut self, now: Instant, stored: Stored<NodeId, MemberRecord>) {
         if self.version != stored.version {
             self.version = stored.version;
+            let session = session_tag(stored.value.session);
+            if session != self.session {
+                self.previous = Some(PreviousSession {
+                    session: self.session,
+                    stamp: self.written_at_unix_ms,
+                    renewed_at: self.first_seen,
+                });
+                self.session = session;
+                self.session_since = now;
+            }
+            self.replaced = stored.value.replaced;
             if self.heartbeat != stored.value.heartbeat
                 || self.written_at_unix_ms != stored.value.written_at_unix_ms
             {
@@ -95,11 +144,6 @@ impl SeenMember {
             self.draining = stored.value.draining;
             self.capacity = stored.value.capacity;
             self.max_load = stored.value.max_load;
-            let session = session_tag(stored.value.session);
-            if session != self.session {
-                self.session = session;
-                self.session_since = now;
-            }
         }
     }
 }

@@ -1601,3 +1601,75 @@ fn with_sessions_a_lease_taken_under_an_ended_session_waits_from_the_next_sessio
     let plan = unnamed.plan_at(restart + after);
     assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
 }
+
+/// Fails if a lease of a session that a restart replaced waits on anything later than the
+/// replaced session's last renewal, when this node saw that very renewal: after a crash and
+/// a restart under the same name the partition must be served `acquire_after` after the
+/// crash, not after the restart. And fails if it does so when it did not see that renewal.
+#[test]
+fn with_sessions_a_lease_of_a_replaced_session_waits_from_its_last_renewal_seen() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let after = fixture.config.acquire_after;
+    let start = fixture.start;
+    let (old_session, new_session) = (0x1234_5678_9abc_u64, 0x0fed_cba9_8765_u64);
+    let record = LeaseRecord {
+        session: Some(old_session),
+        ..held_by("h", 1)
+    };
+    fixture.set(1, record, 50, start);
+    let session = |id: u64, stamp: u64, replaced: Option<u64>, version: u64| Stored {
+        key: node("h"),
+        value: MemberRecord {
+            session: Some(id),
+            heartbeat: stamp,
+            written_at_unix_ms: Some(stamp),
+            replaced,
+            ..MemberRecord::default()
+        },
+        version: Version::from_number(version),
+    };
+    // The old session's last renewal, stamp 500, first seen 5 s in; then a crash, and a
+    // restart 40 s later that replaced exactly that renewal.
+    let last_renewal = start + Duration::from_secs(5);
+    fixture
+        .observed
+        .observe_members(start, vec![session(old_session, 400, None, 1)]);
+    fixture
+        .observed
+        .observe_members(last_renewal, vec![session(old_session, 500, None, 2)]);
+    let restart = last_renewal + Duration::from_secs(40);
+    fixture
+        .observed
+        .observe_members(restart, vec![session(new_session, 1, Some(500), 3)]);
+    let plan = fixture.plan_at(last_renewal + after);
+    let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
+    assert!(
+        take.is_some_and(|t| t.session.is_none()),
+        "taken acquire_after after the replaced renewal: {plan:?}"
+    );
+    let early = fixture.plan_at(last_renewal + after - Duration::from_millis(1));
+    assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
+
+    // The restart replaced a renewal this node never saw (stamp 600): the old session may
+    // have renewed after the last renewal seen, so the wait runs from the new session.
+    let mut unseen = session_fixture(Duration::ZERO);
+    unseen.set(
+        1,
+        LeaseRecord {
+            session: Some(old_session),
+            ..held_by("h", 1)
+        },
+        50,
+        start,
+    );
+    unseen
+        .observed
+        .observe_members(last_renewal, vec![session(old_session, 500, None, 2)]);
+    unseen
+        .observed
+        .observe_members(restart, vec![session(new_session, 1, Some(600), 3)]);
+    let plan = unseen.plan_at(last_renewal + after);
+    assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
+    let plan = unseen.plan_at(restart + after);
+    assert!(plan.acquire.iter().any(|a| a.partition == PartitionId(1)));
+}

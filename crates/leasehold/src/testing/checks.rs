@@ -277,6 +277,8 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
         address: Some("http://node-b:8080".to_owned()),
         metadata: [("zone".to_owned(), "b".to_owned())].into(),
         session: Some(SESSION),
+        // Unlike the session, so that a store swapping the two columns cannot pass.
+        replaced: Some(1 << 63 | 5),
     };
     let v_b = store
         .put_member(&group, &node("node-b"), &record, PutMode::Create)

@@ -281,11 +281,14 @@ fn in_session(owner: &str, epoch: u64, session: Option<u64>) -> LeaseRecord {
 }
 
 /// A member record in `session`, or in none, with its other fields set so that a store
-/// mixing up columns cannot pass.
+/// mixing up columns cannot pass. The stamp of the session it replaced (`replaced`) goes
+/// with it, its bits turned and inverted so that the two differ, and every kind of value
+/// the sessions cover is covered there too.
 fn member_in_session(heartbeat: u64, session: Option<u64>) -> MemberRecord {
     MemberRecord {
         heartbeat,
         session,
+        replaced: session.map(|session| !session.rotate_left(32)),
         ..described_member()
     }
 }
