@@ -1,4 +1,5 @@
-//! Participants on PostgreSQL while the server stops and starts again. In a file of its own:
+//! Participants on PostgreSQL while the server stops and starts again, renewing per partition
+//! and by session. In a file of its own, both modes in one test, one after the other:
 //! stopping the server would disturb any test running beside it.
 
 mod common;
@@ -6,8 +7,9 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use leasehold::testing::scenarios::store_outage;
+use leasehold::testing::scenarios::store_outage_with_mode;
 use leasehold::testing::unique_group;
+use leasehold::LeaseMode;
 
 async fn run_script(variable: &str) {
     let script = std::env::var(variable).unwrap_or_else(|_| panic!("{variable} is exported"));
@@ -42,17 +44,20 @@ async fn postgres_participants_drop_leases_on_schedule_when_the_server_stops() {
     let store = Arc::new(common::store(&url).await);
     let stopped = Arc::new(AtomicBool::new(false));
     let _guard = RestartIfStopped(Arc::clone(&stopped));
-    store_outage(
-        store,
-        unique_group("outage"),
-        async {
-            stopped.store(true, Ordering::SeqCst);
-            run_script("LEASEHOLD_TEST_POSTGRES_STOP").await;
-        },
-        async {
-            run_script("LEASEHOLD_TEST_POSTGRES_START").await;
-            stopped.store(false, Ordering::SeqCst);
-        },
-    )
-    .await;
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        store_outage_with_mode(
+            store.clone(),
+            unique_group("outage"),
+            mode,
+            async {
+                stopped.store(true, Ordering::SeqCst);
+                run_script("LEASEHOLD_TEST_POSTGRES_STOP").await;
+            },
+            async {
+                run_script("LEASEHOLD_TEST_POSTGRES_START").await;
+                stopped.store(false, Ordering::SeqCst);
+            },
+        )
+        .await;
+    }
 }

@@ -1,6 +1,7 @@
 //! Participants across a ZooKeeper server restart longer than the lease validity: every lease
 //! ends on schedule while the server is gone, nothing panics, no partition is ever held
-//! twice, and every partition is held again once it is back. In a file of its own: stopping
+//! twice, and every partition is held again once it is back — renewing per partition, and
+//! by session. In a file of its own, both modes in one test, one after the other: stopping
 //! the server would disturb any test running beside it.
 
 mod common;
@@ -9,8 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::testing::scenarios::store_outage;
+use leasehold::testing::scenarios::store_outage_with_mode;
 use leasehold::testing::unique_group;
+use leasehold::LeaseMode;
 
 async fn control(folder: &str, action: &str) {
     let script = Path::new(folder).join(format!("zookeeper.{action}"));
@@ -31,11 +33,14 @@ async fn zookeeper_participants_survive_a_server_restart_without_overlap() {
         return;
     };
     let store = Arc::new(common::connect(&address).await);
-    store_outage(
-        store,
-        unique_group("outage"),
-        control(&folder, "stop"),
-        control(&folder, "start"),
-    )
-    .await;
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        store_outage_with_mode(
+            store.clone(),
+            unique_group("outage"),
+            mode,
+            control(&folder, "stop"),
+            control(&folder, "start"),
+        )
+        .await;
+    }
 }

@@ -225,6 +225,11 @@ pub struct Holding {
     /// Whether this node is giving the lease up, waiting for the work in flight under it:
     /// it no longer counts towards what the node holds, and is not released again.
     pub handing_off: bool,
+    /// Whether this tenure took back a record this node had released, which nobody took
+    /// meanwhile: a partition the others cannot or would not take (one their configuration
+    /// excludes, say, which this node cannot know). It is not handed off again for balance,
+    /// or this node would release and take it back for ever while another stays short.
+    pub unclaimed: bool,
 }
 
 /// One compare-and-set that would take a partition.
@@ -460,6 +465,9 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             let Some(home) = holding.record.previous_owner.as_ref() else {
                 continue;
             };
+            if holding.unclaimed {
+                continue;
+            }
             // At most what the member takes in one scan: see the surplus below.
             if homecoming.len() as u32 >= config.max_acquires_per_scan {
                 break;
@@ -916,6 +924,7 @@ fn surplus(
 ) -> Vec<PartitionId> {
     let mut candidates: Vec<(bool, bool, std::cmp::Reverse<Instant>, PartitionId)> = renew
         .iter()
+        .filter(|p| !holdings[*p].unclaimed)
         .map(|p| {
             let holding = &holdings[p];
             let restricted = !holding.record.prohibited.is_empty();

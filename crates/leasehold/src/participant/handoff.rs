@@ -101,10 +101,18 @@ impl Runner {
             return;
         }
         let outcome = self.put_leases(&writes).await;
-        let failed = match outcome {
+        let failed = match &outcome {
             Ok(results) => results.iter().filter(|r| r.is_err()).count(),
             Err(_) => writes.len(),
         };
+        let leaving = self.draining || self.stopping.is_some();
+        if let (Ok(results), false) = (&outcome, leaving) {
+            for (write, result) in writes.iter().zip(results) {
+                if let Ok(version) = result {
+                    self.released.insert(write.partition, version.clone());
+                }
+            }
+        }
         let written = writes.len() - failed;
         self.record(|metrics| {
             metrics.releases.inc_by(written as u64);

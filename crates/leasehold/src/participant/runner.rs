@@ -119,6 +119,12 @@ pub(crate) struct Runner {
     ///
     /// [`MemberRecord::replaced`]: crate::MemberRecord::replaced
     pub(super) replaced: Option<u64>,
+    /// The partitions this node handed off while staying, with the version of the released
+    /// record it wrote: taking one back at that version, nobody having taken it meanwhile,
+    /// makes the tenure [`Holding::unclaimed`]. At most one entry per partition.
+    ///
+    /// [`Holding::unclaimed`]: crate::planner::Holding::unclaimed
+    pub(super) released: BTreeMap<PartitionId, Version>,
 }
 
 impl Runner {
@@ -132,8 +138,11 @@ impl Runner {
         commands: mpsc::Receiver<Command>,
     ) -> Runner {
         let now = clock.now();
-        let mut rng = rng;
-        let session_id = draw_session_id(&mut rng);
+        // Drawn from a copy: the generator's sequence for jitter stays what it was, so that
+        // a seed replays the same timings whatever the mode.
+        // Drawn from a copy: the generator's sequence for jitter stays what it was, so that
+        // a seed replays the same timings whatever the mode.
+        let session_id = draw_session_id(&mut rng.clone());
         Runner {
             store,
             config,
@@ -169,6 +178,7 @@ impl Runner {
             session_rereads: 0,
             session_id,
             replaced: None,
+            released: BTreeMap::new(),
         }
     }
 

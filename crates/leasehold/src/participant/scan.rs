@@ -1,6 +1,7 @@
 //! Reading the table and acting on it: member and lease listings as the schedule asks,
 //! forgetting long-dead members, planning, and taking partitions.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::StoreError;
@@ -405,6 +406,12 @@ impl Runner {
         let written_at = self.write_stamp();
         let session_id = self.session_mode().then_some(self.session_id);
         let mut sessions = Vec::with_capacity(acquisitions.len());
+        // Records this node released, still exactly as it wrote them: nobody took them.
+        let unclaimed: BTreeSet<PartitionId> = acquisitions
+            .iter()
+            .filter(|a| self.released.remove(&a.partition).as_ref() == Some(&a.expected))
+            .map(|a| a.partition)
+            .collect();
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
             .map(|a| {
@@ -488,6 +495,7 @@ impl Runner {
                     valid_until,
                     acquired_at: sent_at,
                     handing_off: false,
+                    unclaimed: unclaimed.contains(&write.partition),
                 },
             );
             let tenure = Tenure::new(

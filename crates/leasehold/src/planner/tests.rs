@@ -123,6 +123,7 @@ impl Fixture {
                 valid_until,
                 acquired_at: self.start,
                 handing_off: false,
+                unclaimed: false,
             },
         );
     }
@@ -458,6 +459,7 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
             valid_until: far,
             acquired_at: fixture.start + Duration::from_secs(100),
             handing_off: false,
+            unclaimed: false,
         },
     );
     // "other" keeps heartbeating.
@@ -1672,4 +1674,36 @@ fn with_sessions_a_lease_of_a_replaced_session_waits_from_its_last_renewal_seen(
     assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
     let plan = unseen.plan_at(restart + after);
     assert!(plan.acquire.iter().any(|a| a.partition == PartitionId(1)));
+}
+
+/// Fails if a partition this node took back unclaimed (it had handed it off, and nobody took
+/// it: the receiver excludes it, say) is handed off again for balance, home or not: it would
+/// go back and forth for ever while the member short of its share gets nothing.
+#[test]
+fn a_partition_taken_back_unclaimed_is_not_handed_off_again() {
+    let mut fixture = Fixture::new(4);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..4 {
+        fixture.hold(p, far);
+        let holding = fixture.holdings.get_mut(&PartitionId(p)).unwrap();
+        holding.acquired_at = fixture.start + Duration::from_secs(u64::from(p));
+        holding.record.previous_owner = Some(node("b"));
+    }
+    // b holds nothing: nearly empty, so its old partitions would go home first.
+    fixture.member("b", fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
+    assert_eq!(plan.release.len(), 2, "{plan:?}");
+    for p in [2, 3] {
+        fixture.holdings.get_mut(&PartitionId(p)).unwrap().unclaimed = true;
+    }
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
+    assert_eq!(plan.release, [PartitionId(0), PartitionId(1)], "{plan:?}");
+    // Home or not, by count: with nothing else to give, nothing is given.
+    for p in [0, 1] {
+        let holding = fixture.holdings.get_mut(&PartitionId(p)).unwrap();
+        holding.unclaimed = true;
+        holding.record.previous_owner = None;
+    }
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
+    assert!(plan.release.is_empty(), "{plan:?}");
 }
