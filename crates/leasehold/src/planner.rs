@@ -225,11 +225,12 @@ pub struct Holding {
     /// Whether this node is giving the lease up, waiting for the work in flight under it:
     /// it no longer counts towards what the node holds, and is not released again.
     pub handing_off: bool,
-    /// Whether this tenure took back a record this node had released, which nobody took
-    /// meanwhile: a partition the others cannot or would not take (one their configuration
-    /// excludes, say, which this node cannot know). It is not handed off again for balance,
-    /// or this node would release and take it back for ever while another stays short.
-    pub unclaimed: bool,
+    /// Until when the lease is not handed off for balance: this tenure took back a record
+    /// this node had released, which nobody took meanwhile. The others may be unable to
+    /// take it (one whose configuration excludes it, which this node cannot know) or only
+    /// slow; each time it comes back the wait doubles, so a partition nobody else can take
+    /// moves ever more rarely instead of every scan. Draining ignores it.
+    pub keep_until: Option<Instant>,
 }
 
 /// One compare-and-set that would take a partition.
@@ -465,7 +466,7 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             let Some(home) = holding.record.previous_owner.as_ref() else {
                 continue;
             };
-            if holding.unclaimed {
+            if holding.keep_until.is_some_and(|until| now < until) {
                 continue;
             }
             // At most what the member takes in one scan: see the surplus below.
@@ -513,7 +514,13 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             .max(1) as u32;
         let per_scan = config.max_acquires_per_scan.saturating_mul(takers);
         let count = (held - plan.target).min(wanted_elsewhere).min(per_scan);
-        let surplus = surplus(&plan.renew, holdings, &deficits, count as usize);
+        let movable: Vec<PartitionId> = plan
+            .renew
+            .iter()
+            .copied()
+            .filter(|p| draining || holdings[p].keep_until.is_none_or(|until| until <= now))
+            .collect();
+        let surplus = surplus(&movable, holdings, &deficits, count as usize);
         if draining && by_load {
             plan.return_to
                 .extend(directions(now, config, observed, holdings, &surplus));
@@ -924,7 +931,6 @@ fn surplus(
 ) -> Vec<PartitionId> {
     let mut candidates: Vec<(bool, bool, std::cmp::Reverse<Instant>, PartitionId)> = renew
         .iter()
-        .filter(|p| !holdings[*p].unclaimed)
         .map(|p| {
             let holding = &holdings[p];
             let restricted = !holding.record.prohibited.is_empty();

@@ -109,7 +109,9 @@ impl Runner {
         if let (Ok(results), false) = (&outcome, leaving) {
             for (write, result) in writes.iter().zip(results) {
                 if let Ok(version) = result {
-                    self.released.insert(write.partition, version.clone());
+                    let bounces = self.bounces.remove(&write.partition).unwrap_or(0);
+                    self.released
+                        .insert(write.partition, (version.clone(), bounces));
                 }
             }
         }

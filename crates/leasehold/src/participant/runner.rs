@@ -120,11 +120,14 @@ pub(crate) struct Runner {
     /// [`MemberRecord::replaced`]: crate::MemberRecord::replaced
     pub(super) replaced: Option<u64>,
     /// The partitions this node handed off while staying, with the version of the released
-    /// record it wrote: taking one back at that version, nobody having taken it meanwhile,
-    /// makes the tenure [`Holding::unclaimed`]. At most one entry per partition.
+    /// record it wrote and how many times in a row it came back unclaimed before: taking one
+    /// back at that version, nobody having taken it meanwhile, sets the tenure's
+    /// [`Holding::keep_until`]. At most one entry per partition.
     ///
-    /// [`Holding::unclaimed`]: crate::planner::Holding::unclaimed
-    pub(super) released: BTreeMap<PartitionId, Version>,
+    /// [`Holding::keep_until`]: crate::planner::Holding::keep_until
+    pub(super) released: BTreeMap<PartitionId, (Version, u32)>,
+    /// Of the leases held, those taken back unclaimed, with how many times in a row.
+    pub(super) bounces: BTreeMap<PartitionId, u32>,
 }
 
 impl Runner {
@@ -179,6 +182,7 @@ impl Runner {
             session_id,
             replaced: None,
             released: BTreeMap::new(),
+            bounces: BTreeMap::new(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Reading the table and acting on it: member and lease listings as the schedule asks,
 //! forgetting long-dead members, planning, and taking partitions.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::StoreError;
@@ -399,6 +399,27 @@ impl Runner {
         }
     }
 
+    /// Until when a partition just taken is kept from hand-offs for balance, having come back
+    /// unclaimed `bounces` times in a row: two scan periods the first time, twice as long each
+    /// time after, at most `churn_window`.
+    fn keep_until(
+        &mut self,
+        partition: PartitionId,
+        bounces: Option<&u32>,
+    ) -> Option<tokio::time::Instant> {
+        let Some(&bounces) = bounces else {
+            self.bounces.remove(&partition);
+            return None;
+        };
+        self.bounces.insert(partition, bounces);
+        let wait = self
+            .config
+            .scan_interval
+            .saturating_mul(1 << bounces.min(16))
+            .min(self.config.churn_window);
+        Some(self.clock.now() + wait)
+    }
+
     /// Takes the partitions, returning how many it now holds of them.
     /// Writes the acquisitions; returns how many were taken, and how many were lost to
     /// another node's write.
@@ -407,11 +428,15 @@ impl Runner {
         let session_id = self.session_mode().then_some(self.session_id);
         let mut sessions = Vec::with_capacity(acquisitions.len());
         // Records this node released, still exactly as it wrote them: nobody took them.
-        let unclaimed: BTreeSet<PartitionId> = acquisitions
-            .iter()
-            .filter(|a| self.released.remove(&a.partition).as_ref() == Some(&a.expected))
-            .map(|a| a.partition)
-            .collect();
+        let mut unclaimed = BTreeMap::new();
+        for a in &acquisitions {
+            match self.released.remove(&a.partition) {
+                Some((version, bounces)) if version == a.expected => {
+                    unclaimed.insert(a.partition, bounces + 1);
+                }
+                _ => {}
+            }
+        }
         let writes: Vec<LeaseWrite> = acquisitions
             .into_iter()
             .map(|a| {
@@ -486,6 +511,7 @@ impl Runner {
                 continue;
             }
             let epoch = write.record.epoch;
+            let keep_until = self.keep_until(write.partition, unclaimed.get(&write.partition));
             self.holdings.insert(
                 write.partition,
                 Holding {
@@ -495,7 +521,7 @@ impl Runner {
                     valid_until,
                     acquired_at: sent_at,
                     handing_off: false,
-                    unclaimed: unclaimed.contains(&write.partition),
+                    keep_until,
                 },
             );
             let tenure = Tenure::new(

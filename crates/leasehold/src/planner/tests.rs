@@ -123,7 +123,7 @@ impl Fixture {
                 valid_until,
                 acquired_at: self.start,
                 handing_off: false,
-                unclaimed: false,
+                keep_until: None,
             },
         );
     }
@@ -459,7 +459,7 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
             valid_until: far,
             acquired_at: fixture.start + Duration::from_secs(100),
             handing_off: false,
-            unclaimed: false,
+            keep_until: None,
         },
     );
     // "other" keeps heartbeating.
@@ -1677,10 +1677,11 @@ fn with_sessions_a_lease_of_a_replaced_session_waits_from_its_last_renewal_seen(
 }
 
 /// Fails if a partition this node took back unclaimed (it had handed it off, and nobody took
-/// it: the receiver excludes it, say) is handed off again for balance, home or not: it would
-/// go back and forth for ever while the member short of its share gets nothing.
+/// it: the receiver excludes it, say) is handed off again for balance, home or not, before
+/// its wait is over: it would go back and forth every scan while the member short of its
+/// share gets nothing. And fails if the wait holds a draining node back.
 #[test]
-fn a_partition_taken_back_unclaimed_is_not_handed_off_again() {
+fn a_partition_taken_back_unclaimed_is_not_handed_off_again_for_a_while() {
     let mut fixture = Fixture::new(4);
     let far = fixture.start + Duration::from_secs(60);
     for p in 0..4 {
@@ -1693,17 +1694,27 @@ fn a_partition_taken_back_unclaimed_is_not_handed_off_again() {
     fixture.member("b", fixture.start);
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
     assert_eq!(plan.release.len(), 2, "{plan:?}");
+    let until = fixture.start + Duration::from_secs(6);
     for p in [2, 3] {
-        fixture.holdings.get_mut(&PartitionId(p)).unwrap().unclaimed = true;
+        fixture
+            .holdings
+            .get_mut(&PartitionId(p))
+            .unwrap()
+            .keep_until = Some(until);
     }
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
     assert_eq!(plan.release, [PartitionId(0), PartitionId(1)], "{plan:?}");
     // Home or not, by count: with nothing else to give, nothing is given.
     for p in [0, 1] {
         let holding = fixture.holdings.get_mut(&PartitionId(p)).unwrap();
-        holding.unclaimed = true;
+        holding.keep_until = Some(until);
         holding.record.previous_owner = None;
     }
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
     assert!(plan.release.is_empty(), "{plan:?}");
+    // Until the wait is over; and draining, at once.
+    let plan = fixture.plan_at(until);
+    assert_eq!(plan.release.len(), 2, "{plan:?}");
+    let plan = fixture.plan_with(fixture.start + Duration::from_secs(5), true);
+    assert_eq!(plan.release.len(), 4, "{plan:?}");
 }
