@@ -565,6 +565,17 @@ pub struct SimArgs {
     /// which the single-owner check must catch.
     #[arg(long = "unsafe-session-operator")]
     pub unsafe_session_operator: bool,
+    /// Also start, now and then, a second process under the name of a running node whose
+    /// first process is paused meanwhile (as an orchestrator replacing a process that stopped
+    /// answering does); the first resumes within its lease validity, still holding what it
+    /// held, and is stopped for good acquire_after later.
+    #[arg(long)]
+    pub twins: bool,
+    /// Negative control for --lease-mode session with --twins: leases held under a session
+    /// that has ended are taken at once, so the paused first process resumes serving what
+    /// another node took, which the single-owner check must catch.
+    #[arg(long = "unsafe-session-identity")]
+    pub unsafe_session_identity: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

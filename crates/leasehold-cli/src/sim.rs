@@ -30,6 +30,8 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.lease_mode = args.lease_mode;
     config.unsafe_session_take = args.unsafe_session_take;
     config.unsafe_session_operator = args.unsafe_session_operator;
+    config.twins = args.twins;
+    config.unsafe_session_identity = args.unsafe_session_identity;
     config
 }
 
@@ -185,6 +187,10 @@ fn unsafe_note(config: &SimConfig) -> String {
         (
             config.unsafe_session_operator,
             "operator commands that leave the holder's session alone",
+        ),
+        (
+            config.unsafe_session_identity,
+            "leases of an ended session taken at once",
         ),
         (
             config.unsafe_ignore_exclusions,

@@ -341,6 +341,15 @@ pub struct SimConfig {
     /// holder's session, so the holder never learns of a kick or an offline and keeps
     /// serving while another node takes the partition; the single-owner check must catch it.
     pub unsafe_session_operator: bool,
+    /// Every six lease validities on average, start a second process under the name of a
+    /// running node whose first process is paused meanwhile, as an orchestrator replacing a
+    /// process that stopped answering does. The first resumes within its lease validity,
+    /// still holding what it held, and is stopped for good `acquire_after` after that.
+    pub twins: bool,
+    /// Negative control for session leases, with `twins`: leases held under a session that
+    /// has ended are taken at once, so a paused first process resumes serving what another
+    /// node took; the single-owner check must catch it.
+    pub unsafe_session_identity: bool,
 }
 
 impl SimConfig {
@@ -362,6 +371,8 @@ impl SimConfig {
             lease_mode: leasehold::LeaseMode::PerPartition,
             unsafe_session_take: false,
             unsafe_session_operator: false,
+            twins: false,
+            unsafe_session_identity: false,
             unsafe_stale_fencing: false,
             unsafe_stop_acquiring: false,
             unsafe_ignore_members: false,
@@ -502,6 +513,8 @@ impl SimConfig {
             ),
             (self.unsafe_session_take, " --unsafe-session-take"),
             (self.unsafe_session_operator, " --unsafe-session-operator"),
+            (self.twins, " --twins"),
+            (self.unsafe_session_identity, " --unsafe-session-identity"),
         ] {
             if on {
                 command.push_str(flag);

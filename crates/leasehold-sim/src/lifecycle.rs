@@ -59,6 +59,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     config.unsafe_reuse_epoch = world.config.unsafe_epoch_reuse;
     config.unsafe_ignore_exclusions = world.config.unsafe_ignore_exclusions;
     config.unsafe_take_ignores_session = world.config.unsafe_session_take;
+    config.unsafe_take_ended_sessions = world.config.unsafe_session_identity;
     config.excluded = slot.excluded.iter().map(|(p, _)| *p).collect();
     if world.load.is_some() {
         // Weights in proportion to the capacities, as an operator sets them, so that the
@@ -71,7 +72,8 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         || config.unsafe_skip_group_check
         || config.unsafe_reuse_epoch
         || config.unsafe_ignore_exclusions
-        || config.unsafe_take_ignores_session;
+        || config.unsafe_take_ignores_session
+        || config.unsafe_take_ended_sessions;
     let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
         Arc::clone(world),
         holder,

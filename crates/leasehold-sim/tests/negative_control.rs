@@ -12,7 +12,9 @@
 //! - balance: a node that counts no other member and so never hands off its surplus;
 //! - exclusion: nodes that keep and take the partitions their own exclusion lists name;
 //! - session leases, single owner: takes, and operator commands, that change a lease without
-//!   its holder's session, so the holder's next renewal succeeds and it keeps serving.
+//!   its holder's session, so the holder's next renewal succeeds and it keeps serving; and,
+//!   with twins (a second process under a paused node's name), takes of leases held under a
+//!   session that has ended with no wait, while the paused first process still serves them.
 
 use std::time::Duration;
 
@@ -164,6 +166,47 @@ fn session_operator_commands_that_leave_the_holder_alone_are_caught_by_the_singl
     config.unsafe_session_operator = true;
     let flag = "--unsafe-session-operator";
     caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
+}
+
+/// The session fleet with twins: now and then a second process starts under the name of a
+/// node whose first process is paused, and the first resumes still holding what it held.
+fn twin_fleet() -> SimConfig {
+    let mut config = session_fleet();
+    config.twins = true;
+    config
+}
+
+/// The safety invariants, as against liveness and balance, which two processes fighting
+/// over one name's session can delay past the end of a run.
+fn is_safety(invariant: Invariant) -> bool {
+    !matches!(invariant, Invariant::Liveness | Invariant::Balance)
+}
+
+#[test]
+fn takes_of_ended_sessions_without_a_wait_are_caught_by_the_single_owner_check() {
+    let mut config = twin_fleet();
+    config.unsafe_session_identity = true;
+    let caught: Vec<Violation> = (0..SESSION_SEEDS)
+        .filter_map(|seed| run_seed(&config, seed).err())
+        .filter(|violation| violation.invariant == Invariant::SingleOwner)
+        .collect();
+    assert!(caught.len() >= 2, "only {} caught", caught.len());
+    assert!(caught[0].replay.contains("--unsafe-session-identity"));
+    println!(
+        "{} of {SESSION_SEEDS} seeds caught; the first:",
+        caught.len()
+    );
+    println!("{}", caught[0]);
+}
+
+#[test]
+fn the_session_fleet_with_twins_breaks_no_safety_invariant() {
+    let config = twin_fleet();
+    for seed in 0..SESSION_SEEDS {
+        if let Err(violation) = run_seed(&config, seed) {
+            assert!(!is_safety(violation.invariant), "{violation}");
+        }
+    }
 }
 
 #[test]

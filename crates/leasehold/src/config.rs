@@ -136,6 +136,12 @@ pub struct ParticipantConfig {
     /// and it keeps serving what was taken. Refused by [`ParticipantConfig::validate`].
     #[doc(hidden)]
     pub unsafe_take_ignores_session: bool,
+    /// Negative control for the simulator: with session leases, take a lease held under a
+    /// session that has ended at once, with no wait, so that a paused process whose session
+    /// another process under its name replaced still serves what is taken. Refused by
+    /// [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_take_ended_sessions: bool,
 }
 
 impl ParticipantConfig {
@@ -192,6 +198,7 @@ impl ParticipantConfig {
             unsafe_skip_group_check: false,
             unsafe_reuse_epoch: false,
             unsafe_take_ignores_session: false,
+            unsafe_take_ended_sessions: false,
         }
     }
 
@@ -368,7 +375,7 @@ impl ParticipantConfig {
         if self.unsafe_reuse_epoch {
             return Err(ConfigError::UnsafeEpochReuse);
         }
-        if self.unsafe_take_ignores_session {
+        if self.unsafe_take_ignores_session || self.unsafe_take_ended_sessions {
             return Err(ConfigError::UnsafeSessionTake);
         }
         if self.unsafe_ignore_exclusions {
@@ -452,7 +459,7 @@ pub enum ConfigError {
     #[error("unsafe_reuse_epoch gives two tenures one fencing token; it is for the simulator's negative control only")]
     UnsafeEpochReuse,
     /// The simulator's negative control for session takes was switched on outside it.
-    #[error("unsafe_take_ignores_session lets a holder keep serving what was taken from it; it is for the simulator's negative control only")]
+    #[error("unsafe_take_ignores_session and unsafe_take_ended_sessions let a holder keep serving what was taken from it; they are for the simulator's negative controls only")]
     UnsafeSessionTake,
     /// The simulator's negative control for exclusion lists was switched on outside it.
     #[error("unsafe_ignore_exclusions makes a node serve partitions it excludes; it is for the simulator's negative control only")]

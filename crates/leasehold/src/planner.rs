@@ -19,7 +19,7 @@ mod schedule;
 mod shares;
 pub mod tally;
 mod view;
-pub use members::{other_session, session_tag, MemberView, PreviousSession, SeenMember};
+pub use members::{session_tag, MemberView, PreviousSession, SeenMember};
 pub use schedule::{Reading, ScanSchedule, Takes};
 pub use shares::{fair_targets, MemberShare, Stripe};
 pub use view::{LeaseView, SeenLease};
@@ -49,11 +49,13 @@ pub struct Observed {
     pub own_session_since: Option<Instant>,
     /// Leases this process held and lost (ran out, changed behind its back, or written
     /// released without a known outcome), and takes of its whose outcome stayed unknown, with
-    /// the epoch written and the deadline the lease had or would have had. A record
-    /// that still names this node under that epoch was taken by nobody since, and no work
-    /// runs under it after the deadline: with session leases it is released then, not
-    /// `acquire_after` later.
-    pub lost: BTreeMap<PartitionId, (Epoch, Instant)>,
+    /// the epoch and session written ([`session_tag`]) and the deadline the lease had or
+    /// would have had. A record that still names this node under that epoch and session was
+    /// taken by nobody since, and no work runs under it after the deadline: with session
+    /// leases it is released then, not `acquire_after` later. The session matters: another
+    /// process under the same name, taking the same partition from the same record, writes
+    /// the same epoch.
+    pub lost: BTreeMap<PartitionId, (Epoch, Option<std::num::NonZeroU32>, Instant)>,
 }
 
 impl Observed {
@@ -94,14 +96,27 @@ impl Observed {
                 // Taken under a session that has ended (its process restarted under the same
                 // name, say): whatever the new one renews, the old one renewed nothing since
                 // the new one was first seen.
-                Some(member) if members::other_session(seen.session, member.session) => {
-                    Some(member.ended_at(seen.session))
-                }
-                Some(member) => Some(member.first_seen),
+                Some(member) => match member.ended_at(seen.session) {
+                    Some(_) if config.unsafe_take_ended_sessions => return Some(seen.first_seen),
+                    Some((from, _)) => Some(from),
+                    None => Some(member.first_seen),
+                },
                 None => self.members.absent_since(owner),
             }
         };
         session.map(|since| since.max(seen.first_seen))
+    }
+
+    /// With session leases, the ended session a take of `seen` relies on, whole: the take
+    /// reads the lease record again and goes ahead only if it still names that session
+    /// ([`SeenLease::session`] keeps 32 bits of it).
+    pub fn ended_session(&self, seen: &SeenLease, config: &ParticipantConfig) -> Option<u64> {
+        if self.lease_mode != LeaseMode::Session || seen.state != LeaseState::Held {
+            return None;
+        }
+        let owner = seen.owner.as_ref().filter(|owner| **owner != config.node)?;
+        let member = self.members.get(owner)?;
+        member.ended_at(seen.session).map(|(_, id)| id)
     }
 
     /// With session leases, the session a take of `seen` must change in the same write: its
@@ -117,15 +132,17 @@ impl Observed {
         }
         let owner = seen.owner.as_ref().filter(|owner| **owner != config.node)?;
         let member = self.members.get(owner)?;
-        if members::other_session(seen.session, member.session) {
+        if member.ended_at(seen.session).is_some() {
             // The session the lease was taken under has ended, and no session ever comes
-            // back: nothing can renew the lease, so its record alone is compared.
+            // back: nothing can renew the lease, so its record alone is compared (see
+            // `Acquisition::ended_session`).
             return None;
         }
         Some(SessionSeen {
             node: owner.clone(),
             heartbeat: member.heartbeat,
             written_at_unix_ms: member.written_at_unix_ms,
+            session: member.session_id,
         })
     }
 
@@ -248,6 +265,10 @@ pub struct Acquisition {
     /// The record to write: owner = this node, state held, and an epoch above any seen on the
     /// partition and the group's floor ([`LeaseView::next_epoch`]).
     pub record: LeaseRecord,
+    /// With session leases, the ended session the lease was taken under, when the take
+    /// relies on that session having ended ([`Observed::ended_session`]): the record is read
+    /// again first, and written only if it still names that very session.
+    pub ended_session: Option<u64>,
 }
 
 /// A holder's session as a taker waited on it: the renewal it last showed, which any later
@@ -260,12 +281,16 @@ pub struct SessionSeen {
     pub heartbeat: u64,
     /// The write stamp of the renewal waited on.
     pub written_at_unix_ms: Option<u64>,
+    /// The session of the renewal waited on: stamps alone may repeat across processes.
+    pub session: Option<u64>,
 }
 
 impl SessionSeen {
     /// Whether `record` still shows the renewal waited on.
     pub fn shows(&self, record: &MemberRecord) -> bool {
-        record.heartbeat == self.heartbeat && record.written_at_unix_ms == self.written_at_unix_ms
+        record.heartbeat == self.heartbeat
+            && record.written_at_unix_ms == self.written_at_unix_ms
+            && record.session == self.session
     }
 }
 
@@ -780,6 +805,7 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
             partition,
             expected: seen.version.clone(),
             session: observed.session_to_bump(seen, config),
+            ended_session: observed.ended_session(seen, config),
             record,
         });
     }
@@ -817,7 +843,11 @@ fn clearable(
     });
     for seen in stale {
         let ready_at = match observed.lost.get(&seen.partition) {
-            Some((epoch, deadline)) if *epoch == seen.epoch => *deadline,
+            Some((epoch, session, deadline))
+                if *epoch == seen.epoch && *session == seen.session =>
+            {
+                *deadline
+            }
             _ => match observed.held_since(seen, config) {
                 Some(since) => since + config.acquire_after,
                 None => continue,

@@ -69,9 +69,9 @@ impl Cell {
 struct Member {
     version: Version,
     changed_at: Instant,
-    /// The heartbeat count and write stamp of the member's last write of its own: with
+    /// The heartbeat count, write stamp and session of the member's last write of its own: with
     /// session leases, what others write back unchanged (a take, a drain) is no renewal.
-    renewal: (u64, Option<u64>),
+    renewal: (u64, Option<u64>, Option<u64>),
     weight: u32,
     draining: bool,
     load: Option<f64>,
@@ -455,7 +455,11 @@ impl Tracker {
             .filter(|m| !m.key.is_operator())
         {
             let old = self.members.get(&stored.key);
-            let renewal = (stored.value.heartbeat, stored.value.written_at_unix_ms);
+            let renewal = (
+                stored.value.heartbeat,
+                stored.value.written_at_unix_ms,
+                stored.value.session,
+            );
             let changed_at = match old {
                 Some(old) if old.version == stored.version => old.changed_at,
                 Some(old) if self.session && old.renewal == renewal => old.changed_at,

@@ -1,4 +1,5 @@
-//! Disruptions of running nodes and of the store: crashes, process pauses and outages.
+//! Disruptions of running nodes and of the store: crashes, process pauses, twins and
+//! outages.
 
 use std::sync::Arc;
 
@@ -66,6 +67,88 @@ impl Director {
         state.recorder.disturbed(Instant::now());
         state.counts.pauses += 1;
         self.at(Instant::now() + length, Action::Resume(holder));
+    }
+
+    /// Pauses a running node's process and starts a second process under its name at once,
+    /// as an orchestrator replacing a process that stopped answering does. The first
+    /// resumes within its lease validity, still holding what it held, and is stopped for
+    /// good `acquire_after` after that; nothing happens if that would reach into the quiet
+    /// period.
+    pub(super) fn twin(&mut self) {
+        let world = Arc::clone(&self.world);
+        let timings = &world.timings;
+        let now = Instant::now();
+        let pause = timings.lease_validity.mul_f64(self.rng.next_f64());
+        let retire = now + pause + timings.acquire_after;
+        if retire >= self.quiet_at {
+            return;
+        }
+        let mut state = world.lock();
+        // One twin at a time per name: the name's only process, not yet replaced.
+        let sharing = |name: &leasehold::NodeId| {
+            state
+                .nodes
+                .values()
+                .filter(|s| &s.name == name && !matches!(s.life, Life::Left))
+                .count()
+        };
+        let eligible = |s: &Slot| {
+            !s.leaving
+                && !s.draining
+                && s.process().is_some_and(|p| !p.gate.is_paused())
+                && sharing(&s.name) == 1
+        };
+        let Some(index) = self.pick(&state, eligible, true) else {
+            return;
+        };
+        let slot = &state.nodes[&index];
+        let first = slot.holder(index);
+        let twin = Slot {
+            name: slot.name.clone(),
+            rate: slot.rate,
+            incarnation: 0,
+            life: Life::Crashed,
+            draining: false,
+            leaving: false,
+            misconfigured: false,
+            excluded: slot.excluded,
+        };
+        if let Some(process) = slot.process() {
+            process.gate.set_paused(true);
+        }
+        let index_of_twin = self.next_node;
+        self.next_node += 1;
+        state.nodes.insert(index_of_twin, twin);
+        world.event(
+            &mut state,
+            format!(
+                "{first} paused for {:.3}s; a second process starts under its name as n{index_of_twin}",
+                pause.as_secs_f64()
+            ),
+        );
+        state.recorder.disturbed(now);
+        state.counts.pauses += 1;
+        drop(state);
+        lifecycle::start(&world, index_of_twin);
+        self.at(now + pause, Action::Resume(first));
+        self.at(retire, Action::Retire(index));
+    }
+
+    /// Stops the node that a twin replaced for good, whatever became of its process since
+    /// (crashed and waiting for a restart, restarted): one process per name is left.
+    pub(super) fn retire(&mut self, index: usize) {
+        let world = Arc::clone(&self.world);
+        let mut state = world.lock();
+        let Some(slot) = state.nodes.get(&index) else {
+            return;
+        };
+        let holder = slot.holder(index);
+        if lifecycle::end_process(&world, &mut state, index, Life::Left).is_none() {
+            if let Some(slot) = state.nodes.get_mut(&index) {
+                slot.life = Life::Left;
+            }
+        }
+        world.event(&mut state, format!("{holder} stopped for good"));
     }
 
     pub(super) fn resume(&mut self, holder: Holder) {

@@ -23,6 +23,8 @@ enum Action {
     Operate,
     Restart(usize),
     Resume(Holder),
+    Twin,
+    Retire(usize),
     StopDelays,
     Quiet,
     Shift,
@@ -105,6 +107,9 @@ impl Director {
         self.next_arrival(faults.outage_every, Action::Outage);
         self.next_arrival(faults.churn_every, Action::Churn);
         self.next_arrival(faults.operator_every, Action::Operate);
+        if config.twins {
+            self.next_arrival(world.timings.lease_validity * 6, Action::Twin);
+        }
         let drain_delays = world.timings.store_timeout + faults.delayed_write_max;
         self.at(
             self.quiet_at.checked_sub(drain_delays).unwrap_or(now),
@@ -173,6 +178,12 @@ impl Director {
                 lifecycle::restart(&self.world, index, faulty)
             }
             Action::Resume(holder) => self.resume(holder),
+            Action::Twin => {
+                self.twin();
+                let every = self.world.timings.lease_validity * 6;
+                self.next_arrival(every, Action::Twin);
+            }
+            Action::Retire(index) => self.retire(index),
             Action::StopDelays => self.world.lock().faults.delays = false,
             Action::Shift => {
                 // The nodes see the new loads only at their next renewals and listings.

@@ -96,8 +96,14 @@ pub async fn stale_check(
     // With session leases a node renews its session, not its leases: a renewal writes a new
     // heartbeat count and stamp, which another node's take or an operator's drain (changing
     // only the version) does not.
-    let renewal = |m: &StoredMember| (m.value.heartbeat, m.value.written_at_unix_ms);
-    let renewals_before: BTreeMap<&NodeId, (u64, Option<u64>)> = first_members
+    let renewal = |m: &StoredMember| {
+        (
+            m.value.heartbeat,
+            m.value.written_at_unix_ms,
+            m.value.session,
+        )
+    };
+    let renewals_before: BTreeMap<&NodeId, (u64, Option<u64>, Option<u64>)> = first_members
         .records
         .iter()
         .map(|m| (&m.key, renewal(m)))

@@ -397,10 +397,13 @@ impl Runner {
                 return;
             }
         };
-        let ours = stored
-            .value
-            .written_at_unix_ms
-            .is_some_and(|stamp| self.session_stamps.contains(&stamp));
+        // Stamps are milliseconds of a wall clock, which two processes under one name can
+        // share; the session identity tells them apart.
+        let ours = stored.value.session == Some(self.session_id)
+            && stored
+                .value
+                .written_at_unix_ms
+                .is_some_and(|stamp| self.session_stamps.contains(&stamp));
         if !ours {
             self.end_session();
             // This node's next write replaces that session, on the condition that it is still

@@ -447,9 +447,14 @@ impl Runner {
         self.returning.remove(&partition);
         self.load_published.remove(&partition);
         if self.session_mode() {
-            self.observed
-                .lost
-                .insert(partition, (holding.epoch, holding.valid_until));
+            self.observed.lost.insert(
+                partition,
+                (
+                    holding.epoch,
+                    crate::planner::session_tag(holding.record.session),
+                    holding.valid_until,
+                ),
+            );
         }
         self.schedule.holdings_changed();
         let negative_control =

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes};
+use crate::planner::{
+    self, session_tag, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes,
+};
 use crate::record::{LeaseRecord, LeaseState};
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
@@ -185,9 +187,10 @@ impl Runner {
         // Lost leases matter only while their record still names this node under their
         // epoch (see `Observed::lost`).
         let (leases, me) = (&self.observed.leases, &self.config.node);
-        self.observed.lost.retain(|partition, (epoch, _)| {
+        self.observed.lost.retain(|partition, (epoch, session, _)| {
             leases.get(*partition).is_none_or(|seen| {
                 seen.epoch == *epoch
+                    && seen.session == *session
                     && seen.state == LeaseState::Held
                     && seen.owner.as_ref() == Some(me)
             })
@@ -267,13 +270,18 @@ impl Runner {
         &mut self,
         writes: &[LeaseWrite],
         sessions: Vec<Option<SessionSeen>>,
+        ended: Vec<Option<u64>>,
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let batch = writes.to_vec();
         let unsafe_skip = self.config.unsafe_take_ignores_session;
         self.call(async move {
             let mut results = Vec::with_capacity(batch.len());
-            for (write, session) in batch.into_iter().zip(sessions) {
+            for ((write, session), ended) in batch.into_iter().zip(sessions).zip(ended) {
+                if let Some(ended) = ended {
+                    results.push(take_from_ended_session(&*store, &group, write, ended).await);
+                    continue;
+                }
                 let result = match session {
                     Some(_) if unsafe_skip => {
                         store
@@ -365,9 +373,14 @@ impl Runner {
             if !unchanged {
                 // Never served here: if the record still names this node under this epoch,
                 // it is released at once.
-                self.observed
-                    .lost
-                    .insert(partition, (write.record.epoch, self.clock.now()));
+                self.observed.lost.insert(
+                    partition,
+                    (
+                        write.record.epoch,
+                        session_tag(write.record.session),
+                        self.clock.now(),
+                    ),
+                );
                 tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
                 *result = Err(match current {
                     Err(error) => error,
@@ -388,9 +401,14 @@ impl Runner {
     ) {
         for (write, result) in settled.iter_mut() {
             if result.is_ok() {
-                self.observed
-                    .lost
-                    .insert(write.partition, (write.record.epoch, valid_until));
+                self.observed.lost.insert(
+                    write.partition,
+                    (
+                        write.record.epoch,
+                        session_tag(write.record.session),
+                        valid_until,
+                    ),
+                );
                 tracing::info!(node = %self.config.node, partition = %write.partition, "a take outlived its session; not held");
                 *result = Err(StoreError::Conflict {
                     key: crate::RecordKey::Lease(write.partition),
@@ -427,6 +445,7 @@ impl Runner {
         let written_at = self.write_stamp();
         let session_id = self.session_mode().then_some(self.session_id);
         let mut sessions = Vec::with_capacity(acquisitions.len());
+        let mut ended = Vec::with_capacity(acquisitions.len());
         // Records this node released, still exactly as it wrote them: nobody took them.
         let mut unclaimed = BTreeMap::new();
         for a in &acquisitions {
@@ -444,6 +463,7 @@ impl Runner {
                 record.written_at_unix_ms = written_at;
                 record.session = session_id;
                 sessions.push(a.session);
+                ended.push(a.ended_session);
                 LeaseWrite {
                     partition: a.partition,
                     record,
@@ -453,10 +473,10 @@ impl Runner {
             .collect();
         let sent_at = self.clock.now();
         let rereads = self.session_rereads;
-        let results = if sessions.iter().all(Option::is_none) {
+        let results = if sessions.iter().all(Option::is_none) && ended.iter().all(Option::is_none) {
             self.put_leases(&writes).await
         } else {
-            self.take_from_sessions(&writes, sessions).await
+            self.take_from_sessions(&writes, sessions, ended).await
         };
         let valid_until = sent_at + self.config.lease_validity;
         let mut taken = 0;
@@ -487,9 +507,14 @@ impl Runner {
             if result.as_ref().is_err_and(StoreError::is_transient) && self.session_mode() {
                 // The take may have landed: a record naming this node under this epoch was
                 // never served here, and is released by the deadline it would have had.
-                self.observed
-                    .lost
-                    .insert(write.partition, (write.record.epoch, valid_until));
+                self.observed.lost.insert(
+                    write.partition,
+                    (
+                        write.record.epoch,
+                        session_tag(write.record.session),
+                        valid_until,
+                    ),
+                );
             }
             let Ok(version) = result else {
                 // Someone else wrote the row, or the write's fate stays unknown: the view of
@@ -542,6 +567,32 @@ impl Runner {
             taken += 1;
         }
         (taken, lost_races)
+    }
+}
+
+/// One take of a lease held under a session that has ended: the record is read again and
+/// written, compared on its version, only if it still names that very session — the view
+/// that judged it ended keeps 32 bits of the lease's session.
+async fn take_from_ended_session(
+    store: &dyn crate::LeaseStore,
+    group: &crate::GroupName,
+    write: LeaseWrite,
+    ended: u64,
+) -> Result<Version, StoreError> {
+    let conflict = || StoreError::Conflict {
+        key: crate::RecordKey::Lease(write.partition),
+    };
+    let PutMode::Update(expected) = &write.mode else {
+        return Err(conflict());
+    };
+    let current = store.get_lease(group, write.partition).await?;
+    match current {
+        Some(stored) if stored.version == *expected && stored.value.session == Some(ended) => {
+            store
+                .put_lease(group, write.partition, &write.record, write.mode)
+                .await
+        }
+        _ => Err(conflict()),
     }
 }
 

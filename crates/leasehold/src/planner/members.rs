@@ -40,6 +40,8 @@ pub struct SeenMember {
     pub seen_changing: bool,
     /// With session leases, the session the record shows ([`session_tag`]).
     pub session: Option<NonZeroU32>,
+    /// The same, whole ([`MemberRecord::session`]).
+    pub session_id: Option<u64>,
     /// The local instant at which `session` was first seen: every renewal of any earlier
     /// session was made before it.
     pub session_since: Instant,
@@ -55,6 +57,8 @@ pub struct SeenMember {
 pub struct PreviousSession {
     /// The session ([`session_tag`]).
     pub session: Option<NonZeroU32>,
+    /// The same, whole.
+    pub id: Option<u64>,
     /// The stamp of the last renewal of it seen.
     pub stamp: Option<u64>,
     /// When that renewal was first seen.
@@ -62,22 +66,32 @@ pub struct PreviousSession {
 }
 
 impl SeenMember {
-    /// From when a lease taken under session `lease` (which this member's record no longer
-    /// shows) is waited on: from the last renewal of it this view saw, if the current
-    /// session replaced that very renewal — nothing renewed it after — and otherwise from
-    /// when the current session was first seen, before which every earlier one ended.
-    pub fn ended_at(&self, lease: Option<NonZeroU32>) -> Instant {
-        match &self.previous {
-            Some(previous)
-                if lease.is_some()
-                    && previous.session == lease
-                    && previous.stamp.is_some()
-                    && previous.stamp == self.replaced =>
-            {
-                previous.renewed_at
-            }
-            _ => self.session_since,
+    /// Whether a lease taken under session `lease` is known to this view to be under a
+    /// session that has ended, and if so, from when it is waited on and the ended session's
+    /// whole identity (which the take checks against the lease record).
+    ///
+    /// Known only when this view saw the member's record show that very session and then
+    /// another: sessions under one name follow one another and none comes back, so the one
+    /// seen second began after the first ended. A record showing another session is no
+    /// proof by itself: a view that has not read the member since the lease was written
+    /// shows an older session than the lease's.
+    ///
+    /// The wait runs from the last renewal of the ended session this view saw, if the next
+    /// session replaced that very renewal (nothing renewed it after), and otherwise from when
+    /// the next session was first seen.
+    pub fn ended_at(&self, lease: Option<NonZeroU32>) -> Option<(Instant, u64)> {
+        let lease = lease?;
+        if self.session == Some(lease) {
+            return None;
         }
+        let previous = self.previous.as_ref()?;
+        let id = previous.id.filter(|_| previous.session == Some(lease))?;
+        let from = if previous.stamp.is_some() && previous.stamp == self.replaced {
+            previous.renewed_at
+        } else {
+            self.session_since
+        };
+        Some((from, id))
     }
 }
 
@@ -86,13 +100,6 @@ impl SeenMember {
 /// Equal tags are taken for one session, which can only make a taker wait longer.
 pub fn session_tag(session: Option<u64>) -> Option<NonZeroU32> {
     session.and_then(|id| NonZeroU32::new((id ^ (id >> 32)) as u32))
-}
-
-/// Whether a lease whose record names session `lease` is held under a session other than
-/// the one its holder's record shows (`member`): its taker's session has ended, and renews it
-/// no more.
-pub fn other_session(lease: Option<NonZeroU32>, member: Option<NonZeroU32>) -> bool {
-    matches!((lease, member), (Some(lease), Some(member)) if lease != member)
 }
 
 impl SeenMember {
@@ -110,6 +117,7 @@ impl SeenMember {
             max_load: stored.value.max_load,
             seen_changing: false,
             session: session_tag(stored.value.session),
+            session_id: stored.value.session,
             session_since: now,
             replaced: stored.value.replaced,
             previous: None,
@@ -121,19 +129,22 @@ impl SeenMember {
     fn update(&mut self, now: Instant, stored: Stored<NodeId, MemberRecord>) {
         if self.version != stored.version {
             self.version = stored.version;
-            let session = session_tag(stored.value.session);
-            if session != self.session {
+            let new_session = stored.value.session != self.session_id;
+            if new_session {
                 self.previous = Some(PreviousSession {
                     session: self.session,
+                    id: self.session_id,
                     stamp: self.written_at_unix_ms,
                     renewed_at: self.first_seen,
                 });
-                self.session = session;
+                self.session = session_tag(stored.value.session);
+                self.session_id = stored.value.session;
                 self.session_since = now;
             }
             self.replaced = stored.value.replaced;
             if self.heartbeat != stored.value.heartbeat
                 || self.written_at_unix_ms != stored.value.written_at_unix_ms
+                || new_session
             {
                 self.first_seen = now;
                 self.seen_changing = true;

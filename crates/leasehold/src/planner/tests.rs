@@ -1518,7 +1518,7 @@ fn with_sessions_a_lease_this_process_lost_is_released_at_its_deadline() {
     fixture
         .observed
         .lost
-        .insert(PartitionId(0), (Epoch(3), deadline));
+        .insert(PartitionId(0), (Epoch(3), None, deadline));
     let early = fixture.plan_at(deadline - Duration::from_millis(1));
     assert!(early.clear.is_empty());
     assert_eq!(early.wake_at, Some(deadline), "a timer for the deadline");
@@ -1529,7 +1529,7 @@ fn with_sessions_a_lease_this_process_lost_is_released_at_its_deadline() {
     fixture
         .observed
         .lost
-        .insert(PartitionId(0), (Epoch(2), deadline));
+        .insert(PartitionId(0), (Epoch(2), None, deadline));
     assert!(fixture.plan_at(deadline).clear.is_empty());
     let after = seen_at + fixture.config.acquire_after;
     assert_eq!(fixture.plan_at(after).clear.len(), 1);
@@ -1560,7 +1560,7 @@ fn with_sessions_a_lease_taken_under_an_ended_session_waits_from_the_next_sessio
     };
     fixture
         .observed
-        .observe_members(start, vec![session(old_session, 1, 1)]);
+        .observe_members(start, vec![session(old_session, 1, 10)]);
     // The holder's process restarts under its name and renews its new session every
     // 10 seconds from then on.
     let restart = start + Duration::from_secs(20);
@@ -1569,7 +1569,7 @@ fn with_sessions_a_lease_taken_under_an_ended_session_waits_from_the_next_sessio
         let at = restart + Duration::from_secs(10 * beat);
         fixture
             .observed
-            .observe_members(at, vec![session(new_session, beat + 1, beat + 2)]);
+            .observe_members(at, vec![session(new_session, beat + 1, beat + 12)]);
     }
     let last_renewal = restart + Duration::from_secs(90);
     let early = fixture.plan_at(restart + after - Duration::from_secs(1));
@@ -1717,4 +1717,66 @@ fn a_partition_taken_back_unclaimed_is_not_handed_off_again_for_a_while() {
     assert_eq!(plan.release.len(), 2, "{plan:?}");
     let plan = fixture.plan_with(fixture.start + Duration::from_secs(5), true);
     assert_eq!(plan.release.len(), 4, "{plan:?}");
+}
+
+/// Fails if a lease is judged held under an ended session only because its holder's record,
+/// as this view last read it, shows another session: a view that has not read the member
+/// since the lease was taken shows the session before the lease's (seed 1393 of the
+/// session-mode simulation took a lease its holder was renewing that way).
+#[test]
+fn with_sessions_a_lease_of_a_session_this_view_never_saw_is_no_ended_one() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let after = fixture.config.acquire_after;
+    let start = fixture.start;
+    let (older, newer) = (0x1111_2222_3333_u64, 0x4444_5555_6666_u64);
+    let session = |id: u64, heartbeat: u64, version: u64| Stored {
+        key: node("h"),
+        value: MemberRecord {
+            session: Some(id),
+            heartbeat,
+            written_at_unix_ms: Some(heartbeat),
+            ..MemberRecord::default()
+        },
+        version: Version::from_number(version),
+    };
+    fixture
+        .observed
+        .observe_members(start, vec![session(older, 1, 1)]);
+    // The holder started a newer session and took the lease under it; this view has not
+    // read the member record since.
+    let record = LeaseRecord {
+        session: Some(newer),
+        ..held_by("h", 1)
+    };
+    fixture.set(1, record, 50, start);
+    let plan = fixture.plan_at(start + after);
+    let take = plan
+        .acquire
+        .iter()
+        .find(|a| a.partition == PartitionId(1))
+        .expect("waited on as the current session's");
+    assert!(take.session.is_some(), "taken through the holder's session");
+    assert_eq!(take.ended_session, None, "{take:?}");
+
+    // Seen to change from the lease's session, it is an ended one, checked whole.
+    let mut seen = session_fixture(Duration::ZERO);
+    seen.set(
+        1,
+        LeaseRecord {
+            session: Some(older),
+            ..held_by("h", 1)
+        },
+        50,
+        start,
+    );
+    seen.observed
+        .observe_members(start, vec![session(older, 1, 10)]);
+    seen.observed
+        .observe_members(start + Duration::from_secs(1), vec![session(newer, 1, 11)]);
+    let plan = seen.plan_at(start + Duration::from_secs(1) + after);
+    let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
+    assert!(
+        take.is_some_and(|t| t.session.is_none() && t.ended_session == Some(older)),
+        "{plan:?}"
+    );
 }
