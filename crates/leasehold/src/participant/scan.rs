@@ -185,7 +185,7 @@ impl Runner {
     pub(super) async fn act(&mut self) {
         let now = self.clock.now();
         // Lost leases matter only while their record still names this node under their
-        // epoch (see `Observed::lost`).
+        // epoch and session (see `Observed::lost`).
         let (leases, me) = (&self.observed.leases, &self.config.node);
         self.observed.lost.retain(|partition, (epoch, session, _)| {
             leases.get(*partition).is_none_or(|seen| {
