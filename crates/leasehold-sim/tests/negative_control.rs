@@ -267,3 +267,17 @@ fn mis_set_nodes_are_refused_by_the_group_record() {
         "only {mis_set} mis-set restarts in {SEEDS} seeds"
     );
 }
+
+/// Seeds of the 100,000-seed session-mode run that once broke the single-owner check: a
+/// holder's member record read before its lease was taken (1393), and a lease taken before
+/// its taker's session was in the store (16618).
+#[test]
+fn session_seeds_that_once_took_a_lease_from_a_live_holder_pass() {
+    let mut config = SimConfig::default();
+    config.lease_mode = leasehold::LeaseMode::Session;
+    for seed in [1393, 16618] {
+        if let Err(violation) = run_seed(&config, seed) {
+            panic!("{violation}");
+        }
+    }
+}

@@ -70,9 +70,21 @@ impl Observed {
     /// Replaces the member view with a listing received at `now`, setting the operator's
     /// record apart.
     pub fn observe_members(&mut self, now: Instant, records: Vec<Stored<NodeId, MemberRecord>>) {
+        self.observe_members_sent(now, now, records);
+    }
+
+    /// [`Observed::observe_members`] for a listing sent at `sent`: with session leases, a
+    /// lease whose holder the listing leaves out is waited on only from a listing sent after
+    /// the lease was first seen ([`MemberView::absent_wait_from`]).
+    pub fn observe_members_sent(
+        &mut self,
+        sent: Instant,
+        now: Instant,
+        records: Vec<Stored<NodeId, MemberRecord>>,
+    ) {
         let operator = records.iter().position(|m| m.key.is_operator());
         self.operator_mark = operator.map(|i| records[i].version.clone());
-        self.members.merge(now, records, operator);
+        self.members.merge(sent, now, records, operator);
     }
 
     /// The instant from which a held row's `acquire_after` wait runs: when its version was
@@ -101,7 +113,7 @@ impl Observed {
                     Some((from, _)) => Some(from),
                     None => Some(member.first_seen),
                 },
-                None => self.members.absent_since(owner),
+                None => self.members.absent_wait_from(owner, seen.first_seen),
             }
         };
         session.map(|since| since.max(seen.first_seen))

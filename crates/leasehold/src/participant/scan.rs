@@ -28,6 +28,7 @@ impl Runner {
         self.schedule.scan_started(self.clock.now());
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let syncs_before = self.member_syncs;
+        let sent = self.clock.now();
         let members = match self
             .call(async move { store.list_members(&group).await })
             .await
@@ -39,7 +40,8 @@ impl Runner {
         let now = self.clock.now();
         self.report_corrupt(&members.corrupt);
         self.record(|metrics| metrics.corrupt(true, members.corrupt.len()));
-        self.observed.observe_members(now, members.records);
+        self.observed
+            .observe_members_sent(sent, now, members.records);
         // A heartbeat during the listing wrote or read this node's own record after the
         // listing was taken: what it learned is newer than the listing's copy.
         let own = self.observed.members.get(&self.config.node);
@@ -244,7 +246,11 @@ impl Runner {
         if released {
             self.release(plan.release).await;
         }
-        if !plan.acquire.is_empty() {
+        // With session leases, nothing is taken before this process's session is in the
+        // store: a lease record naming a session nobody can read yet would look, to a node
+        // listing the members meanwhile, like one whose session is gone.
+        let unregistered = self.session_mode() && self.observed.own_session_since.is_none();
+        if !plan.acquire.is_empty() && !unregistered {
             let planned = plan.acquire.len();
             let (taken, lost_races) = self.acquire(plan.acquire).await;
             let takes = Takes {

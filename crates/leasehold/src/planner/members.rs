@@ -169,7 +169,13 @@ pub struct MemberView {
     gone: std::collections::BTreeMap<NodeId, Instant>,
     /// When the first listing was merged.
     first_listed: Option<Instant>,
+    /// The latest listings, oldest first: when each was sent and when its reply arrived
+    /// ([`MemberView::absent_wait_from`]).
+    listings: std::collections::VecDeque<(Instant, Instant)>,
 }
+
+/// How many listings [`MemberView`] remembers the times of.
+const LISTINGS_KEPT: usize = 64;
 
 impl MemberView {
     /// How many members the view shows.
@@ -232,6 +238,21 @@ impl MemberView {
         self.gone.get(node).copied().or(self.first_listed)
     }
 
+    /// From when a lease record of `node`, first seen at `lease_seen`, is waited on while
+    /// this view does not show `node`: the arrival of the first listing *sent* after
+    /// `lease_seen` that left `node` out. The session the record was written under existed
+    /// when it was written, before `lease_seen`, and a session once deleted never comes back;
+    /// so that listing proves it gone. An absence seen only before then proves nothing
+    /// about it: the node may have come back, taken the lease and be renewing it, unseen
+    /// by a view whose later listings failed. `None` while no such listing has arrived.
+    pub fn absent_wait_from(&self, node: &NodeId, lease_seen: Instant) -> Option<Instant> {
+        let since = self.absent_since(node)?;
+        self.listings
+            .iter()
+            .find(|(sent, arrived)| *sent > lease_seen && *arrived >= since)
+            .map(|(_, arrived)| *arrived)
+    }
+
     /// Forgets when members left before `before`: for a decision made at `before` or later,
     /// an absence that began that long ago is no different from one that began at the view's
     /// first listing, so the view keeps only recent departures.
@@ -247,11 +268,16 @@ impl MemberView {
     /// `skip`, and keeping `first_seen` for members whose version did not change.
     pub(crate) fn merge(
         &mut self,
+        sent: Instant,
         now: Instant,
         mut records: Vec<Stored<NodeId, MemberRecord>>,
         skip: Option<usize>,
     ) {
         self.first_listed.get_or_insert(now);
+        if self.listings.len() == LISTINGS_KEPT {
+            self.listings.pop_front();
+        }
+        self.listings.push_back((sent, now));
         let listed = |records: Vec<Stored<NodeId, MemberRecord>>| {
             let records = records.into_iter().enumerate();
             records.filter_map(move |(i, stored)| (Some(i) != skip).then_some(stored))
@@ -319,7 +345,12 @@ mod tests {
     #[test]
     fn others_leave_out_only_the_named_member() {
         let mut view = MemberView::default();
-        view.merge(Instant::now(), listing(&["a", "c", "e"]), None);
+        view.merge(
+            Instant::now(),
+            Instant::now(),
+            listing(&["a", "c", "e"]),
+            None,
+        );
         let others = |name: &str| -> Vec<String> {
             let node = NodeId::new(name).unwrap();
             view.others(&node).map(|m| m.node.to_string()).collect()
@@ -337,18 +368,23 @@ mod tests {
         let later = start + std::time::Duration::from_secs(5);
         let node = |name: &str| NodeId::new(name).unwrap();
         assert_eq!(view.absent_since(&node("z")), None, "nothing listed yet");
-        view.merge(start, listing(&["a", "b", "c"]), None);
+        view.merge(start, start, listing(&["a", "b", "c"]), None);
         assert_eq!(view.absent_since(&node("z")), Some(start), "never listed");
-        view.merge(later, listing(&["b"]), None);
+        view.merge(later, later, listing(&["b"]), None);
         assert_eq!(view.absent_since(&node("a")), Some(later));
         assert_eq!(
             view.absent_since(&node("c")),
             Some(later),
             "last in name order"
         );
-        view.merge(later + later.duration_since(start), listing(&["b"]), None);
+        view.merge(
+            later + later.duration_since(start),
+            later + later.duration_since(start),
+            listing(&["b"]),
+            None,
+        );
         assert_eq!(view.absent_since(&node("a")), Some(later), "from the first");
-        view.merge(later, listing(&["a", "b"]), None);
+        view.merge(later, later, listing(&["a", "b"]), None);
         assert!(view.get(&node("a")).is_some(), "back");
         view.remove(&node("a"), start + std::time::Duration::from_secs(9));
         assert_eq!(
@@ -368,12 +404,12 @@ mod tests {
     fn the_skipped_record_is_left_out_whichever_way_the_listing_is_merged() {
         let mut view = MemberView::default();
         let now = Instant::now();
-        view.merge(now, listing(&["a", "b", "x"]), Some(2));
+        view.merge(now, now, listing(&["a", "b", "x"]), Some(2));
         assert_eq!(view.len(), 2);
         // Lined up with the view once the skipped record is left out.
-        view.merge(now, listing(&["a", "x", "b"]), Some(1));
+        view.merge(now, now, listing(&["a", "x", "b"]), Some(1));
         // Not lined up, and out of order.
-        view.merge(now, listing(&["d", "x", "a"]), Some(1));
+        view.merge(now, now, listing(&["d", "x", "a"]), Some(1));
         let names: Vec<String> = view.iter().map(|m| m.node.to_string()).collect();
         assert_eq!(names, ["a", "d"]);
     }

@@ -1780,3 +1780,34 @@ fn with_sessions_a_lease_of_a_session_this_view_never_saw_is_no_ended_one() {
         "{plan:?}"
     );
 }
+
+/// Fails if a lease whose holder the view last saw gone is taken by its record alone on
+/// the strength of an absence seen before the lease was: the holder may have come back under
+/// a new session, taken it, and be renewing it, unseen by a view whose listings since failed
+/// (seed 16618 of the session-mode simulation).
+#[test]
+fn with_sessions_a_holders_absence_counts_only_from_a_listing_sent_after_the_lease_was_seen() {
+    let mut fixture = session_fixture(Duration::ZERO);
+    let after = fixture.config.acquire_after;
+    let start = fixture.start;
+    let gone_at = start + Duration::from_secs(10);
+    fixture.observed.observe_members(gone_at, Vec::new());
+    // A record naming h, written after this view saw h gone.
+    let seen_at = start + Duration::from_secs(20);
+    fixture.set(1, held_by("h", 7), 80, seen_at);
+    let plan = fixture.plan_at(seen_at + after * 3);
+    assert!(
+        plan.acquire.iter().all(|a| a.partition != PartitionId(1)),
+        "no listing since the record was seen: {plan:?}"
+    );
+    // A listing sent after it still leaves h out: h's session is gone from then.
+    let listed = seen_at + Duration::from_secs(5);
+    fixture
+        .observed
+        .observe_members_sent(listed, listed + Duration::from_secs(1), Vec::new());
+    let early = fixture.plan_at(listed + Duration::from_secs(1) + after - Duration::from_millis(1));
+    assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
+    let plan = fixture.plan_at(listed + Duration::from_secs(1) + after);
+    let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
+    assert!(take.is_some_and(|t| t.session.is_none()), "{plan:?}");
+}
