@@ -273,8 +273,10 @@ fn mis_set_nodes_are_refused_by_the_group_record() {
 /// its taker's session was in the store (16618).
 #[test]
 fn session_seeds_that_once_took_a_lease_from_a_live_holder_pass() {
-    let mut config = SimConfig::default();
-    config.lease_mode = leasehold::LeaseMode::Session;
+    let config = SimConfig {
+        lease_mode: leasehold::LeaseMode::Session,
+        ..SimConfig::default()
+    };
     for seed in [1393, 16618] {
         if let Err(violation) = run_seed(&config, seed) {
             panic!("{violation}");
