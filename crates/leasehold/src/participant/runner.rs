@@ -143,8 +143,6 @@ impl Runner {
         let now = clock.now();
         // Drawn from a copy: the generator's sequence for jitter stays what it was, so that
         // a seed replays the same timings whatever the mode.
-        // Drawn from a copy: the generator's sequence for jitter stays what it was, so that
-        // a seed replays the same timings whatever the mode.
         let session_id = draw_session_id(&mut rng.clone());
         Runner {
             store,
