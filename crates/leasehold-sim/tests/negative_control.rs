@@ -219,6 +219,23 @@ fn the_same_fleet_renewing_by_session_passes() {
     }
 }
 
+/// Seeds of the session-mode run that once left partitions unowned past the liveness bound:
+/// a node on its way out deleted its session while records whose hand-off had outlived the
+/// drain timeout still named it, and the others waited `acquire_after` more from seeing the
+/// session gone.
+#[test]
+fn session_seeds_that_once_left_a_leaving_nodes_partitions_unowned_pass() {
+    let config = SimConfig {
+        lease_mode: leasehold::LeaseMode::Session,
+        ..SimConfig::default()
+    };
+    for seed in [42588, 43755, 60512, 69640] {
+        if let Err(violation) = run_seed(&config, seed) {
+            panic!("{violation}");
+        }
+    }
+}
+
 #[test]
 fn the_same_fleet_with_safe_timings_passes() {
     let config = fleet();

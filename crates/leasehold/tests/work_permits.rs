@@ -243,6 +243,41 @@ async fn a_leaving_node_removes_its_member_record_before_releasing() {
         .is_empty());
 }
 
+/// With session leases, fails if a node on its way out deletes its session while a record
+/// still names it under that session: a hand-off whose work outlived the drain timeout ends
+/// at the lease's deadline, and nothing else ever releases the record, so the others would
+/// wait `acquire_after` more from seeing the session gone (the simulator found partitions
+/// left unowned that way).
+#[tokio::test(start_paused = true)]
+async fn with_session_leases_a_leaving_node_releases_what_expired_before_its_session_goes() {
+    let store = store_with(1).await;
+    admin::set_lease_mode(&*store, &group(), leasehold::LeaseMode::Session)
+        .await
+        .unwrap();
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    sleep(Duration::from_millis(300)).await;
+    let permit = a.permit(P0).expect("held");
+    let leaving = tokio::spawn({
+        let a = a.clone();
+        async move { a.shutdown().await }
+    });
+    // fast(): drain_timeout 1 s, lease_validity 1 s. The work goes on past both.
+    sleep(Duration::from_millis(3000)).await;
+    assert!(leaving.is_finished(), "the shutdown ends at the deadline");
+    assert!(!permit.is_valid(), "never valid past the lease's deadline");
+    let record = lease_of(&store, 0).await.value;
+    assert_eq!(record.state, LeaseState::Released, "{record:?}");
+    assert_eq!(record.owner, None);
+    assert!(store
+        .list_members(&group())
+        .await
+        .unwrap()
+        .records
+        .is_empty());
+    drop(permit);
+    leaving.await.unwrap();
+}
+
 /// Fails if a crash (abort) in the middle of a graceful shutdown leaves the task running: the
 /// shutdown holds the task's handle while it waits for the work in flight, and an abort that
 /// could not reach the task left it handing off leases whose guards the abort had ended (the

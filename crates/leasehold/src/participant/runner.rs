@@ -289,6 +289,9 @@ impl Runner {
                 return;
             }
             if self.stopping.is_some() && self.holdings.is_empty() {
+                if self.session_mode() {
+                    self.clear_lost().await;
+                }
                 self.remove_member().await;
                 if let Some(done) = self.stopping.take() {
                     let _ = done.send(());

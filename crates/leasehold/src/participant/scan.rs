@@ -355,6 +355,33 @@ impl Runner {
         }
     }
 
+    /// With session leases, on the way out: writes released the records of leases lost here
+    /// whose deadline has passed and that still name this node under the epoch and session
+    /// they were lost with (a hand-off whose work outlived the drain timeout, say). Nothing
+    /// runs under them any more, and once the session is deleted the others would wait
+    /// `acquire_after` from seeing it gone before taking them.
+    pub(super) async fn clear_lost(&mut self) {
+        let now = self.clock.now();
+        let me = &self.config.node;
+        let rows: Vec<(PartitionId, Version)> = self
+            .observed
+            .lost
+            .iter()
+            .filter(|(_, (_, _, deadline))| *deadline <= now)
+            .filter_map(|(partition, (epoch, session, _))| {
+                let seen = self.observed.leases.get(*partition)?;
+                let named = seen.state == LeaseState::Held
+                    && seen.owner.as_ref() == Some(me)
+                    && seen.epoch == *epoch
+                    && seen.session == *session;
+                named.then(|| (*partition, seen.version.clone()))
+            })
+            .collect();
+        if !rows.is_empty() {
+            self.clear(rows).await;
+        }
+    }
+
     /// With session leases, checks the takes that succeeded while this node re-read its
     /// session after a failed renewal. That re-read drops the leases held whose records
     /// changed, but a take in flight was not yet held: a change to its record made before the
