@@ -58,14 +58,20 @@ impl Gate {
 #[derive(Debug, Clone)]
 pub struct SimClock {
     drift: DriftClock,
+    origin: Instant,
     gate: Gate,
 }
+
+/// What a simulated node's wall clock reads at the start of a run (2026-01-01T00:00:00Z):
+/// every run starts there, so the stamps on records replay too.
+const SIMULATED_UNIX_MS: u64 = 1_767_225_600_000;
 
 impl SimClock {
     /// A clock agreeing with true time at `origin` and running at `rate`, gated by `gate`.
     pub fn new(origin: Instant, rate: f64, gate: Gate) -> SimClock {
         SimClock {
             drift: DriftClock::new(origin, rate),
+            origin,
             gate,
         }
     }
@@ -86,6 +92,11 @@ impl Clock for SimClock {
         self.drift.now()
     }
 
+    fn unix_ms(&self) -> u64 {
+        let elapsed = self.now().saturating_duration_since(self.origin);
+        SIMULATED_UNIX_MS + elapsed.as_millis() as u64
+    }
+
     fn sleep_until(&self, deadline: Instant) -> Sleep {
         let clock = self.clone();
         Box::pin(async move {
@@ -97,5 +108,22 @@ impl Clock for SimClock {
             }
             clock.gate.wait_open().await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails if the stamps a simulated node writes follow the machine's clock: two processes
+    /// under one name may then write equal records or not depending on when the run happens,
+    /// and a failing seed does not replay.
+    #[tokio::test(start_paused = true)]
+    async fn a_simulated_wall_clock_starts_at_the_same_instant_every_run_and_keeps_its_rate() {
+        let origin = Instant::now();
+        let clock = SimClock::new(origin, 1.5, Gate::default());
+        assert_eq!(clock.unix_ms(), SIMULATED_UNIX_MS);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(clock.unix_ms(), SIMULATED_UNIX_MS + 15_000);
     }
 }

@@ -20,6 +20,14 @@ pub trait Clock: Debug + Send + Sync + 'static {
     fn now(&self) -> Instant;
     /// Completes once this clock reads `deadline` or later.
     fn sleep_until(&self, deadline: Instant) -> Sleep;
+
+    /// Wall-clock milliseconds since the Unix epoch, as stamped on the records a node writes
+    /// ([`crate::LeaseRecord::written_at_unix_ms`]). Never used to judge a lease; the system
+    /// clock by default. A simulated node counts them from its own clock, so that a run
+    /// replays exactly whatever the machine's time.
+    fn unix_ms(&self) -> u64 {
+        crate::record::unix_ms_now()
+    }
 }
 
 /// Tokio's clock: real time, or virtual time under `tokio::time::pause`.

@@ -18,7 +18,6 @@ use crate::error::StoreError;
 use crate::group::GroupMismatch;
 use crate::metrics::{set_count, NodeMetrics};
 use crate::planner::{Holding, Observed, ScanSchedule};
-use crate::record::unix_ms_now;
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite};
 use crate::types::{PartitionId, Version};
 
@@ -317,7 +316,7 @@ impl Runner {
     /// that: two renewals sent within one millisecond (or one delayed behind another) would
     /// otherwise be indistinguishable on read-back.
     pub(super) fn write_stamp(&mut self) -> Option<u64> {
-        self.last_stamp = unix_ms_now().max(self.last_stamp + 1);
+        self.last_stamp = self.clock.unix_ms().max(self.last_stamp + 1);
         Some(self.last_stamp)
     }
 
