@@ -50,7 +50,9 @@ impl Director {
                     world.event(&mut state, format!("n{index} {verb} refused: {error}"));
                     return;
                 }
-                if let Some(slot) = state.nodes.get_mut(&index) {
+                // The flag is the name's: a second process under it (see `Director::twin`)
+                // is drained too, and stays so once the first has stopped, until undrained.
+                for slot in state.nodes.values_mut().filter(|slot| slot.name == name) {
                     slot.draining = draining;
                 }
                 state.counts.drains += 1;

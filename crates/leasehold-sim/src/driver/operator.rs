@@ -184,23 +184,27 @@ impl Director {
     }
 
     /// Sets or empties node `index`'s exclusion list through its running process, and
-    /// records it in its slot so that a restart keeps it.
+    /// records it in its slot so that a restart keeps it. The list is the name's, as the
+    /// exclude file a replacement process starts with: a second process under the name (see
+    /// `Director::twin`) gets it too.
     fn set_exclusion(&mut self, index: usize, excluded: Option<PartitionId>) {
         let world = Arc::clone(&self.world);
         let mut state = world.lock();
-        let Some(slot) = state.nodes.get_mut(&index) else {
+        let Some(name) = state.nodes.get(&index).map(|slot| slot.name.clone()) else {
             return;
         };
         let now = Instant::now();
-        if let Some(process) = slot.process() {
-            let list = excluded.into_iter().collect();
-            if let Err(error) = process.participant.set_excluded(list) {
-                let text = format!("operator: exclusion on n{index} refused: {error}");
-                world.event(&mut state, text);
-                return;
+        for slot in state.nodes.values_mut().filter(|slot| slot.name == name) {
+            if let Some(process) = slot.process() {
+                let list = excluded.into_iter().collect();
+                if let Err(error) = process.participant.set_excluded(list) {
+                    let text = format!("operator: exclusion on {name} refused: {error}");
+                    world.event(&mut state, text);
+                    return;
+                }
             }
+            slot.excluded = excluded.map(|partition| (partition, now));
         }
-        slot.excluded = excluded.map(|partition| (partition, now));
         self.operator.excluding = excluded.map(|_| index);
         let text = match excluded {
             Some(partition) => format!("operator: n{index} excludes p{partition}"),
