@@ -36,8 +36,9 @@ struct PartitionRow {
     /// In a released record, the node it is handed to.
     handed_to: Option<String>,
     /// With session leases, the session of the owner the lease is held in: the lease is its
-    /// owner's while the owner's member record shows the same session.
-    session: Option<u64>,
+    /// owner's while the owner's member record shows the same session. Sixteen hex digits
+    /// ([`session_text`]).
+    session: Option<String>,
 }
 
 /// One member record.
@@ -57,6 +58,8 @@ struct MemberRow {
     /// The URL the node serves clients on.
     address: Option<String>,
     metadata: BTreeMap<String, String>,
+    /// With session leases, the node's current session, as in [`PartitionRow::session`].
+    session: Option<String>,
 }
 
 /// The partitions a node holds, with its member record if it has one.
@@ -202,8 +205,14 @@ fn partition_row(lease: &StoredLease) -> PartitionRow {
         age_ms: age_ms(record.written_at_unix_ms),
         previous_owner: record.previous_owner.as_ref().map(|o| o.to_string()),
         handed_to: record.handed_to.as_ref().map(|o| o.to_string()),
-        session: record.session,
+        session: session_text(record.session),
     }
+}
+
+/// A session id as text: all 64 bits survive readers whose JSON numbers are doubles
+/// (JavaScript's stop at 53).
+fn session_text(session: Option<u64>) -> Option<String> {
+    session.map(|session| format!("{session:016x}"))
 }
 
 fn member_row(member: &StoredMember) -> MemberRow {
@@ -222,6 +231,7 @@ fn member_row(member: &StoredMember) -> MemberRow {
         max_partitions: record.max_partitions,
         address: record.address.clone(),
         metadata: record.metadata.clone(),
+        session: session_text(record.session),
     }
 }
 
@@ -369,6 +379,7 @@ mod tests {
                 max_partitions: Some(12),
                 address: Some("http://10.0.0.7:8080".to_owned()),
                 metadata: [("zone".to_owned(), "eu-1".to_owned())].into(),
+                session: Some(0x2a),
                 ..MemberRecord::default()
             },
             version: Version::from_number(8),
@@ -385,7 +396,7 @@ mod tests {
                 &partition["handed_to"],
                 &partition["session"]
             ),
-            (&json!("n0"), &json!(null), &json!(u64::MAX - 6))
+            (&json!("n0"), &json!(null), &json!("fffffffffffffff9"))
         );
         let handed = Stored {
             key: PartitionId(4),
@@ -412,21 +423,23 @@ mod tests {
                 &member["max_load"],
                 &member["max_partitions"],
                 &member["address"],
-                &member["metadata"]
+                &member["metadata"],
+                &member["session"]
             ),
             (
                 &json!(2.0),
                 &json!(0.75),
                 &json!(12),
                 &json!("http://10.0.0.7:8080"),
-                &json!({"zone": "eu-1"})
+                &json!({"zone": "eu-1"}),
+                &json!("000000000000002a")
             )
         );
         // Unset fields are still there, so that every member row has the same shape.
         let member = serde_json::to_value(member_row(&bare)).unwrap();
         assert_eq!(
-            (&member["address"], &member["metadata"]),
-            (&json!(null), &json!({}))
+            (&member["address"], &member["metadata"], &member["session"]),
+            (&json!(null), &json!({}), &json!(null))
         );
 
         let members = [described, bare];
