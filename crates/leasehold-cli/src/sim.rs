@@ -139,7 +139,7 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
     } else {
         let mut text = format!(
             "{} seeds of {} nodes × {} partitions for {:.0}s each, faults: {}{}: {} passed, {} violated\n\
-             {:.0}s simulated in {:.1}s wall\n{}",
+             {:.0}s simulated in {:.1}s wall\n{}{}",
             summary.seeds,
             config.nodes,
             config.partitions,
@@ -150,6 +150,12 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
             summary.violations.len(),
             summary.simulated.as_secs_f64(),
             summary.wall.as_secs_f64(),
+            // A violated seed stops where it failed and adds nothing to the figures.
+            if summary.is_clean() {
+                String::new()
+            } else {
+                format!("figures over the {} seeds that passed:\n", summary.passed)
+            },
             summary.figures
         );
         for violation in summary.violations.iter().take(5) {

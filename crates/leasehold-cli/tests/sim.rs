@@ -46,6 +46,20 @@ fn a_replay_succeeds_and_a_negative_control_fails() {
         caught.stdout.contains("replay: leasehold sim --seed"),
         "{caught:?}"
     );
+    // A violated seed adds nothing to the figures, which say so rather than show, say, no
+    // fault injected.
+    let passed = caught
+        .stdout
+        .split(": ")
+        .nth(2)
+        .and_then(|s| s.split(' ').next());
+    assert!(
+        caught.stdout.contains(&format!(
+            "figures over the {} seeds that passed:",
+            passed.unwrap_or("?")
+        )),
+        "{caught:?}"
+    );
 }
 
 #[test]
