@@ -58,7 +58,6 @@ impl Gate {
 #[derive(Debug, Clone)]
 pub struct SimClock {
     drift: DriftClock,
-    origin: Instant,
     gate: Gate,
 }
 
@@ -71,7 +70,6 @@ impl SimClock {
     pub fn new(origin: Instant, rate: f64, gate: Gate) -> SimClock {
         SimClock {
             drift: DriftClock::new(origin, rate),
-            origin,
             gate,
         }
     }
@@ -93,7 +91,7 @@ impl Clock for SimClock {
     }
 
     fn unix_ms(&self) -> u64 {
-        let elapsed = self.now().saturating_duration_since(self.origin);
+        let elapsed = self.now().saturating_duration_since(self.drift.origin());
         SIMULATED_UNIX_MS + elapsed.as_millis() as u64
     }
 

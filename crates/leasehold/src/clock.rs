@@ -66,6 +66,11 @@ impl DriftClock {
         self.rate
     }
 
+    /// The Tokio instant at which this clock started, agreeing with Tokio's.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// The Tokio instant at which this clock reads `local`.
     pub fn to_true(&self, local: Instant) -> Instant {
         let elapsed = local.saturating_duration_since(self.origin);

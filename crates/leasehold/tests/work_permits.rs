@@ -77,6 +77,19 @@ async fn lease_of(store: &MemoryStore, partition: u32) -> StoredLease {
 
 const P0: PartitionId = PartitionId(0);
 
+/// Starts `node`'s graceful shutdown, which waits for the work in flight, on a task of its
+/// own.
+fn shut_down_in_background(node: &Participant) -> tokio::task::JoinHandle<()> {
+    let node = node.clone();
+    tokio::spawn(async move { node.shutdown().await })
+}
+
+/// Whether the group has no member records left.
+async fn no_members(store: &MemoryStore) -> bool {
+    let members = store.list_members(&group()).await.unwrap();
+    members.records.is_empty()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_guard_turns_invalid_the_moment_its_lease_is_given_up() {
     let store = store_with(2).await;
@@ -201,12 +214,7 @@ async fn shutdown_waits_for_permits_before_releasing() {
         .expect("released");
     assert!(free < finished, "partition 0 had no work and went at once");
     assert!(
-        store
-            .list_members(&group())
-            .await
-            .unwrap()
-            .records
-            .is_empty(),
+        no_members(&store).await,
         "member record removed on the way out"
     );
 }
@@ -220,10 +228,7 @@ async fn a_leaving_node_removes_its_member_record_before_releasing() {
     let a = Participant::start(store.clone(), config("a", 2), ()).unwrap();
     sleep(Duration::from_millis(100)).await;
     let permit = a.permit(PartitionId(1)).expect("held");
-    let leaving = tokio::spawn({
-        let a = a.clone();
-        async move { a.shutdown().await }
-    });
+    let leaving = shut_down_in_background(&a);
     // Several heartbeats pass while the work under partition 1 goes on, within the drain
     // timeout.
     sleep(Duration::from_millis(800)).await;
@@ -235,12 +240,7 @@ async fn a_leaving_node_removes_its_member_record_before_releasing() {
     drop(permit);
     leaving.await.unwrap();
     assert_eq!(lease_of(&store, 1).await.value.state, LeaseState::Released);
-    assert!(store
-        .list_members(&group())
-        .await
-        .unwrap()
-        .records
-        .is_empty());
+    assert!(no_members(&store).await);
 }
 
 /// With session leases, fails if a node on its way out deletes its session while a record
@@ -257,10 +257,7 @@ async fn with_session_leases_a_leaving_node_releases_what_expired_before_its_ses
     let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
     sleep(Duration::from_millis(300)).await;
     let permit = a.permit(P0).expect("held");
-    let leaving = tokio::spawn({
-        let a = a.clone();
-        async move { a.shutdown().await }
-    });
+    let leaving = shut_down_in_background(&a);
     // fast(): drain_timeout 1 s, lease_validity 1 s. The work goes on past both.
     sleep(Duration::from_millis(3000)).await;
     assert!(leaving.is_finished(), "the shutdown ends at the deadline");
@@ -268,12 +265,7 @@ async fn with_session_leases_a_leaving_node_releases_what_expired_before_its_ses
     let record = lease_of(&store, 0).await.value;
     assert_eq!(record.state, LeaseState::Released, "{record:?}");
     assert_eq!(record.owner, None);
-    assert!(store
-        .list_members(&group())
-        .await
-        .unwrap()
-        .records
-        .is_empty());
+    assert!(no_members(&store).await);
     drop(permit);
     leaving.await.unwrap();
 }
@@ -288,10 +280,7 @@ async fn an_abort_during_a_shutdown_stops_the_task() {
     let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
     sleep(Duration::from_millis(100)).await;
     let permit = a.permit(P0).expect("held");
-    let leaving = tokio::spawn({
-        let a = a.clone();
-        async move { a.shutdown().await }
-    });
+    let leaving = shut_down_in_background(&a);
     sleep(Duration::from_millis(100)).await;
     a.abort();
     let stopped = tokio::time::timeout(Duration::from_millis(50), a.stopped()).await;
