@@ -347,8 +347,9 @@ pub struct NodeArgs {
     pub drain_timeout: Option<Duration>,
     /// Append `<unix_ns> <node> <event> <partition> <epoch>` lines here, one per lease
     /// gained or given up: `acquired`, `released` (handed off), `expired` (ran out
-    /// unrenewed; the time is the deadline), `conflict` (another write ended it) or `stopped`
-    /// (the lease loop ended).
+    /// unrenewed; the time is the deadline), `conflict` (another write ended it), `changed`
+    /// (a listing showed the record changed behind this node's back) or `stopped` (the
+    /// lease loop ended).
     #[arg(long, value_name = "FILE")]
     pub fence_log: Option<PathBuf>,
     /// Append `<unix_ns> <node> work <partition> <epoch>` for each partition held, every
@@ -565,10 +566,16 @@ pub struct SimArgs {
     /// which the single-owner check must catch.
     #[arg(long = "unsafe-session-operator")]
     pub unsafe_session_operator: bool,
+    /// Negative control for --lease-mode session: holders do not compare the lease listings
+    /// they read with what they hold, so with --unsafe-session-operator a kicked or offline
+    /// partition is served on, which the single-owner check must catch.
+    #[arg(long = "unsafe-unchecked-holdings")]
+    pub unsafe_unchecked_holdings: bool,
     /// Also start, now and then, a second process under the name of a running node whose
     /// first process is paused meanwhile (as an orchestrator replacing a process that stopped
     /// answering does); the first resumes within its lease validity, still holding what it
-    /// held, and is stopped for good acquire_after later.
+    /// held; by session it stops by itself when it finds its session replaced, per
+    /// partition it is stopped for good acquire_after later.
     #[arg(long)]
     pub twins: bool,
     /// Negative control for --lease-mode session with --twins: leases held under a session

@@ -15,8 +15,8 @@ use anyhow::Context;
 use leasehold::admin::{self, AdminError};
 use leasehold::metrics::{Metrics, Registry};
 use leasehold::{
-    Callbacks, Environment, LeaseGuard, Loss, LossReason, NodeId, Participant, ParticipantConfig,
-    PartitionId, SeededRng, StoreError, TimeoutStore,
+    Callbacks, Environment, LeaseGuard, Loss, NodeId, Participant, ParticipantConfig, PartitionId,
+    SeededRng, StoreError, TimeoutStore,
 };
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -330,8 +330,8 @@ impl Started {
                 _ = signals.terminate.recv() => break "SIGTERM",
                 _ = signals.interrupt.recv() => break "SIGINT",
                 _ = signals.hangup.recv() => reload_exclusions(&self.participant, args),
-                _ = self.participant.stopped() => match self.participant.refusal() {
-                    Some(refusal) => anyhow::bail!("{refusal}"),
+                halt = self.participant.stopped() => match halt {
+                    Some(halt) => anyhow::bail!("{halt}"),
                     None => anyhow::bail!("node {node}: the lease loop stopped unexpectedly"),
                 },
             }
@@ -585,12 +585,7 @@ impl Callbacks for Recorder {
             // For an expiry, `at` is the deadline: the moment serving stopped, which may be
             // well before this callback ran if the process was paused.
             let at = unix_ns(wall_time_of(loss.at));
-            let word = match loss.reason {
-                LossReason::Released => "released",
-                LossReason::Expired => "expired",
-                LossReason::Conflict => "conflict",
-                LossReason::Stopped => "stopped",
-            };
+            let word = loss.reason.as_str();
             let (partition, epoch) = (loss.partition, loss.epoch);
             log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));
         }

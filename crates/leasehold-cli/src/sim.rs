@@ -30,6 +30,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.lease_mode = args.lease_mode;
     config.unsafe_session_take = args.unsafe_session_take;
     config.unsafe_session_operator = args.unsafe_session_operator;
+    config.unsafe_unchecked_holdings = args.unsafe_unchecked_holdings;
     config.twins = args.twins;
     config.unsafe_session_identity = args.unsafe_session_identity;
     config
@@ -193,6 +194,10 @@ fn unsafe_note(config: &SimConfig) -> String {
         (
             config.unsafe_session_operator,
             "operator commands that leave the holder's session alone",
+        ),
+        (
+            config.unsafe_unchecked_holdings,
+            "holders that ignore changes in the listings they read",
         ),
         (
             config.unsafe_session_identity,

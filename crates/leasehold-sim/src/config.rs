@@ -341,10 +341,17 @@ pub struct SimConfig {
     /// holder's session, so the holder never learns of a kick or an offline and keeps
     /// serving while another node takes the partition; the single-owner check must catch it.
     pub unsafe_session_operator: bool,
+    /// Negative control for session leases: holders do not compare the lease listings they
+    /// read with what they hold, so a record changed by a write that left the holder's
+    /// session alone (an operator command with `unsafe_session_operator`) goes unnoticed
+    /// while the session renews; the single-owner check must catch it.
+    pub unsafe_unchecked_holdings: bool,
     /// Every six lease validities on average, start a second process under the name of a
     /// running node whose first process is paused meanwhile, as an orchestrator replacing a
     /// process that stopped answering does. The first resumes within its lease validity,
-    /// still holding what it held, and is stopped for good `acquire_after` after that.
+    /// still holding what it held. With session leases it stops by itself on finding its
+    /// session replaced, and nothing else stops it; renewing per partition it is stopped for
+    /// good `acquire_after` after it resumes.
     pub twins: bool,
     /// Negative control for session leases, with `twins`: leases held under a session that
     /// has ended are taken at once, so a paused first process resumes serving what another
@@ -371,6 +378,7 @@ impl SimConfig {
             lease_mode: leasehold::LeaseMode::PerPartition,
             unsafe_session_take: false,
             unsafe_session_operator: false,
+            unsafe_unchecked_holdings: false,
             twins: false,
             unsafe_session_identity: false,
             unsafe_stale_fencing: false,
@@ -513,6 +521,10 @@ impl SimConfig {
             ),
             (self.unsafe_session_take, " --unsafe-session-take"),
             (self.unsafe_session_operator, " --unsafe-session-operator"),
+            (
+                self.unsafe_unchecked_holdings,
+                " --unsafe-unchecked-holdings",
+            ),
             (self.twins, " --twins"),
             (self.unsafe_session_identity, " --unsafe-session-identity"),
         ] {

@@ -1,12 +1,13 @@
 //! A node's life: its process starts (the first time, after a crash, or as a joiner) with its
 //! own clock, its store connection through the faults and its callbacks to the checks, works
-//! under its leases, and ends by a crash or by leaving gracefully.
+//! under its leases, and ends by a crash, by leaving gracefully, or by itself when another
+//! process took its name over.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use leasehold::{
-    Callbacks, Environment, LeaseGuard, LeaseStore, Loss, NodeId, Participant, PartitionId,
+    Callbacks, Environment, Halt, LeaseGuard, LeaseStore, Loss, NodeId, Participant, PartitionId,
     SeededRng,
 };
 use tokio::time::Instant;
@@ -60,6 +61,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     config.unsafe_ignore_exclusions = world.config.unsafe_ignore_exclusions;
     config.unsafe_take_ignores_session = world.config.unsafe_session_take;
     config.unsafe_take_ended_sessions = world.config.unsafe_session_identity;
+    config.unsafe_ignore_listed_changes = world.config.unsafe_unchecked_holdings;
     config.excluded = slot.excluded.iter().map(|(p, _)| *p).collect();
     if world.load.is_some() {
         // Weights in proportion to the capacities, as an operator sets them, so that the
@@ -73,7 +75,8 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         || config.unsafe_reuse_epoch
         || config.unsafe_ignore_exclusions
         || config.unsafe_take_ignores_session
-        || config.unsafe_take_ended_sessions;
+        || config.unsafe_take_ended_sessions
+        || config.unsafe_ignore_listed_changes;
     let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
         Arc::clone(world),
         holder,
@@ -88,6 +91,10 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         clock: Arc::new(clock.clone()),
         seed: SeededRng::new(world.seed ^ ((index as u64) << 32) ^ holder.incarnation).next_u64(),
         metrics: None,
+        // Replays must be exact; twins are distinct slots, so their seeds differ.
+        session_seed: Some(
+            SeededRng::new(world.seed ^ ((index as u64) << 40) ^ holder.incarnation).next_u64(),
+        ),
     };
     let participant = if unchecked {
         Participant::start_unchecked(store, config, Arc::new(callbacks), environment)
@@ -95,6 +102,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         Participant::start_with(store, config, callbacks, environment)
             .expect("the simulated timings are valid")
     };
+    let watcher = stops_by_itself(Arc::clone(world), index, holder, participant.clone());
     slot.life = Life::Running(Process {
         participant,
         clock: clock.clone(),
@@ -110,6 +118,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         format!("{holder} started{mis_set} rate={rate:.6}"),
     );
     state.recorder.changed(Instant::now());
+    world.spawn(&mut state, watcher);
     if misconfigured {
         state.counts.misconfigured += 1;
     }
@@ -123,6 +132,29 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         world.spawn(&mut state, worker);
         let units = units(Arc::clone(world), holder, clock, gate, state.rng.next_u64());
         world.spawn(&mut state, units);
+    }
+}
+
+/// Waits for the process `holder` of node `index` to stop by itself because another
+/// process took its name over ([`Halt::Replaced`]), and ends it then: the name is the other
+/// process's from that moment, as it is when a real process exits on that error. Nothing
+/// else ends a process that was replaced.
+async fn stops_by_itself(
+    world: Arc<World>,
+    index: usize,
+    holder: Holder,
+    participant: Participant,
+) {
+    let Some(halt @ Halt::Replaced { .. }) = participant.stopped().await else {
+        return;
+    };
+    let mut state = world.lock();
+    let current = state
+        .nodes
+        .get(&index)
+        .is_some_and(|slot| slot.incarnation == holder.incarnation);
+    if current && end_process(&world, &mut state, index, Life::Left).is_some() {
+        world.event(&mut state, format!("{holder} stopped by itself: {halt}"));
     }
 }
 

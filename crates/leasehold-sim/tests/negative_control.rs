@@ -160,12 +160,30 @@ fn session_takes_that_leave_the_holder_alone_are_caught_by_the_single_owner_chec
     caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
 }
 
+/// Operator commands that leave the holder's session alone are caught twice over: by the
+/// holder's next listing of the table, and, with that check off as well, by nothing — the
+/// single-owner check must then fire.
 #[test]
 fn session_operator_commands_that_leave_the_holder_alone_are_caught_by_the_single_owner_check() {
     let mut config = session_fleet();
     config.unsafe_session_operator = true;
-    let flag = "--unsafe-session-operator";
+    config.unsafe_unchecked_holdings = true;
+    let flag = "--unsafe-unchecked-holdings";
     caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
+}
+
+/// Fails without the holders' check of their listings: operator commands that leave the
+/// holder's session alone, as any writer outside the protocol does (a restore, a hand
+/// edit, a destroy and init), would leave it serving what another node then takes.
+#[test]
+fn the_listing_check_bounds_changes_made_behind_a_holders_back() {
+    let mut config = session_fleet();
+    config.unsafe_session_operator = true;
+    for seed in 0..SESSION_SEEDS {
+        if let Err(violation) = run_seed(&config, seed) {
+            panic!("{violation}");
+        }
+    }
 }
 
 /// The session fleet with twins: now and then a second process starts under the name of a

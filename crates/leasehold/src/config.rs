@@ -142,6 +142,12 @@ pub struct ParticipantConfig {
     /// [`ParticipantConfig::validate`].
     #[doc(hidden)]
     pub unsafe_take_ended_sessions: bool,
+    /// Negative control for the simulator: with session leases, a holder does not compare
+    /// the lease listings it reads with what it holds, so a record changed behind its back
+    /// (by a write that left its session alone) goes unnoticed for as long as its session
+    /// renews. Refused by [`ParticipantConfig::validate`].
+    #[doc(hidden)]
+    pub unsafe_ignore_listed_changes: bool,
 }
 
 impl ParticipantConfig {
@@ -199,6 +205,7 @@ impl ParticipantConfig {
             unsafe_reuse_epoch: false,
             unsafe_take_ignores_session: false,
             unsafe_take_ended_sessions: false,
+            unsafe_ignore_listed_changes: false,
         }
     }
 
@@ -378,6 +385,9 @@ impl ParticipantConfig {
         if self.unsafe_take_ignores_session || self.unsafe_take_ended_sessions {
             return Err(ConfigError::UnsafeSessionTake);
         }
+        if self.unsafe_ignore_listed_changes {
+            return Err(ConfigError::UnsafeListedChanges);
+        }
         if self.unsafe_ignore_exclusions {
             return Err(ConfigError::UnsafeExclusions);
         }
@@ -461,6 +471,9 @@ pub enum ConfigError {
     /// The simulator's negative control for session takes was switched on outside it.
     #[error("unsafe_take_ignores_session and unsafe_take_ended_sessions let a holder keep serving what was taken from it; they are for the simulator's negative controls only")]
     UnsafeSessionTake,
+    /// The simulator's negative control for the holdings check was switched on outside it.
+    #[error("unsafe_ignore_listed_changes lets a holder keep serving a lease whose record was changed behind its back; it is for the simulator's negative control only")]
+    UnsafeListedChanges,
     /// The simulator's negative control for exclusion lists was switched on outside it.
     #[error("unsafe_ignore_exclusions makes a node serve partitions it excludes; it is for the simulator's negative control only")]
     UnsafeExclusions,

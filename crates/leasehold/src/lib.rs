@@ -85,7 +85,7 @@ pub use error::{BoxError, StoreError};
 pub use group::{GroupMismatch, GroupRecord, GroupTimings, LeaseMode, StoredGroup, FORMAT_VERSION};
 pub use memory::MemoryStore;
 pub use participant::{
-    Callbacks, Environment, JoinError, LeaseGuard, Loss, LossReason, Participant, Status,
+    Callbacks, Environment, Halt, JoinError, LeaseGuard, Loss, LossReason, Participant, Status,
     WorkPermit,
 };
 pub use record::{

@@ -42,7 +42,7 @@
 //! | `leasehold_live_members` | gauge | | members counted live at the last decision, the node included |
 //! | `leasehold_lease_acquisitions_total` | counter | | leases taken |
 //! | `leasehold_lease_releases_total` | counter | | leases written released (hand-offs) |
-//! | `leasehold_lease_losses_total` | counter | `reason`: expired, conflict, released, stopped | leases the node stopped serving |
+//! | `leasehold_lease_losses_total` | counter | `reason`: expired, conflict, released, stopped, changed | leases the node stopped serving |
 //! | `leasehold_renewal_batch_size` | histogram | | leases per renewal batch |
 //! | `leasehold_renewal_batch_duration_seconds` | histogram | | a renewal batch's store call, read-back included |
 //! | `leasehold_renewals_total` | counter | `result`: renewed, conflict, error | renewals of single leases |
@@ -494,6 +494,7 @@ impl Metrics {
                 reason(LossReason::Conflict),
                 reason(LossReason::Released),
                 reason(LossReason::Stopped),
+                reason(LossReason::Changed),
             ],
             renewal_batch_size: f.renewal_batch_size.get_or_create_owned(&labels),
             renewal_batch_duration: f.renewal_batch_duration.get_or_create_owned(&labels),
@@ -604,7 +605,7 @@ pub(crate) struct NodeMetrics {
     pub(crate) fair_load: FloatGauge,
     pub(crate) load_spillover: FloatGauge,
     pub(crate) load_moves: Counter,
-    losses: [Counter; 4],
+    losses: [Counter; 5],
     pub(crate) renewal_batch_size: Histogram,
     pub(crate) renewal_batch_duration: Histogram,
     renewals: [Counter; 3],
@@ -635,6 +636,7 @@ impl NodeMetrics {
             LossReason::Conflict => 1,
             LossReason::Released => 2,
             LossReason::Stopped => 3,
+            LossReason::Changed => 4,
         };
         self.losses[index].inc();
     }

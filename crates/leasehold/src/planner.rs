@@ -56,6 +56,11 @@ pub struct Observed {
     /// process under the same name, taking the same partition from the same record, writes
     /// the same epoch.
     pub lost: BTreeMap<PartitionId, (Epoch, Option<std::num::NonZeroU32>, Instant)>,
+    /// Nodes whose member record the last member listing could not decode. Such a member is
+    /// present, not absent: with session leases its record is its session, which may well
+    /// be renewing, so nothing it holds is taken until its record can be read again (or an
+    /// operator removes it).
+    pub corrupt_members: BTreeSet<NodeId>,
 }
 
 impl Observed {
@@ -92,8 +97,9 @@ impl Observed {
     /// of its session was first seen ([`SeenMember::first_seen`]), or its session first seen
     /// gone. Another node's take changes the session's version but not its renewal, so it
     /// neither restarts the wait on the holder's other leases nor makes a dead holder look
-    /// alive; the take's transaction compares the latest version, which any renewal changes. `None` while the wait cannot start: a
-    /// session whose start this node does not know.
+    /// alive; the take's transaction compares the latest version, which any renewal changes.
+    /// `None` while the wait cannot start: a session whose start this node does not know, or
+    /// a holder whose member record cannot be read ([`Observed::corrupt_members`]).
     pub fn held_since(&self, seen: &SeenLease, config: &ParticipantConfig) -> Option<Instant> {
         if self.lease_mode != LeaseMode::Session {
             return Some(seen.first_seen);
@@ -103,6 +109,8 @@ impl Observed {
         };
         let session = if *owner == config.node {
             self.own_session_since
+        } else if self.corrupt_members.contains(owner) {
+            None
         } else {
             match self.members.get(owner) {
                 // Taken under a session that has ended (its process restarted under the same
@@ -260,6 +268,42 @@ pub struct Holding {
     /// slow; each time it comes back the wait doubles, so a partition nobody else can take
     /// moves ever more rarely instead of every scan. Draining ignores it.
     pub keep_until: Option<Instant>,
+    /// When the reply to this node's last write of the record arrived; `None` while a write
+    /// of it is in flight or its outcome is unknown. A listing sent after it must show the
+    /// record exactly as this node wrote it ([`Holding::contradicted_by`]).
+    pub settled_at: Option<Instant>,
+}
+
+impl Holding {
+    /// Whether a lease listing sent at `sent` shows that this lease is no longer this
+    /// node's: the record (`None`: missing, or unreadable) is gone, names another owner,
+    /// epoch or session, is not held, or has a version this node did not write. Only a
+    /// listing sent after the reply to this node's last write of the record can tell: an
+    /// earlier one may not show that write yet, and one racing a write of it may show it
+    /// without this node knowing its version.
+    ///
+    /// With session leases this is what bounds any change made behind a holder's back — an
+    /// operator deleting or re-creating records, a writer that left the holder's session
+    /// alone — to one listing: a holder never writes its lease records to renew them, so no
+    /// renewal would notice. Renewing per partition, every renewal is that check.
+    pub fn contradicted_by(
+        &self,
+        node: &NodeId,
+        sent: Instant,
+        stored: Option<(&LeaseRecord, &Version)>,
+    ) -> bool {
+        if self.settled_at.is_none_or(|settled| settled > sent) {
+            return false;
+        }
+        let Some((record, version)) = stored else {
+            return true;
+        };
+        record.owner.as_ref() != Some(node)
+            || record.state != LeaseState::Held
+            || record.epoch != self.epoch
+            || record.session != self.record.session
+            || *version != self.version
+    }
 }
 
 /// One compare-and-set that would take a partition.

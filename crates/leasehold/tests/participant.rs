@@ -146,6 +146,7 @@ fn start<S: LeaseStore + 'static>(
         clock: Arc::new(TokioClock),
         seed: config.node.as_str().bytes().map(u64::from).sum(),
         metrics: None,
+        session_seed: None,
     };
     Participant::start_with(store.clone(), config, callbacks, environment).unwrap()
 }
@@ -716,8 +717,9 @@ async fn a_prohibited_partition_is_still_served_by_a_permitted_node() {
     b.shutdown().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_node_drained_just_before_shutdown_still_removes_its_member_record() {
+/// Node "a" of a two-partition group, running for a second, that an operator has just
+/// marked draining.
+async fn running_node_just_drained() -> (Arc<MemoryStore>, Recorder, GroupName, Participant) {
     let store = store_with(2).await;
     let recorder = Recorder::default();
     let a = start(&store, config("a", 2), &recorder);
@@ -726,6 +728,30 @@ async fn a_node_drained_just_before_shutdown_still_removes_its_member_record() {
     admin::set_draining(&*store, &group, &node("a"), true)
         .await
         .unwrap();
+    (store, recorder, group, a)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_that_reaches_a_node_only_as_it_stops_is_kept_for_its_return() {
+    let (store, recorder, group, a) = running_node_just_drained().await;
+    a.shutdown().await;
+    // The operator's instruction outlives the process, so that it comes back drained.
+    let members = store.list_members(&group).await.unwrap().records;
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].value.draining);
+    assert!(a.owned().is_empty());
+    let b = start(&store, config("a", 2), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert!(b.status().draining, "the new process adopts the drain");
+    assert!(b.owned().is_empty());
+    b.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_that_adopted_its_drain_removes_its_member_record_on_the_way_out() {
+    let (store, _recorder, group, a) = running_node_just_drained().await;
+    sleep(Duration::from_secs(3)).await;
+    assert!(a.status().draining);
     a.shutdown().await;
     assert!(store.list_members(&group).await.unwrap().records.is_empty());
 }

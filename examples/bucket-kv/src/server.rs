@@ -177,8 +177,8 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()>) -> an
     });
 
     let crashed = tokio::select! {
-        () = shutdown => false,
-        () = participant.stopped() => true,
+        () = shutdown => None,
+        halt = participant.stopped() => Some(halt),
     };
     state.shutting_down.store(true, Ordering::SeqCst);
     // The HTTP side keeps answering while the leases are handed off, so that requests for
@@ -191,8 +191,10 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()>) -> an
         Ok(Err(error)) => return Err(error).context("the HTTP task failed"),
         Err(_) => tracing::warn!("requests still in flight after the drain timeout"),
     }
-    if crashed {
-        anyhow::bail!("the lease loop stopped on its own");
+    match crashed {
+        Some(Some(halt)) => anyhow::bail!("the lease loop stopped on its own: {halt}"),
+        Some(None) => anyhow::bail!("the lease loop stopped on its own"),
+        None => {}
     }
     Ok(())
 }

@@ -229,7 +229,10 @@ pub async fn run(
     let outcome = loop {
         tokio::select! {
             () = &mut shutdown => break Ok(()),
-            () = participant.stopped() => break Err(anyhow::anyhow!("the participant stopped")),
+            halt = participant.stopped() => break Err(match halt {
+                Some(halt) => anyhow::anyhow!("the participant stopped: {halt}"),
+                None => anyhow::anyhow!("the participant stopped"),
+            }),
             () = context.hooks.acquired.notified() => {}
             _ = tick.tick() => {}
         }

@@ -71,9 +71,12 @@ impl Director {
 
     /// Pauses a running node's process and starts a second process under its name at once,
     /// as an orchestrator replacing a process that stopped answering does. The first
-    /// resumes within its lease validity, still holding what it held, and is stopped for
-    /// good `acquire_after` after that; nothing happens if that would reach into the quiet
-    /// period.
+    /// resumes within its lease validity, still holding what it held. With session leases
+    /// nothing stops it but itself, when it finds its session replaced (or a crash, after
+    /// which its restart is the newest process and replaces the second). Renewing per
+    /// partition, processes under one name cannot tell each other apart, so the first is
+    /// stopped for good `acquire_after` after it resumes. Nothing happens if that would
+    /// reach into the quiet period.
     pub(super) fn twin(&mut self) {
         let world = Arc::clone(&self.world);
         let timings = &world.timings;
@@ -131,7 +134,9 @@ impl Director {
         drop(state);
         lifecycle::start(&world, index_of_twin);
         self.at(now + pause, Action::Resume(first));
-        self.at(retire, Action::Retire(index));
+        if world.config.lease_mode != leasehold::LeaseMode::Session {
+            self.at(retire, Action::Retire(index));
+        }
     }
 
     /// Stops the node that a twin replaced for good, whatever became of its process since

@@ -360,6 +360,10 @@ pub enum LossReason {
     /// dropped, or the task failed. Nothing renews the lease any more; it expires in the
     /// store on schedule.
     Stopped,
+    /// A lease listing showed the record changed behind this node's back: deleted, re-created,
+    /// written by another node, or changed by an operator without a write this node would
+    /// notice. Served no further from the moment the listing arrived.
+    Changed,
 }
 
 impl LossReason {
@@ -370,6 +374,7 @@ impl LossReason {
             LossReason::Conflict => "conflict",
             LossReason::Released => "released",
             LossReason::Stopped => "stopped",
+            LossReason::Changed => "changed",
         }
     }
 }

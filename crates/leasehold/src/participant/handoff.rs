@@ -127,6 +127,11 @@ impl Runner {
 
     /// Deletes this node's member record on the way out, before its releases, so that the
     /// others stop counting it at once and take what it releases as their own share.
+    ///
+    /// Only this process's own record goes: one rewritten since its last write is deleted
+    /// only if it still shows this process's last renewal (an operator's drain or undrain
+    /// keeps it) and carries no drain this process has not seen. Another process's session
+    /// under the same name, or an operator's newer instruction, stays.
     pub(super) async fn remove_member(&mut self) {
         let Some(mut version) = self.member_version.take() else {
             return;
@@ -141,17 +146,20 @@ impl Runner {
             let result = self
                 .call(async move {
                     match store.delete_member(&group, &node, &version).await {
-                        Err(StoreError::Conflict { .. }) => Err(store
-                            .get_member(&group, &node)
-                            .await
-                            .map(|m| m.map(|m| m.version))),
+                        Err(StoreError::Conflict { .. }) => {
+                            Err(store.get_member(&group, &node).await)
+                        }
                         other => Ok(other),
                     }
                 })
                 .await;
             match result {
                 Ok(Ok(()) | Err(StoreError::NotFound { .. })) => return,
-                Err(Ok(Some(current))) if attempt == 0 => version = current,
+                Err(Ok(Some(current))) if !self.is_own_member_record(&current.value) => {
+                    tracing::info!(node = %self.config.node, "the member record was rewritten by another process or an operator since; left in place");
+                    return;
+                }
+                Err(Ok(Some(current))) if attempt == 0 => version = current.version,
                 Err(Ok(None)) => return,
                 Ok(Err(error)) | Err(Err(error)) => {
                     tracing::warn!(node = %self.config.node, %error, "could not remove member record");
@@ -163,5 +171,14 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// Whether `record`, read under this node's name, still shows this process's last
+    /// renewal of it, with no drain this process has not adopted.
+    fn is_own_member_record(&self, record: &crate::MemberRecord) -> bool {
+        let renewal_ours = self.member_stamp.is_some()
+            && record.written_at_unix_ms == self.member_stamp
+            && (!self.session_mode() || record.session == Some(self.session_id));
+        renewal_ours && (!record.draining || self.draining)
     }
 }

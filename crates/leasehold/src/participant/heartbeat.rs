@@ -11,6 +11,7 @@ use crate::store::{LeaseWrite, PutMode};
 use crate::types::{PartitionId, Version};
 
 use super::guard::LossReason;
+use super::halt::Halt;
 use super::runner::{Handoff, Runner};
 
 /// Stamps of session writes whose outcome may be unknown, kept to recognise this process's
@@ -60,6 +61,7 @@ impl Runner {
         if writes.is_empty() {
             return;
         }
+        self.unsettle(&writes);
         // Validity counts from before the request leaves: the write can only land later.
         let sent_at = self.clock.now();
         let batch = writes.len();
@@ -83,10 +85,12 @@ impl Runner {
         for (write, result) in results {
             match result {
                 Ok(version) => {
+                    let now = self.clock.now();
                     if let Some(holding) = self.holdings.get_mut(&write.partition) {
                         holding.version = version;
                         holding.record = write.record;
                         holding.valid_until = valid_until;
+                        holding.settled_at = Some(now);
                         self.shared.extend(write.partition, valid_until);
                     }
                 }
@@ -147,6 +151,7 @@ impl Runner {
         for write in &mut writes {
             write.record.written_at_unix_ms = written_at;
         }
+        self.unsettle(&writes);
         let results = self.put_leases(&writes).await;
         let now = self.clock.now();
         for (write, result) in self.settle("load update", writes, results).await {
@@ -155,6 +160,7 @@ impl Runner {
                     if let Some(holding) = self.holdings.get_mut(&write.partition) {
                         holding.version = version;
                         holding.record = write.record;
+                        holding.settled_at = Some(now);
                         self.load_published.insert(write.partition, now);
                     }
                 }
@@ -164,6 +170,16 @@ impl Runner {
                     self.lose(write.partition, LossReason::Conflict, now);
                 }
                 Err(_) => {}
+            }
+        }
+    }
+
+    /// Marks the holdings about to be written as unsettled until the reply: a listing
+    /// racing the writes may show them or not, and tells nothing about what else changed.
+    fn unsettle(&mut self, writes: &[LeaseWrite]) {
+        for write in writes {
+            if let Some(holding) = self.holdings.get_mut(&write.partition) {
+                holding.settled_at = None;
             }
         }
     }
@@ -281,6 +297,7 @@ impl Runner {
             match result {
                 Ok(version) => {
                     self.member_version = Some(version);
+                    self.member_stamp = stamp;
                     self.member_syncs += 1;
                     let now = self.clock.now();
                     if session {
@@ -309,6 +326,9 @@ impl Runner {
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
                     if session {
                         self.reconcile_session().await;
+                        if self.halted.is_some() {
+                            return;
+                        }
                     } else {
                         self.adopt_member_record().await;
                     }
@@ -333,6 +353,7 @@ impl Runner {
     ) {
         self.session_stamps.clear();
         self.session_stamps.push(stamp);
+        self.had_session = true;
         let since = self.session_read_at.take().unwrap_or(now);
         self.observed.own_session_since.get_or_insert(since);
         let valid_until = sent_at + self.config.lease_validity;
@@ -365,7 +386,7 @@ impl Runner {
         self.session_stamps.clear();
         // The next session is told apart from this one: the records this one's leases left
         // behind are waited on from its end, whatever the next renews.
-        self.session_id = super::runner::draw_session_id(&mut self.rng);
+        self.session_id = self.draw_session_id();
         self.replaced = None;
     }
 
@@ -404,6 +425,22 @@ impl Runner {
                 .value
                 .written_at_unix_ms
                 .is_some_and(|stamp| self.session_stamps.contains(&stamp));
+        let successor = stored.value.session.filter(|id| *id != self.session_id);
+        if self.had_session && (successor.is_some() || stored.value.session.is_none()) {
+            // Another process wrote its own session over this one's: it took the name over.
+            // Writing back would end its session in turn, at every heartbeat, for ever.
+            let halt = Halt::Replaced {
+                node: self.config.node.clone(),
+                successor,
+                address: stored.value.address.clone(),
+            };
+            tracing::error!(node = %self.config.node, error = %halt, "replaced by another process; stopping");
+            self.end_session();
+            // Neither written nor deleted again: the record is the successor's.
+            self.member_version = None;
+            self.halted = Some(halt);
+            return;
+        }
         if !ours {
             self.end_session();
             // This node's next write replaces that session, on the condition that it is still

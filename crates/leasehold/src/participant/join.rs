@@ -41,7 +41,15 @@ impl Runner {
         self.beating = true;
         let mut pause = self.config.scan_interval;
         let outcome = loop {
-            match self.check_and_register().await {
+            let checked = self.check_and_register().await;
+            if let Some(halt) = self.halted.take() {
+                // Another process took this name over while this one was registering: it
+                // stops rather than try again, which would write over the newer session.
+                self.beating = false;
+                self.publish_halt(halt);
+                return false;
+            }
+            match checked {
                 Ok(()) => break Ok(()),
                 Err(Failure::Refused(mismatch)) => break Err(mismatch),
                 Err(Failure::Store(error)) => {
@@ -70,7 +78,7 @@ impl Runner {
             }
             Err(mismatch) => {
                 tracing::error!(node = %self.config.node, error = %mismatch, "refused by the group record");
-                self.shared.joined.send_replace(Some(Err(mismatch)));
+                self.publish_halt(mismatch.into());
                 false
             }
         }
@@ -136,7 +144,7 @@ impl Runner {
             Ok(()) => {}
             Err(Failure::Refused(mismatch)) => {
                 tracing::error!(node = %self.config.node, error = %mismatch, "no longer fits the group record; stopping");
-                self.refused = Some(mismatch);
+                self.halted = Some(mismatch.into());
             }
             Err(Failure::Store(error)) => {
                 // Checked at the next registration, or the next attempt.

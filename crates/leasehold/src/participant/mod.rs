@@ -2,8 +2,10 @@
 //! background.
 
 mod guard;
+mod halt;
 mod handoff;
 mod heartbeat;
+mod holdings;
 mod join;
 mod runner;
 mod scan;
@@ -27,6 +29,7 @@ use crate::types::{NodeId, PartitionId};
 
 pub use guard::{Callbacks, LeaseGuard, Loss, LossReason, WorkPermit};
 use guard::{Phase, Tenure};
+pub use halt::Halt;
 use runner::{Command, Runner};
 
 /// Commands queued from handles to the task: only a shutdown is ever sent.
@@ -45,6 +48,12 @@ pub struct Environment {
     pub seed: u64,
     /// Where to record the node's metrics ([`crate::metrics`]); none by default.
     pub metrics: Option<Metrics>,
+    /// Where session identities ([`crate::MemberRecord::session`]) come from: `None` (the
+    /// default), the operating system's randomness, so that no two processes draw the same
+    /// one whatever their seeds; `Some(seed)` only where a run must replay exactly (the
+    /// simulator). Two processes under one name with the same seed here cannot be told
+    /// apart.
+    pub session_seed: Option<u64>,
 }
 
 impl Default for Environment {
@@ -53,6 +62,7 @@ impl Default for Environment {
             clock: Arc::new(TokioClock),
             seed: SeededRng::from_entropy().next_u64(),
             metrics: None,
+            session_seed: None,
         }
     }
 }
@@ -70,6 +80,10 @@ pub enum JoinError {
     /// The participant was shut down or dropped before it joined.
     #[error("the participant stopped before it joined its group")]
     Stopped,
+    /// The participant stopped by itself before it joined: another process took its name
+    /// over while it registered.
+    #[error(transparent)]
+    Halted(Halt),
 }
 
 /// A snapshot of what a participant's background loop last decided.
@@ -116,6 +130,8 @@ struct Shared {
     aborted: AtomicBool,
     /// Turns true when the task has ended, for whatever reason.
     stopped: watch::Sender<bool>,
+    /// Why the task ended by itself, if it did; set before `stopped` turns true.
+    halt: Mutex<Option<Halt>>,
     /// `None` while the node is joining; then whether the group record admitted it.
     joined: watch::Sender<Option<Result<(), GroupMismatch>>>,
     /// A new exclusion list from [`Participant::set_excluded`], for the task to adopt.
@@ -147,6 +163,7 @@ impl Shared {
             progress: Arc::new(Notify::new()),
             aborted: AtomicBool::new(false),
             stopped: watch::Sender::new(false),
+            halt: Mutex::new(None),
             joined: watch::Sender::new(None),
             excluded: Mutex::new(None),
         }
@@ -321,7 +338,11 @@ impl Participant {
                 return result.map_err(JoinError::Group);
             }
             if *stopped.borrow_and_update() {
-                return Err(JoinError::Stopped);
+                return Err(match self.halt() {
+                    Some(Halt::Refused(mismatch)) => JoinError::Group(mismatch),
+                    Some(halt) => JoinError::Halted(halt),
+                    None => JoinError::Stopped,
+                });
             }
             // Both senders live in the shared state this handle keeps: neither can close.
             tokio::select! {
@@ -395,6 +416,8 @@ impl Participant {
             Arc::clone(&shared),
             receiver,
         );
+        runner.session_rng = environment.session_seed.map(SeededRng::new);
+        runner.session_id = runner.draw_session_id();
         runner.metrics = metrics;
         let task = tokio::spawn(runner.run());
         Participant {
@@ -569,10 +592,24 @@ impl Participant {
     /// unexpectedly. Held leases are reported lost ([`LossReason::Stopped`]) when the task
     /// ends without releasing them. A process built on a participant should watch this and
     /// exit when it resolves without a shutdown, so that its supervisor restarts it.
-    pub async fn stopped(&self) {
+    ///
+    /// Returns why the task stopped by itself ([`Halt`]), or `None` after a shutdown, when
+    /// every handle was dropped, or when the task failed.
+    pub async fn stopped(&self) -> Option<Halt> {
         let mut stopped = self.inner.shared.stopped.subscribe();
         // The sender lives in the shared state this handle keeps: it cannot close.
         let _ = stopped.wait_for(|stopped| *stopped).await;
+        self.halt()
+    }
+
+    /// Why the background task stopped by itself, if it did ([`Participant::stopped`]).
+    pub fn halt(&self) -> Option<Halt> {
+        self.inner
+            .shared
+            .halt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops the background task at once without writing anything, as a crash would: held

@@ -15,13 +15,13 @@ use tokio::time::Instant;
 use crate::clock::{Clock, SeededRng};
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
-use crate::group::GroupMismatch;
 use crate::metrics::{set_count, NodeMetrics};
 use crate::planner::{Holding, Observed, ScanSchedule};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite};
 use crate::types::{PartitionId, Version};
 
 use super::guard::{Callbacks, Loss, LossReason};
+use super::halt::Halt;
 use super::Shared;
 
 /// A callback that takes longer than the heartbeat divided by this is counted as slow: it
@@ -83,8 +83,17 @@ pub(crate) struct Runner {
     pub(super) wake_at: Option<Instant>,
     pub(super) reported_corrupt: BTreeSet<String>,
     pub(super) last_stamp: u64,
-    /// Set when this node no longer fits the group record: the task ends.
-    pub(super) refused: Option<GroupMismatch>,
+    /// Set when this node must stop by itself (it no longer fits the group record, or
+    /// another process took over its name): it takes and writes nothing more, and the task
+    /// ends at the end of the current event.
+    pub(super) halted: Option<Halt>,
+    /// With session leases, whether this process has had a session of its own in the store:
+    /// one that finds another process's session under its name after that was replaced, and
+    /// stops, where one still joining takes the name over.
+    pub(super) had_session: bool,
+    /// The stamp of this process's last member write that the store acknowledged: a record
+    /// under this node's name that shows it is this process's own.
+    pub(super) member_stamp: Option<u64>,
     /// The group record must be checked again at the next member write (this node had to
     /// register again).
     pub(super) recheck_group: bool,
@@ -113,6 +122,9 @@ pub(crate) struct Runner {
     ///
     /// [`MemberRecord::session`]: crate::MemberRecord::session
     pub(super) session_id: u64,
+    /// Where session identities come from when a run must replay exactly
+    /// ([`crate::Environment::session_seed`]); the operating system's randomness otherwise.
+    pub(super) session_rng: Option<SeededRng>,
     /// With session leases, the stamp of the last write of the session this one began by
     /// writing over ([`MemberRecord::replaced`]).
     ///
@@ -140,9 +152,6 @@ impl Runner {
         commands: mpsc::Receiver<Command>,
     ) -> Runner {
         let now = clock.now();
-        // Drawn from a copy: the generator's sequence for jitter stays what it was, so that
-        // a seed replays the same timings whatever the mode.
-        let session_id = draw_session_id(&mut rng.clone());
         Runner {
             store,
             config,
@@ -166,7 +175,9 @@ impl Runner {
             wake_at: None,
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
-            refused: None,
+            halted: None,
+            had_session: false,
+            member_stamp: None,
             recheck_group: false,
             metrics: None,
             returning: BTreeMap::new(),
@@ -176,7 +187,8 @@ impl Runner {
             session_read_at: None,
             load_published: BTreeMap::new(),
             session_rereads: 0,
-            session_id,
+            session_id: 0,
+            session_rng: None,
             replaced: None,
             released: BTreeMap::new(),
             bounces: BTreeMap::new(),
@@ -281,10 +293,11 @@ impl Runner {
                 Event::Tick => self.tick().await,
             }
             self.record_holdings();
-            if let Some(mismatch) = self.refused.take() {
-                // Held leases end with the task (see `Drop`); they are not released, as the
-                // group no longer vouches for this node's timings.
-                self.shared.joined.send_replace(Some(Err(mismatch)));
+            if let Some(halt) = self.halted.take() {
+                // Held leases end with the task (see `Drop`); they are not released: the
+                // group no longer vouches for this node's timings, or the records are
+                // another process's now.
+                self.publish_halt(halt);
                 return;
             }
             if self.stopping.is_some() && self.holdings.is_empty() {
@@ -298,6 +311,14 @@ impl Runner {
                 return;
             }
         }
+    }
+
+    /// Tells the handles why the task is about to end by itself.
+    pub(super) fn publish_halt(&self, halt: Halt) {
+        if let Halt::Refused(mismatch) = &halt {
+            self.shared.joined.send_replace(Some(Err(mismatch.clone())));
+        }
+        *self.shared.halt.lock().unwrap_or_else(|e| e.into_inner()) = Some(halt);
     }
 
     /// The soonest instant at which a lease being handed off stops waiting for its permits.
@@ -375,7 +396,7 @@ impl Runner {
             self.renew().await;
             // A node on its way out has removed its member record and must not write it
             // back: the others already count its partitions as theirs to take.
-            if self.stopping.is_none() || self.session_mode() {
+            if (self.stopping.is_none() || self.session_mode()) && self.halted.is_none() {
                 self.write_member().await;
             }
             self.beating = false;
@@ -532,8 +553,18 @@ impl Drop for Runner {
     }
 }
 
-/// A session identity: nonzero and within a signed 64-bit integer, so that every store and
-/// every tool shows it as written.
-pub(super) fn draw_session_id(rng: &mut SeededRng) -> u64 {
-    (rng.next_u64() & i64::MAX as u64).max(1)
+impl Runner {
+    /// A new session identity: nonzero and within a signed 64-bit integer, so that every
+    /// store and every tool shows it as written. Apart from the jitter's generator, so that
+    /// a seed replays the same timings whatever the mode.
+    pub(super) fn draw_session_id(&mut self) -> u64 {
+        let bits = match &mut self.session_rng {
+            Some(rng) => rng.next_u64(),
+            None => getrandom::u64().unwrap_or_else(|error| {
+                tracing::warn!(%error, "no randomness from the operating system; session identity drawn from the time and process id");
+                SeededRng::from_entropy().next_u64()
+            }),
+        };
+        (bits & i64::MAX as u64).max(1)
+    }
 }

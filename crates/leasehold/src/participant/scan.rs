@@ -40,6 +40,7 @@ impl Runner {
         let now = self.clock.now();
         self.report_corrupt(&members.corrupt);
         self.record(|metrics| metrics.corrupt(true, members.corrupt.len()));
+        self.observed.corrupt_members = super::holdings::corrupt_members(&members.corrupt);
         self.observed
             .observe_members_sent(sent, now, members.records);
         // A heartbeat during the listing wrote or read this node's own record after the
@@ -57,6 +58,7 @@ impl Runner {
         let list_leases = reading == Reading::Leases;
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+            let leases_sent = self.clock.now();
             let leases = match self
                 .call(async move { store.list_leases(&group).await })
                 .await
@@ -74,6 +76,9 @@ impl Runner {
                 metrics.lease_listings.inc();
                 metrics.lease_rows.inc_by(leases.len() as u64);
             });
+            if self.session_mode() && !self.config.unsafe_ignore_listed_changes {
+                self.check_holdings(leases_sent, now, &leases.records);
+            }
             self.observed.observe_leases(now, leases.records);
             self.schedule.leases_listed(
                 now,
@@ -133,6 +138,9 @@ impl Runner {
     /// a node that came back meanwhile keeps its record. A record marked draining is kept:
     /// the drain is an operator's instruction for when that node returns.
     async fn forget_dead_members(&mut self) {
+        if self.halted.is_some() {
+            return;
+        }
         let now = self.clock.now();
         let timeout = self.config.member_timeout();
         let me = &self.config.node;
@@ -185,6 +193,11 @@ impl Runner {
     }
 
     pub(super) async fn act(&mut self) {
+        // A node that must stop takes and hands off nothing more: it may not fit the
+        // group's timings, or the records may be another process's now.
+        if self.halted.is_some() {
+            return;
+        }
         let now = self.clock.now();
         // Lost leases matter only while their record still names this node under their
         // epoch and session (see `Observed::lost`).
@@ -382,74 +395,6 @@ impl Runner {
         }
     }
 
-    /// With session leases, checks the takes that succeeded while this node re-read its
-    /// session after a failed renewal. That re-read drops the leases held whose records
-    /// changed, but a take in flight was not yet held: a change to its record made before the
-    /// re-read (an operator taking the partition offline, say) changed the session, and the
-    /// re-read adopted that change unseen. So each such take is read back: a record no longer
-    /// as written is not held. A change after this read changes the session again, and the
-    /// next renewal's re-read sees it.
-    async fn verify_takes(&mut self, settled: &mut [(LeaseWrite, Result<Version, StoreError>)]) {
-        for (write, result) in settled.iter_mut() {
-            let Ok(version) = result else {
-                continue;
-            };
-            let (store, group, partition) = (
-                Arc::clone(&self.store),
-                self.config.group.clone(),
-                write.partition,
-            );
-            let current = self
-                .call(async move { store.get_lease(&group, partition).await })
-                .await;
-            let unchanged = matches!(&current, Ok(Some(stored)) if stored.version == *version);
-            if !unchanged {
-                // Never served here: if the record still names this node under this epoch,
-                // it is released at once.
-                self.observed.lost.insert(
-                    partition,
-                    (
-                        write.record.epoch,
-                        session_tag(write.record.session),
-                        self.clock.now(),
-                    ),
-                );
-                tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
-                *result = Err(match current {
-                    Err(error) => error,
-                    Ok(_) => StoreError::Conflict {
-                        key: crate::RecordKey::Lease(partition),
-                    },
-                });
-            }
-        }
-    }
-
-    /// Marks the successful takes of `settled` as never held: their records name a session
-    /// of this node that has ended. Each is released by the deadline it would have had.
-    fn disown_takes(
-        &mut self,
-        settled: &mut [(LeaseWrite, Result<Version, StoreError>)],
-        valid_until: tokio::time::Instant,
-    ) {
-        for (write, result) in settled.iter_mut() {
-            if result.is_ok() {
-                self.observed.lost.insert(
-                    write.partition,
-                    (
-                        write.record.epoch,
-                        session_tag(write.record.session),
-                        valid_until,
-                    ),
-                );
-                tracing::info!(node = %self.config.node, partition = %write.partition, "a take outlived its session; not held");
-                *result = Err(StoreError::Conflict {
-                    key: crate::RecordKey::Lease(write.partition),
-                });
-            }
-        }
-    }
-
     /// Until when a partition just taken is kept from hand-offs for balance, having come back
     /// unclaimed `bounces` times in a row: two scan periods the first time, twice as long each
     /// time after, at most `churn_window`.
@@ -580,6 +525,7 @@ impl Runner {
                     acquired_at: sent_at,
                     handing_off: false,
                     keep_until,
+                    settled_at: Some(self.clock.now()),
                 },
             );
             let tenure = Tenure::new(

@@ -124,6 +124,7 @@ impl Fixture {
                 acquired_at: self.start,
                 handing_off: false,
                 keep_until: None,
+                settled_at: None,
             },
         );
     }
@@ -460,6 +461,7 @@ fn a_node_at_its_target_rescues_a_partition_nobody_else_takes() {
             acquired_at: fixture.start + Duration::from_secs(100),
             handing_off: false,
             keep_until: None,
+            settled_at: None,
         },
     );
     // "other" keeps heartbeating.

@@ -1,0 +1,138 @@
+//! A holder checking what it holds against what it reads: lease listings that show a held
+//! record changed behind its back, takes that a session re-read or the end of a session
+//! left unsure, and member records that cannot be read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+use crate::planner::session_tag;
+use crate::record::StoredLease;
+use crate::store::LeaseWrite;
+use crate::types::{NodeId, PartitionId, Version};
+
+use super::guard::LossReason;
+use super::runner::Runner;
+
+impl Runner {
+    /// With session leases, drops at once every lease that a listing sent at `sent` shows
+    /// is no longer this node's ([`Holding::contradicted_by`]): whatever changed it, nothing
+    /// this node writes later could make it its own again. (Renewing per partition, every
+    /// renewal is such a check, made every heartbeat.)
+    ///
+    /// [`Holding::contradicted_by`]: crate::planner::Holding::contradicted_by
+    pub(super) fn check_holdings(&mut self, sent: Instant, now: Instant, records: &[StoredLease]) {
+        if self.holdings.is_empty() {
+            return;
+        }
+        let listed: BTreeMap<PartitionId, &StoredLease> =
+            records.iter().map(|stored| (stored.key, stored)).collect();
+        let me = &self.config.node;
+        let changed: Vec<PartitionId> = self
+            .holdings
+            .iter()
+            .filter(|(partition, holding)| {
+                let stored = listed
+                    .get(partition)
+                    .map(|stored| (&stored.value, &stored.version));
+                holding.contradicted_by(me, sent, stored)
+            })
+            .map(|(partition, _)| *partition)
+            .collect();
+        for partition in changed {
+            match listed.get(&partition) {
+                Some(stored) => {
+                    tracing::warn!(node = %self.config.node, %partition, owner = ?stored.value.owner, epoch = %stored.value.epoch, state = ?stored.value.state, "a held lease's record changed behind this node's back; dropping it")
+                }
+                None => {
+                    tracing::warn!(node = %self.config.node, %partition, "a held lease's record is gone or unreadable; dropping it")
+                }
+            }
+            self.lose(partition, LossReason::Changed, now);
+        }
+    }
+
+    /// With session leases, checks the takes that succeeded while this node re-read its
+    /// session after a failed renewal. That re-read drops the leases held whose records
+    /// changed, but a take in flight was not yet held: a change to its record made before the
+    /// re-read (an operator taking the partition offline, say) changed the session, and the
+    /// re-read adopted that change unseen. So each such take is read back: a record no longer
+    /// as written is not held. A change after this read changes the session again, and the
+    /// next renewal's re-read sees it.
+    pub(super) async fn verify_takes(
+        &mut self,
+        settled: &mut [(LeaseWrite, Result<Version, StoreError>)],
+    ) {
+        for (write, result) in settled.iter_mut() {
+            let Ok(version) = result else {
+                continue;
+            };
+            let (store, group, partition) = (
+                Arc::clone(&self.store),
+                self.config.group.clone(),
+                write.partition,
+            );
+            let current = self
+                .call(async move { store.get_lease(&group, partition).await })
+                .await;
+            let unchanged = matches!(&current, Ok(Some(stored)) if stored.version == *version);
+            if !unchanged {
+                // Never served here: if the record still names this node under this epoch,
+                // it is released at once.
+                self.observed.lost.insert(
+                    partition,
+                    (
+                        write.record.epoch,
+                        session_tag(write.record.session),
+                        self.clock.now(),
+                    ),
+                );
+                tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
+                *result = Err(match current {
+                    Err(error) => error,
+                    Ok(_) => StoreError::Conflict {
+                        key: crate::RecordKey::Lease(partition),
+                    },
+                });
+            }
+        }
+    }
+
+    /// Marks the successful takes of `settled` as never held: their records name a session
+    /// of this node that has ended. Each is released by the deadline it would have had.
+    pub(super) fn disown_takes(
+        &mut self,
+        settled: &mut [(LeaseWrite, Result<Version, StoreError>)],
+        valid_until: tokio::time::Instant,
+    ) {
+        for (write, result) in settled.iter_mut() {
+            if result.is_ok() {
+                self.observed.lost.insert(
+                    write.partition,
+                    (
+                        write.record.epoch,
+                        session_tag(write.record.session),
+                        valid_until,
+                    ),
+                );
+                tracing::info!(node = %self.config.node, partition = %write.partition, "a take outlived its session; not held");
+                *result = Err(StoreError::Conflict {
+                    key: crate::RecordKey::Lease(write.partition),
+                });
+            }
+        }
+    }
+}
+
+/// The nodes whose member records a listing reported unreadable.
+pub(super) fn corrupt_members(errors: &[StoreError]) -> BTreeSet<NodeId> {
+    errors
+        .iter()
+        .filter_map(|error| match error.key() {
+            Some(crate::RecordKey::Member(node)) => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,177 @@
+//! Session leases against what happens outside the protocol: records changed behind a
+//! holder's back, a second process under the same name, a member record a reader cannot
+//! decode. Each test fails without the mechanism it names.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::{
+    admin, Callbacks, GroupName, Halt, LeaseMode, LeaseRecord, LeaseStore, Loss, LossReason,
+    MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
+};
+use tokio::time::sleep;
+
+#[derive(Default, Clone)]
+struct Losses(Arc<Mutex<Vec<(PartitionId, LossReason)>>>);
+
+impl Losses {
+    fn of(&self, partition: PartitionId) -> Vec<LossReason> {
+        let losses = self.0.lock().unwrap();
+        losses
+            .iter()
+            .filter(|(p, _)| *p == partition)
+            .map(|(_, reason)| *reason)
+            .collect()
+    }
+}
+
+impl Callbacks for Losses {
+    fn on_lost(&self, loss: &Loss) {
+        self.0.lock().unwrap().push((loss.partition, loss.reason));
+    }
+}
+
+fn group() -> GroupName {
+    GroupName::new("default").unwrap()
+}
+
+fn node(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+async fn session_store(partitions: u32) -> Arc<MemoryStore> {
+    let store = Arc::new(MemoryStore::new());
+    admin::init(&*store, &group(), partitions).await.unwrap();
+    admin::set_lease_mode(&*store, &group(), LeaseMode::Session)
+        .await
+        .unwrap();
+    store
+}
+
+fn config(name: &str, partitions: u32) -> ParticipantConfig {
+    ParticipantConfig::fast(node(name), partitions)
+}
+
+const P0: PartitionId = PartitionId(0);
+
+/// Fails without the holdings check against lease listings: a session holder never writes
+/// its lease records to renew them, so a record deleted and created again released (an
+/// operator's `destroy` then `init`, a restore) left it serving for as long as its session
+/// renewed, while any other node could take the new record at once.
+#[tokio::test(start_paused = true)]
+async fn a_session_holder_drops_a_lease_whose_record_was_replaced_behind_its_back() {
+    let store = session_store(4).await;
+    let losses = Losses::default();
+    let a = Participant::start(store.clone(), config("a", 4), losses.clone()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 4);
+    let guard = a.lease(P0).expect("held");
+    let stored = store.get_lease(&group(), P0).await.unwrap().unwrap();
+    store
+        .delete_lease(&group(), P0, &stored.version)
+        .await
+        .unwrap();
+    let mut released = LeaseRecord::released();
+    released.epoch = stored.value.epoch;
+    store
+        .put_lease(&group(), P0, &released, PutMode::Create)
+        .await
+        .unwrap();
+    // A few scans: the relist that a settled node makes on a change notice or on its own.
+    sleep(Duration::from_secs(2)).await;
+    assert!(!guard.is_valid(), "the old tenure ends with the listing");
+    assert!(
+        losses.of(P0).contains(&LossReason::Changed),
+        "{:?}",
+        losses.of(P0)
+    );
+    a.shutdown().await;
+}
+
+/// Fails if the process whose session another process under the same name wrote over
+/// carries on: both would end each other's session at every heartbeat, and the name's
+/// partitions would flap for ever. The older process stops, says who replaced it, and
+/// leaves the newer one's member record alone.
+#[tokio::test(start_paused = true)]
+async fn of_two_processes_under_one_name_the_replaced_one_stops_and_names_its_successor() {
+    let store = session_store(4).await;
+    let first = Participant::start(store.clone(), config("a", 4), ()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(first.owned().len(), 4);
+    let mut second_config = config("a", 4);
+    second_config.advertise = Some("http://10.0.0.2:8080".to_owned());
+    let second = Participant::start(store.clone(), second_config, ()).unwrap();
+    let halt = tokio::time::timeout(Duration::from_secs(2), first.stopped())
+        .await
+        .expect("the first process stops within a few heartbeats");
+    let successor = store
+        .get_member(&group(), &node("a"))
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
+    match &halt {
+        Some(Halt::Replaced {
+            node: name,
+            successor: id,
+            address,
+        }) => {
+            assert_eq!(name, &node("a"));
+            assert_eq!(*id, successor.session);
+            assert_eq!(address.as_deref(), Some("http://10.0.0.2:8080"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let message = halt.unwrap().to_string();
+    assert!(message.contains("http://10.0.0.2:8080"), "{message}");
+    assert!(first.owned().is_empty());
+    // The fleet settles on the second process: every partition held once, its session left
+    // alone from then on.
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(second.owned().len(), 4);
+    let later = store
+        .get_member(&group(), &node("a"))
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
+    assert_eq!(later.session, successor.session);
+    assert!(second.halt().is_none());
+    second.shutdown().await;
+}
+
+/// Fails if a node that never renewed a session of its own is taken for a replaced one: a
+/// process restarting under its name writes over the session its crashed predecessor left,
+/// and carries on.
+#[tokio::test(start_paused = true)]
+async fn a_restart_under_the_same_name_takes_the_name_over_and_keeps_running() {
+    let store = session_store(4).await;
+    let first = Participant::start(store.clone(), config("a", 4), ()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    first.abort();
+    let second = Participant::start(store.clone(), config("a", 4), ()).unwrap();
+    sleep(Duration::from_secs(6)).await;
+    assert!(second.halt().is_none());
+    assert_eq!(second.owned().len(), 4);
+    second.shutdown().await;
+}
+
+/// Fails if a member record that a reader cannot decode counts as absent: with session
+/// leases that record is its holder's session, which may be renewing, and the reader would
+/// take the holder's partitions with a write that leaves its session alone.
+#[tokio::test(start_paused = true)]
+async fn a_member_record_that_cannot_be_read_is_never_taken_from() {
+    let store = session_store(4).await;
+    let a = Participant::start(store.clone(), config("a", 4), ()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 4);
+    // a is gone, and its session record damaged: nobody can tell whether it renews.
+    a.abort();
+    store.corrupt_member(&group(), &node("a"));
+    let b = Participant::start(store.clone(), config("b", 4), ()).unwrap();
+    sleep(Duration::from_secs(10)).await;
+    assert!(b.owned().is_empty(), "{:?}", b.owned());
+    let damaged = store.list_members(&group()).await.unwrap().corrupt;
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
+    b.shutdown().await;
+}
