@@ -238,7 +238,7 @@ impl Observed {
 
 /// Puts a listing in key order, keeping the first of any repeated key: a store's listing is
 /// ordered already, and a view is merged with it side by side.
-fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
+pub(crate) fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
     if !records.is_sorted_by(|a, b| a.key < b.key) {
         records.sort_by(|a, b| a.key.cmp(&b.key));
         records.dedup_by(|later, earlier| later.key == earlier.key);

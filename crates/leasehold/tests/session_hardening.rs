@@ -54,6 +54,19 @@ fn config(name: &str, partitions: u32) -> ParticipantConfig {
 
 const P0: PartitionId = PartitionId(0);
 
+/// Node `name`, started alone on the group of [`session_store`] and left until it holds
+/// all four partitions.
+async fn holding_all(
+    store: &Arc<MemoryStore>,
+    name: &str,
+    callbacks: impl Callbacks,
+) -> Participant {
+    let node = Participant::start(store.clone(), config(name, 4), callbacks).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(node.owned().len(), 4);
+    node
+}
+
 /// Fails without the holdings check against lease listings: a session holder never writes
 /// its lease records to renew them, so a record deleted and created again released (an
 /// operator's `destroy` then `init`, a restore) left it serving for as long as its session
@@ -62,9 +75,7 @@ const P0: PartitionId = PartitionId(0);
 async fn a_session_holder_drops_a_lease_whose_record_was_replaced_behind_its_back() {
     let store = session_store(4).await;
     let losses = Losses::default();
-    let a = Participant::start(store.clone(), config("a", 4), losses.clone()).unwrap();
-    sleep(Duration::from_secs(3)).await;
-    assert_eq!(a.owned().len(), 4);
+    let a = holding_all(&store, "a", losses.clone()).await;
     let guard = a.lease(P0).expect("held");
     let stored = store.get_lease(&group(), P0).await.unwrap().unwrap();
     store
@@ -95,9 +106,7 @@ async fn a_session_holder_drops_a_lease_whose_record_was_replaced_behind_its_bac
 #[tokio::test(start_paused = true)]
 async fn of_two_processes_under_one_name_the_replaced_one_stops_and_names_its_successor() {
     let store = session_store(4).await;
-    let first = Participant::start(store.clone(), config("a", 4), ()).unwrap();
-    sleep(Duration::from_secs(3)).await;
-    assert_eq!(first.owned().len(), 4);
+    let first = holding_all(&store, "a", ()).await;
     let mut second_config = config("a", 4);
     second_config.advertise = Some("http://10.0.0.2:8080".to_owned());
     let second = Participant::start(store.clone(), second_config, ()).unwrap();
@@ -146,8 +155,7 @@ async fn of_two_processes_under_one_name_the_replaced_one_stops_and_names_its_su
 #[tokio::test(start_paused = true)]
 async fn a_restart_under_the_same_name_takes_the_name_over_and_keeps_running() {
     let store = session_store(4).await;
-    let first = Participant::start(store.clone(), config("a", 4), ()).unwrap();
-    sleep(Duration::from_secs(3)).await;
+    let first = holding_all(&store, "a", ()).await;
     first.abort();
     let second = Participant::start(store.clone(), config("a", 4), ()).unwrap();
     sleep(Duration::from_secs(6)).await;
@@ -162,9 +170,7 @@ async fn a_restart_under_the_same_name_takes_the_name_over_and_keeps_running() {
 #[tokio::test(start_paused = true)]
 async fn a_member_record_that_cannot_be_read_is_never_taken_from() {
     let store = session_store(4).await;
-    let a = Participant::start(store.clone(), config("a", 4), ()).unwrap();
-    sleep(Duration::from_secs(3)).await;
-    assert_eq!(a.owned().len(), 4);
+    let a = holding_all(&store, "a", ()).await;
     // a is gone, and its session record damaged: nobody can tell whether it renews.
     a.abort();
     store.corrupt_member(&group(), &node("a"));

@@ -353,7 +353,6 @@ impl Runner {
     ) {
         self.session_stamps.clear();
         self.session_stamps.push(stamp);
-        self.had_session = true;
         let since = self.session_read_at.take().unwrap_or(now);
         self.observed.own_session_since.get_or_insert(since);
         let valid_until = sent_at + self.config.lease_validity;
@@ -425,13 +424,14 @@ impl Runner {
                 .value
                 .written_at_unix_ms
                 .is_some_and(|stamp| self.session_stamps.contains(&stamp));
-        let successor = stored.value.session.filter(|id| *id != self.session_id);
-        if self.had_session && (successor.is_some() || stored.value.session.is_none()) {
+        // A process that has had a session of its own, finding another identity there (or
+        // none), was replaced; one still joining takes the name over below.
+        if self.member_stamp.is_some() && stored.value.session != Some(self.session_id) {
             // Another process wrote its own session over this one's: it took the name over.
             // Writing back would end its session in turn, at every heartbeat, for ever.
             let halt = Halt::Replaced {
                 node: self.config.node.clone(),
-                successor,
+                successor: stored.value.session,
                 address: stored.value.address.clone(),
             };
             tracing::error!(node = %self.config.node, error = %halt, "replaced by another process; stopping");

@@ -2,13 +2,13 @@
 //! record changed behind its back, takes that a session re-read or the end of a session
 //! left unsure, and member records that cannot be read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use crate::error::StoreError;
-use crate::planner::session_tag;
+use crate::planner::{in_key_order, session_tag};
 use crate::record::StoredLease;
 use crate::store::LeaseWrite;
 use crate::types::{NodeId, PartitionId, Version};
@@ -23,26 +23,36 @@ impl Runner {
     /// renewal is such a check, made every heartbeat.)
     ///
     /// [`Holding::contradicted_by`]: crate::planner::Holding::contradicted_by
-    pub(super) fn check_holdings(&mut self, sent: Instant, now: Instant, records: &[StoredLease]) {
+    pub(super) fn check_holdings(
+        &mut self,
+        sent: Instant,
+        now: Instant,
+        records: &mut Vec<StoredLease>,
+    ) {
         if self.holdings.is_empty() {
             return;
         }
-        let listed: BTreeMap<PartitionId, &StoredLease> =
-            records.iter().map(|stored| (stored.key, stored)).collect();
+        // Stores list in key order already, and the view's merge needs it too: this costs
+        // one pass over the listing, and each holding a binary search.
+        in_key_order(records);
+        let listed = |partition: &PartitionId| {
+            records
+                .binary_search_by_key(partition, |stored| stored.key)
+                .ok()
+                .map(|index| &records[index])
+        };
         let me = &self.config.node;
         let changed: Vec<PartitionId> = self
             .holdings
             .iter()
             .filter(|(partition, holding)| {
-                let stored = listed
-                    .get(partition)
-                    .map(|stored| (&stored.value, &stored.version));
+                let stored = listed(partition).map(|stored| (&stored.value, &stored.version));
                 holding.contradicted_by(me, sent, stored)
             })
             .map(|(partition, _)| *partition)
             .collect();
         for partition in changed {
-            match listed.get(&partition) {
+            match listed(&partition) {
                 Some(stored) => {
                     tracing::warn!(node = %self.config.node, %partition, owner = ?stored.value.owner, epoch = %stored.value.epoch, state = ?stored.value.state, "a held lease's record changed behind this node's back; dropping it")
                 }

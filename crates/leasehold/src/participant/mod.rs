@@ -393,7 +393,7 @@ impl Participant {
         store: Arc<dyn LeaseStore>,
         config: ParticipantConfig,
         callbacks: Arc<dyn Callbacks>,
-        environment: Environment,
+        mut environment: Environment,
     ) -> Participant {
         let shared = Arc::new(Shared::new(config.partitions));
         let (config_partitions, ignore_exclusions) =
@@ -402,6 +402,7 @@ impl Participant {
         let node = config.node.clone();
         let metrics = environment
             .metrics
+            .take()
             .map(|metrics| Arc::new(metrics.node(&config.group, &config.node)));
         let store = match &metrics {
             Some(metrics) => Arc::new(MeteredStore::new(store, Arc::clone(metrics))),
@@ -410,14 +411,11 @@ impl Participant {
         let mut runner = Runner::new(
             store,
             config,
-            environment.clock,
-            SeededRng::new(environment.seed),
+            environment,
             callbacks,
             Arc::clone(&shared),
             receiver,
         );
-        runner.session_rng = environment.session_seed.map(SeededRng::new);
-        runner.session_id = runner.draw_session_id();
         runner.metrics = metrics;
         let task = tokio::spawn(runner.run());
         Participant {

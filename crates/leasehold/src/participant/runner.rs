@@ -87,12 +87,11 @@ pub(crate) struct Runner {
     /// another process took over its name): it takes and writes nothing more, and the task
     /// ends at the end of the current event.
     pub(super) halted: Option<Halt>,
-    /// With session leases, whether this process has had a session of its own in the store:
-    /// one that finds another process's session under its name after that was replaced, and
-    /// stops, where one still joining takes the name over.
-    pub(super) had_session: bool,
     /// The stamp of this process's last member write that the store acknowledged: a record
-    /// under this node's name that shows it is this process's own.
+    /// under this node's name that shows it is this process's own. Set once this process
+    /// has had a record (with session leases, a session) of its own in the store: one that
+    /// then finds another process's session under its name was replaced, and stops, where
+    /// one still joining takes the name over.
     pub(super) member_stamp: Option<u64>,
     /// The group record must be checked again at the next member write (this node had to
     /// register again).
@@ -142,21 +141,22 @@ pub(crate) struct Runner {
 }
 
 impl Runner {
+    /// A runner on `environment`'s clock and seeds (its metrics are set apart).
     pub(crate) fn new(
         store: Arc<dyn LeaseStore>,
         config: ParticipantConfig,
-        clock: Arc<dyn Clock>,
-        rng: SeededRng,
+        environment: super::Environment,
         callbacks: Arc<dyn Callbacks>,
         shared: Arc<Shared>,
         commands: mpsc::Receiver<Command>,
     ) -> Runner {
+        let clock = environment.clock;
         let now = clock.now();
-        Runner {
+        let mut runner = Runner {
             store,
             config,
             clock,
-            rng,
+            rng: SeededRng::new(environment.seed),
             callbacks,
             shared,
             commands,
@@ -176,7 +176,6 @@ impl Runner {
             reported_corrupt: BTreeSet::new(),
             last_stamp: 0,
             halted: None,
-            had_session: false,
             member_stamp: None,
             recheck_group: false,
             metrics: None,
@@ -188,11 +187,13 @@ impl Runner {
             load_published: BTreeMap::new(),
             session_rereads: 0,
             session_id: 0,
-            session_rng: None,
+            session_rng: environment.session_seed.map(SeededRng::new),
             replaced: None,
             released: BTreeMap::new(),
             bounces: BTreeMap::new(),
-        }
+        };
+        runner.session_id = runner.draw_session_id();
+        runner
     }
 
     /// How many more partitions this node may move to balance load before its churn budget
@@ -209,6 +210,20 @@ impl Runner {
         let fleet = f64::from(self.config.partitions) * self.config.churn_budget;
         let allowed = ((fleet / self.live_members.max(1) as f64) as u32).max(1);
         allowed.saturating_sub(self.load_moves.len() as u32)
+    }
+
+    /// A new session identity: nonzero and within a signed 64-bit integer, so that every
+    /// store and every tool shows it as written. Apart from the jitter's generator, so that
+    /// a seed replays the same timings whatever the mode.
+    pub(super) fn draw_session_id(&mut self) -> u64 {
+        let bits = match &mut self.session_rng {
+            Some(rng) => rng.next_u64(),
+            None => getrandom::u64().unwrap_or_else(|error| {
+                tracing::warn!(%error, "no randomness from the operating system; session identity drawn from the time and process id");
+                SeededRng::from_entropy().next_u64()
+            }),
+        };
+        (bits & i64::MAX as u64).max(1)
     }
 
     /// Whether the group renews leases by session ([`crate::LeaseMode::Session`]).
@@ -550,21 +565,5 @@ impl Drop for Runner {
             }
         }
         self.shared.stopped.send_replace(true);
-    }
-}
-
-impl Runner {
-    /// A new session identity: nonzero and within a signed 64-bit integer, so that every
-    /// store and every tool shows it as written. Apart from the jitter's generator, so that
-    /// a seed replays the same timings whatever the mode.
-    pub(super) fn draw_session_id(&mut self) -> u64 {
-        let bits = match &mut self.session_rng {
-            Some(rng) => rng.next_u64(),
-            None => getrandom::u64().unwrap_or_else(|error| {
-                tracing::warn!(%error, "no randomness from the operating system; session identity drawn from the time and process id");
-                SeededRng::from_entropy().next_u64()
-            }),
-        };
-        (bits & i64::MAX as u64).max(1)
     }
 }

@@ -59,7 +59,7 @@ impl Runner {
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases_sent = self.clock.now();
-            let leases = match self
+            let mut leases = match self
                 .call(async move { store.list_leases(&group).await })
                 .await
             {
@@ -77,7 +77,7 @@ impl Runner {
                 metrics.lease_rows.inc_by(leases.len() as u64);
             });
             if self.session_mode() && !self.config.unsafe_ignore_listed_changes {
-                self.check_holdings(leases_sent, now, &leases.records);
+                self.check_holdings(leases_sent, now, &mut leases.records);
             }
             self.observed.observe_leases(now, leases.records);
             self.schedule.leases_listed(
