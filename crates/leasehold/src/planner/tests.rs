@@ -1,6 +1,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::record::{MemberRecord, Stored};
+use crate::types::Epoch;
 
 fn node(name: &str) -> NodeId {
     NodeId::new(name).unwrap()
