@@ -748,10 +748,25 @@ async fn a_drain_that_reaches_a_node_only_as_it_stops_is_kept_for_its_return() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_node_that_adopted_its_drain_removes_its_member_record_on_the_way_out() {
+async fn a_drained_node_leaves_its_drain_in_place_on_the_way_out() {
     let (store, _recorder, group, a) = running_node_just_drained().await;
     sleep(Duration::from_secs(3)).await;
     assert!(a.status().draining);
+    a.shutdown().await;
+    let members = store.list_members(&group).await.unwrap().records;
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].value.draining);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_undrained_before_it_stops_removes_its_member_record() {
+    let (store, _recorder, group, a) = running_node_just_drained().await;
+    sleep(Duration::from_secs(3)).await;
+    admin::set_draining(&*store, &group, &node("a"), false)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert!(!a.status().draining);
     a.shutdown().await;
     assert!(store.list_members(&group).await.unwrap().records.is_empty());
 }

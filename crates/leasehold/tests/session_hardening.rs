@@ -134,6 +134,10 @@ async fn of_two_processes_under_one_name_the_replaced_one_stops_and_names_its_su
     let message = halt.unwrap().to_string();
     assert!(message.contains("http://10.0.0.2:8080"), "{message}");
     assert!(first.owned().is_empty());
+    // With no work in flight, the first handed everything off as it stopped: the second
+    // takes it at its next scans, not `acquire_after` (1.5 s) after its session began.
+    sleep(Duration::from_millis(800)).await;
+    assert_eq!(second.owned().len(), 4);
     // The fleet settles on the second process: every partition held once, its session left
     // alone from then on.
     sleep(Duration::from_secs(5)).await;
@@ -180,4 +184,31 @@ async fn a_member_record_that_cannot_be_read_is_never_taken_from() {
     let damaged = store.list_members(&group()).await.unwrap().corrupt;
     assert_eq!(damaged.len(), 1, "{damaged:?}");
     b.shutdown().await;
+}
+
+/// Fails if a replaced process drops work in flight, or leaves what it held to be waited
+/// on: like a shutdown, it takes no new work, lets the work under a permit finish (within
+/// the lease it still has: its session renews nothing any more), and hands each lease off
+/// as soon as its work is done.
+#[tokio::test(start_paused = true)]
+async fn a_replaced_process_finishes_its_work_in_flight_then_hands_off() {
+    let store = session_store(4).await;
+    let first = holding_all(&store, "a", ()).await;
+    let permit = first.permit(P0).expect("held");
+    let second = Participant::start(store.clone(), config("a", 4), ()).unwrap();
+    // fast(): renewals every 250 ms, validity 1 s. The first learns within a heartbeat and
+    // its last lease runs at least 750 ms past the second's start.
+    sleep(Duration::from_millis(600)).await;
+    assert!(permit.is_valid(), "the work in flight keeps its permit");
+    assert!(first.lease(P0).is_none(), "no new work on it");
+    assert_eq!(second.owned().len(), 3, "{:?}", second.owned());
+    assert!(second.lease(P0).is_none());
+    drop(permit);
+    let halt = tokio::time::timeout(Duration::from_millis(500), first.stopped())
+        .await
+        .expect("stops once its last hand-off is written");
+    assert!(matches!(halt, Some(Halt::Replaced { .. })), "{halt:?}");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(second.owned().len(), 4);
+    second.shutdown().await;
 }

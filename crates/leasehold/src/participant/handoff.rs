@@ -84,7 +84,7 @@ impl Runner {
             // node it came from, so that a move for balance does not erase where the
             // partition lived before its holder went away.
             record.handed_to = self.returning.get(&partition).cloned();
-            let leaving = self.draining || self.stopping.is_some();
+            let leaving = self.draining || self.winding_down();
             if record.handed_to.is_none() || leaving {
                 record.previous_owner = Some(self.config.node.clone());
             }
@@ -105,7 +105,7 @@ impl Runner {
             Ok(results) => results.iter().filter(|r| r.is_err()).count(),
             Err(_) => writes.len(),
         };
-        let leaving = self.draining || self.stopping.is_some();
+        let leaving = self.draining || self.winding_down();
         if let (Ok(results), false) = (&outcome, leaving) {
             for (write, result) in writes.iter().zip(results) {
                 if let Ok(version) = result {
@@ -128,11 +128,17 @@ impl Runner {
     /// Deletes this node's member record on the way out, before its releases, so that the
     /// others stop counting it at once and take what it releases as their own share.
     ///
-    /// Only this process's own record goes: one rewritten since its last write is deleted
-    /// only if it still shows this process's last renewal (an operator's drain or undrain
-    /// keeps it) and carries no drain this process has not seen. Another process's session
-    /// under the same name, or an operator's newer instruction, stays.
+    /// Only this process's own record goes, and never a drain: one rewritten since its last
+    /// write is deleted only if it still shows this process's last renewal (an operator's
+    /// undrain keeps it). Another process's session under the same name stays, and so does
+    /// a record marked draining: the drain is an operator's instruction for when the node
+    /// comes back, as it is to [`Runner::forget_dead_members`].
     pub(super) async fn remove_member(&mut self) {
+        if self.draining {
+            tracing::info!(node = %self.config.node, "leaving the member record in place, drained, for the node's return");
+            self.member_version = None;
+            return;
+        }
         let Some(mut version) = self.member_version.take() else {
             return;
         };
@@ -174,11 +180,11 @@ impl Runner {
     }
 
     /// Whether `record`, read under this node's name, still shows this process's last
-    /// renewal of it, with no drain this process has not adopted.
+    /// renewal of it, and no drain.
     fn is_own_member_record(&self, record: &crate::MemberRecord) -> bool {
-        let renewal_ours = self.member_stamp.is_some()
+        self.member_stamp.is_some()
             && record.written_at_unix_ms == self.member_stamp
-            && (!self.session_mode() || record.session == Some(self.session_id));
-        renewal_ours && (!record.draining || self.draining)
+            && (!self.session_mode() || record.session == Some(self.session_id))
+            && !record.draining
     }
 }

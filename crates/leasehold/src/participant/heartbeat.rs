@@ -34,6 +34,10 @@ impl Runner {
         // With session leases the member record renews them all ([`Runner::write_member`]);
         // a lease record is written only to publish a load that moved.
         if self.session_mode() {
+            // A process whose session was replaced writes nothing it could avoid.
+            if self.halted.is_some() {
+                return;
+            }
             return self.publish_loads().await;
         }
         let written_at = self.write_stamp();
@@ -434,10 +438,13 @@ impl Runner {
                 successor: stored.value.session,
                 address: stored.value.address.clone(),
             };
-            tracing::error!(node = %self.config.node, error = %halt, "replaced by another process; stopping");
-            self.end_session();
+            tracing::error!(node = %self.config.node, error = %halt, "replaced by another process; handing off what it holds and stopping");
             // Neither written nor deleted again: the record is the successor's.
             self.member_version = None;
+            // Takes in flight name the session that ended: they are not held (see
+            // `Runner::acquire`). What is held stays valid to its deadline, renewed no more,
+            // and is handed off (see `Runner::hand_everything_off`).
+            self.session_id = self.draw_session_id();
             self.halted = Some(halt);
             return;
         }

@@ -247,8 +247,8 @@ impl Runner {
             let next_tick = [
                 Some(self.next_heartbeat),
                 // A node on its way out neither scans nor takes anything.
-                self.stopping.is_none().then_some(self.schedule.next_scan()),
-                self.wake_at.filter(|_| self.stopping.is_none()),
+                (!self.winding_down()).then_some(self.schedule.next_scan()),
+                self.wake_at.filter(|_| !self.winding_down()),
                 self.drain_deadline(),
             ]
             .into_iter()
@@ -257,7 +257,7 @@ impl Runner {
             let tick = self.sleep_until(next_tick);
             let event = tokio::select! {
                 biased;
-                command = self.commands.recv(), if self.stopping.is_none() => Event::Command(command),
+                command = self.commands.recv(), if !self.winding_down() => Event::Command(command),
                 _ = expire => Event::Expire,
                 _ = progress.notified() => Event::Progress,
                 change = next_change(&mut self.feed) => Event::Change(change),
@@ -308,23 +308,54 @@ impl Runner {
                 Event::Tick => self.tick().await,
             }
             self.record_holdings();
-            if let Some(halt) = self.halted.take() {
+            if let Some(Halt::Refused(_)) = &self.halted {
                 // Held leases end with the task (see `Drop`); they are not released: the
-                // group no longer vouches for this node's timings, or the records are
-                // another process's now.
-                self.publish_halt(halt);
+                // group no longer vouches for this node's timings.
+                if let Some(halt) = self.halted.take() {
+                    self.publish_halt(halt);
+                }
                 return;
             }
-            if self.stopping.is_some() && self.holdings.is_empty() {
+            if self.halted.is_some() {
+                self.hand_everything_off().await;
+            }
+            if self.winding_down() && self.holdings.is_empty() {
                 if self.session_mode() {
                     self.clear_lost().await;
                 }
+                // Nothing to remove once replaced: the record is the successor's.
                 self.remove_member().await;
+                if let Some(halt) = self.halted.take() {
+                    self.publish_halt(halt);
+                }
                 if let Some(done) = self.stopping.take() {
                     let _ = done.send(());
                 }
                 return;
             }
+        }
+    }
+
+    /// Whether this node is on its way out, shut down or stopping by itself: it scans,
+    /// takes and accepts nothing more, and hands off what it holds.
+    pub(super) fn winding_down(&self) -> bool {
+        self.stopping.is_some() || self.halted.is_some()
+    }
+
+    /// Once another process took this node's name over: hands off every lease not yet on
+    /// its way out, as a shutdown does. Its session renews nothing any more, so each lease
+    /// is written released as soon as the work under it ends, or runs out at its deadline,
+    /// whichever comes first; either way the others take it without waiting
+    /// `acquire_after` (see [`Runner::clear_lost`]).
+    async fn hand_everything_off(&mut self) {
+        let pending: Vec<PartitionId> = self
+            .holdings
+            .iter()
+            .filter(|(_, holding)| !holding.handing_off)
+            .map(|(partition, _)| *partition)
+            .collect();
+        if !pending.is_empty() {
+            self.release(pending).await;
         }
     }
 
@@ -425,7 +456,7 @@ impl Runner {
         if !self.handoffs.is_empty() {
             self.advance_handoffs().await;
         }
-        if self.stopping.is_some() {
+        if self.winding_down() {
             // A node on its way out takes nothing new.
             return;
         }
