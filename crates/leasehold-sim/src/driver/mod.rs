@@ -178,12 +178,12 @@ impl Director {
                 lifecycle::restart(&self.world, index, faulty)
             }
             Action::Resume(holder) => self.resume(holder),
-            Action::Retire(index) => self.retire(index),
             Action::Twin => {
                 self.twin();
                 let every = self.world.timings.lease_validity * 6;
                 self.next_arrival(every, Action::Twin);
             }
+            Action::Retire(index) => self.retire(index),
             Action::StopDelays => self.world.lock().faults.delays = false,
             Action::Shift => {
                 // The nodes see the new loads only at their next renewals and listings.
