@@ -6,7 +6,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use leasehold::admin::{self, AdminError};
 use leasehold::{
-    GroupName, LeaseRecord, LeaseStore, Listing, NodeId, PartitionId, StoredLease, TimeoutStore,
+    GroupName, GroupRecord, LeaseRecord, LeaseStore, Listing, NodeId, PartitionId, StoredLease,
+    TimeoutStore,
 };
 
 use crate::cli::{Cli, Command};
@@ -73,12 +74,30 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             timings,
             lease_mode,
         } => {
-            init(&table, *partitions).await?;
-            if let Some(timings) = timings.timings() {
-                crate::group_commands::set(&table, timings, false).await?;
+            let timings = timings.timings();
+            if let Some(timings) = timings.filter(|t| !t.is_safe()) {
+                return Err(AdminError::UnsafeTimings(timings).into());
             }
-            if let Some(mode) = lease_mode {
-                crate::group_commands::set_lease_mode(&table, *mode).await?;
+            // A new group gets its timings and mode with its first write, so no node can
+            // join it under others in between; an existing one changes them safely.
+            let template = GroupRecord {
+                timings,
+                lease_mode: lease_mode.unwrap_or_default(),
+                ..GroupRecord::default()
+            };
+            let group_record = init(&table, *partitions, &template).await?;
+            match timings {
+                Some(timings) if group_record.timings != Some(timings) => {
+                    crate::group_commands::set(&table, timings, false).await?;
+                }
+                Some(timings) => crate::say(&format!(
+                    "group {group}: every node must fit {}",
+                    crate::group_commands::describe(&timings)
+                ))?,
+                None => {}
+            }
+            if let Some(mode) = lease_mode.filter(|m| group_record.lease_mode != *m) {
+                crate::group_commands::set_lease_mode(&table, mode).await?;
             }
         }
         Command::LeaseMode { mode } => match mode {
@@ -98,7 +117,8 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             };
             let removed = admin::destroy(&*table.store, group, mode).await?;
             crate::say(&format!(
-                "group {group}: removed {removed} records; the group record keeps its epoch floor"
+                "group {group}: removed {removed} records; the group record keeps its epoch \
+                 floor, and nodes still running stop"
             ))?;
         }
         Command::Kick { partition } => {
@@ -156,7 +176,11 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
 
 /// Creates the group, refusing to change the count of one that exists: growing it would
 /// silently remap every key that applications hash to a partition.
-async fn init(table: &GroupTable, partitions: u32) -> anyhow::Result<()> {
+async fn init(
+    table: &GroupTable,
+    partitions: u32,
+    template: &GroupRecord,
+) -> anyhow::Result<GroupRecord> {
     let group = &table.group;
     let listing = table.leases().await?;
     let existing = listing.partition_count();
@@ -169,12 +193,19 @@ async fn init(table: &GroupTable, partitions: u32) -> anyhow::Result<()> {
         .into());
     }
     anyhow::ensure!(partitions > 0, "--partitions must be at least 1");
+    let group_record = admin::ensure_group_as(&*table.store, group, template).await?;
     let outcome = admin::init_listed(&*table.store, group, partitions, &listing).await?;
     crate::say(&format!(
         "group {group}: {} partitions created, {} already there ({partitions} in all)",
         outcome.created, outcome.existing
     ))?;
-    Ok(())
+    if outcome.created > 0 && outcome.held_by_nobody {
+        crate::say(&format!(
+            "group {group} was used before: the partitions created are held by nobody, and \
+             taken after acquire_after"
+        ))?;
+    }
+    Ok(group_record.value)
 }
 
 /// Applies one admin change to `partition`, explaining a missing partition or group.

@@ -57,7 +57,8 @@ pub async fn set_lease_mode(table: &GroupTable, mode: LeaseMode) -> anyhow::Resu
     Ok(record)
 }
 
-fn describe(timings: &GroupTimings) -> String {
+/// The timings as the commands say them.
+pub(crate) fn describe(timings: &GroupTimings) -> String {
     format!(
         "lease_validity at most {}, acquire_after at least {} (ρ = {})",
         format_duration(timings.lease_validity),
@@ -83,7 +84,17 @@ fn show(table: &GroupTable, record: &GroupRecord) -> anyhow::Result<()> {
             describe(pending)
         ));
     }
+    if let Some(pending) = &record.pending_lease_mode {
+        lines.push(format!(
+            "  mode change    to {pending} under way, or cut short: no node joins until \
+             `leasehold lease-mode` runs again"
+        ));
+    }
     lines.push(format!("  epoch floor    {}", record.epoch_floor));
+    lines.push(format!(
+        "  generation     {} (raised by each destroy)",
+        record.generation
+    ));
     for line in lines {
         crate::say(&line)?;
     }

@@ -58,6 +58,7 @@ async fn put_member(store: &SqliteStore, name: &str, record: MemberRecord) {
 fn quiet_site(partitions: u32) -> Site {
     let site = Site::new();
     write(&site, async |store| {
+        admin::ensure_group(store, &group()).await.unwrap();
         for partition in 0..partitions {
             put_lease(store, partition, offline()).await;
         }

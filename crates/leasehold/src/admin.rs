@@ -15,7 +15,7 @@ use crate::group::LeaseMode;
 use crate::group::{GroupMismatch, GroupTimings};
 use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease};
 use crate::store::{LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite};
-use crate::types::{GroupName, NodeId, PartitionId};
+use crate::types::{Epoch, GroupName, NodeId, PartitionId};
 
 /// Attempts for one read-modify-write against participants renewing the same record.
 const MAX_ATTEMPTS: usize = 16;
@@ -129,6 +129,9 @@ pub struct InitOutcome {
     pub created: u32,
     /// Records that were already there.
     pub existing: u32,
+    /// Whether records were created held by nobody, in a group used before: they are taken
+    /// after `acquire_after`, not at once.
+    pub held_by_nobody: bool,
 }
 
 /// Creates released lease records `0..partitions` in `group` (initial build-out), and the
@@ -137,6 +140,11 @@ pub struct InitOutcome {
 /// creates whatever is missing, at an epoch no lower than any the group issued (see
 /// [`destroy`]); a group that already has records beyond `partitions` is refused rather
 /// than silently shrunk.
+///
+/// In a group used before — destroyed, or with records at a non-zero epoch — records are
+/// created *held by nobody* rather than released, as [`online`] puts a partition back: a
+/// node of the earlier table may still be serving them, and takers wait `acquire_after`
+/// first.
 pub async fn init(
     store: &dyn LeaseStore,
     group: &GroupName,
@@ -167,6 +175,7 @@ pub async fn init_listed(
     let mut outcome = InitOutcome {
         created: 0,
         existing: present.len() as u32,
+        held_by_nobody: false,
     };
     let group_record = ensure_group(store, group).await?;
     if present.len() as u64 >= u64::from(partitions) {
@@ -180,10 +189,29 @@ pub async fn init_listed(
         .value
         .epoch_floor
         .max(listed_highest.unwrap_or_default());
-    let record = LeaseRecord {
-        epoch: start,
-        written_at_unix_ms: Some(unix_ms_now()),
-        ..LeaseRecord::released()
+    // In a group used before (destroyed, or with records deleted behind leasehold's back), a
+    // node of the earlier table may still believe it holds what is created here: records
+    // are held by nobody, so takers wait `acquire_after` on them — the lock-delay every
+    // other way of putting a partition in service has — and only a new table starts free.
+    let used = group_record.value.generation > 0
+        || group_record.value.epoch_floor > Epoch(0)
+        || listing.in_use();
+    outcome.held_by_nobody = used;
+    let record = if used {
+        LeaseRecord {
+            epoch: start,
+            state: LeaseState::Held,
+            owner: None,
+            note: Some("created again; taken after acquire_after".into()),
+            written_at_unix_ms: Some(unix_ms_now()),
+            ..LeaseRecord::released()
+        }
+    } else {
+        LeaseRecord {
+            epoch: start,
+            written_at_unix_ms: Some(unix_ms_now()),
+            ..LeaseRecord::released()
+        }
     };
     let missing: Vec<LeaseWrite> = (0..partitions)
         .filter(|p| !present.contains(&PartitionId(*p)))
@@ -435,13 +463,15 @@ pub(crate) fn present_partitions(listing: &Listing<StoredLease>) -> BTreeSet<Par
     keys.chain(corrupt).flatten().collect()
 }
 
+mod destroy;
 mod group;
 mod stale;
 
+pub use destroy::{destroy, Destroy};
 pub(crate) use group::adopt_timings;
 pub use group::{
-    check_format, destroy, ensure_group, group_mode, raise_epoch_floor, set_lease_mode,
-    set_timings, Destroy,
+    check_format, ensure_group, ensure_group_as, group_mode, raise_epoch_floor, set_lease_mode,
+    set_timings,
 };
 pub use stale::{stale_check, StaleReport};
 

@@ -12,7 +12,9 @@
 //!   start, rather than rewrite records from a struct that would strip fields it does not know;
 //! - the **epoch floor**: every epoch issued in the group before its lease records were
 //!   deleted, so that records created again start above it;
-//! - the **lease mode**, for when there is more than one.
+//! - the **lease mode**, and a change of it under way;
+//! - the **generation**, raised by every destroy: a node that joined an earlier generation
+//!   stops when it reads a later one, rather than take part in a group built again under it.
 //!
 //! Unknown fields are kept when the record is rewritten, so a newer version's additions
 //! survive an older version's update.
@@ -167,6 +169,15 @@ pub struct GroupRecord {
     /// How leases are renewed.
     #[serde(default)]
     pub lease_mode: LeaseMode,
+    /// The mode being changed to: while set, no node may join, and the change is made only
+    /// if no node is a member ([`crate::admin::set_lease_mode`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_lease_mode: Option<LeaseMode>,
+    /// Raised by every [`crate::admin::destroy`], before it deletes anything: a node that
+    /// joined under another generation stops at its next check of this record, instead of
+    /// registering again into a group that is being, or was, destroyed.
+    #[serde(default)]
+    pub generation: u64,
     /// Fields written by a newer version, kept as they are when this record is rewritten.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -180,6 +191,8 @@ impl Default for GroupRecord {
             pending_timings: None,
             epoch_floor: Epoch(0),
             lease_mode: LeaseMode::PerPartition,
+            pending_lease_mode: None,
+            generation: 0,
             other: BTreeMap::new(),
         }
     }
@@ -227,6 +240,50 @@ pub enum GroupMismatch {
         /// The group's mode.
         mode: LeaseMode,
     },
+    /// A change of the group's lease mode is under way: no node joins until it is made or
+    /// withdrawn.
+    #[error(
+        "group {group} is changing its lease mode to {to}; start the node again once the \
+         change is made (`leasehold lease-mode` shows it; running it again finishes or \
+         withdraws a change left half done)"
+    )]
+    LeaseModeChanging {
+        /// The group.
+        group: GroupName,
+        /// The mode being changed to.
+        to: LeaseMode,
+    },
+    /// The group was destroyed while this node was part of it.
+    #[error(
+        "group {group} was destroyed while this node ran (generation {joined}, now \
+         {current}): the node stops rather than join what is built again under the name; \
+         start it again to join the group as it is now"
+    )]
+    Destroyed {
+        /// The group.
+        group: GroupName,
+        /// The generation the node joined.
+        joined: u64,
+        /// The generation the group record shows now.
+        current: u64,
+    },
+    /// The group has lease or member records but no group record (it was deleted by hand):
+    /// its lease mode and epoch floor are unknown, and a default record could be wrong on
+    /// both.
+    #[error(
+        "group {group} has {leases} lease records and {members} member records but no group \
+         record, so its lease mode and epoch floor are unknown: stop every node of the group, \
+         then create the record again with `leasehold lease-mode <mode>`, which raises the \
+         epoch floor to the highest epoch listed"
+    )]
+    MissingRecord {
+        /// The group.
+        group: GroupName,
+        /// How many lease records it has.
+        leases: usize,
+        /// How many member records it has, the operator's included.
+        members: usize,
+    },
 }
 
 impl GroupRecord {
@@ -249,11 +306,18 @@ impl GroupRecord {
         Ok(())
     }
 
-    /// Whether a node with `config` may take part: it knows the format, and its timings fit
-    /// the bounds and the pending bounds of a change under way. A group with no bounds yet
-    /// admits any valid configuration. The node follows the group's lease mode.
+    /// Whether a node with `config` may take part: it knows the format, no change of lease
+    /// mode is under way, and its timings fit the bounds and the pending bounds of a change
+    /// under way. A group with no bounds yet admits any valid configuration. The node
+    /// follows the group's lease mode.
     pub fn admits(&self, config: &ParticipantConfig) -> Result<(), GroupMismatch> {
         self.check_format(&config.group)?;
+        if let Some(to) = self.pending_lease_mode {
+            return Err(GroupMismatch::LeaseModeChanging {
+                group: config.group.clone(),
+                to,
+            });
+        }
         let node_timings = GroupTimings::of(config);
         for bounds in [self.timings, self.pending_timings].into_iter().flatten() {
             if !node_timings.fits(&bounds) {

@@ -358,6 +358,12 @@ impl MemoryStore {
         });
     }
 
+    /// Deletes the group record of `group`, as an operator working on the database by hand
+    /// might. For tests of how nodes and commands cope with a group that lost it.
+    pub fn remove_group_record(&self, group: &GroupName) {
+        self.lock().tables(group).group = None;
+    }
+
     /// The number of lease records across all groups.
     pub fn lease_count(&self) -> usize {
         self.lock().groups.values().map(|t| t.leases.len()).sum()

@@ -183,3 +183,113 @@ async fn a_record_recreated_behind_the_nodes_back_never_gets_a_lower_token() {
     );
     participant.shutdown().await;
 }
+
+/// Fails if a node joins while a change of lease mode is under way, or if asking for the
+/// mode a group has does not clear a change left half done.
+#[tokio::test(start_paused = true)]
+async fn no_node_joins_while_the_lease_mode_is_changing() {
+    let store = Arc::new(MemoryStore::new());
+    let group = group_with_partitions(&store).await;
+    let current = store.get_group(&group).await.unwrap().unwrap();
+    let half_done = GroupRecord {
+        pending_lease_mode: Some(leasehold::LeaseMode::Session),
+        ..current.value
+    };
+    store
+        .put_group(&group, &half_done, PutMode::Update(current.version))
+        .await
+        .unwrap();
+    let refused = Participant::join(store.clone(), config("a", 1000, 1500), ()).await;
+    match refused {
+        Err(JoinError::Group(GroupMismatch::LeaseModeChanging { to, .. })) => {
+            assert_eq!(to, leasehold::LeaseMode::Session)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(store.list_members(&group).await.unwrap().is_empty());
+    let record = admin::set_lease_mode(&*store, &group, leasehold::LeaseMode::PerPartition)
+        .await
+        .unwrap();
+    assert_eq!(record.pending_lease_mode, None);
+    let joined = Participant::join(store.clone(), config("a", 1000, 1500), ()).await;
+    joined
+        .expect("joins once the change is withdrawn")
+        .shutdown()
+        .await;
+}
+
+/// Fails if a change of lease mode and a joining node can both go ahead: the node would
+/// renew one way while the group takes the other. The operator's store answers slowly, so
+/// nodes register between its writes; whatever the interleaving, either the change is
+/// refused or every node that joined meanwhile stops.
+#[tokio::test(start_paused = true)]
+async fn a_lease_mode_change_racing_joining_nodes_never_leaves_one_under_the_old_mode() {
+    let mut outcomes = std::collections::BTreeSet::new();
+    for delay_ms in (0u64..=240).step_by(10) {
+        let store = Arc::new(MemoryStore::new());
+        let group = group_with_partitions(&store).await;
+        let operator = Arc::new(leasehold::testing::FaultyStore::new(store.clone()));
+        operator.set_latency(Duration::from_millis(30));
+        let change = tokio::spawn({
+            let (operator, group) = (operator.clone(), group.clone());
+            async move { admin::set_lease_mode(&*operator, &group, leasehold::LeaseMode::Session).await }
+        });
+        sleep(Duration::from_millis(delay_ms)).await;
+        let joiner = Participant::start(store.clone(), config("a", 1000, 1500), ()).unwrap();
+        let changed = change.await.unwrap();
+        sleep(Duration::from_secs(2)).await;
+        let running = joiner.halt().is_none();
+        let mode = store.get_group(&group).await.unwrap().unwrap().value;
+        assert_eq!(mode.pending_lease_mode, None, "after {delay_ms} ms");
+        // A node renewing by session publishes its session in its member record.
+        let member = store.get_member(&group, &node("a")).await.unwrap();
+        let renews_by_session = member.is_some_and(|m| m.value.session.is_some());
+        if running {
+            assert_eq!(
+                renews_by_session,
+                mode.lease_mode == leasehold::LeaseMode::Session,
+                "after {delay_ms} ms: the group is in mode {} (change: {changed:?})",
+                mode.lease_mode
+            );
+        }
+        outcomes.insert((changed.is_ok(), running));
+        joiner.shutdown().await;
+    }
+    // Every way it can go: refused for the node, the node refused, the node after it.
+    assert!(outcomes.len() >= 3, "{outcomes:?}");
+}
+
+/// Fails if a node joins a group whose group record is missing while its lease records are
+/// there (it would take the default mode and a floor of zero), or if `lease-mode` does not
+/// create it again above every epoch listed.
+#[tokio::test(start_paused = true)]
+async fn a_group_record_deleted_by_hand_is_never_made_up_again() {
+    let store = Arc::new(MemoryStore::new());
+    let group = group_with_partitions(&store).await;
+    let first = Participant::join(store.clone(), config("a", 1000, 1500), ())
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(2)).await;
+    let highest = first.lease(PartitionId(0)).expect("held").epoch();
+    first.shutdown().await;
+    store.remove_group_record(&group);
+    let refused = Participant::join(store.clone(), config("a", 1000, 1500), ()).await;
+    assert!(
+        matches!(
+            refused,
+            Err(JoinError::Group(GroupMismatch::MissingRecord {
+                leases: 4,
+                ..
+            }))
+        ),
+        "{refused:?}"
+    );
+    assert!(store.get_group(&group).await.unwrap().is_none());
+    let record = admin::set_lease_mode(&*store, &group, leasehold::LeaseMode::Session)
+        .await
+        .unwrap();
+    assert_eq!(record.lease_mode, leasehold::LeaseMode::Session);
+    assert!(record.epoch_floor >= highest, "{record:?}");
+    let joined = Participant::join(store.clone(), config("a", 1000, 1500), ()).await;
+    joined.expect("joins the group as rebuilt").shutdown().await;
+}

@@ -4,41 +4,143 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::StoreError;
-use crate::group::{GroupRecord, GroupTimings, StoredGroup};
-use crate::record::RecordKey;
-use crate::store::{LeaseStore, PutMode};
-use crate::types::{Epoch, GroupName};
+use crate::group::{GroupMismatch, GroupRecord, GroupTimings, StoredGroup, FORMAT_VERSION};
+use crate::record::{RecordKey, StoredLease};
+use crate::store::{LeaseStore, Listing, PutMode};
+use crate::types::{Epoch, GroupName, NodeId};
 
 use super::{AdminError, MAX_ATTEMPTS};
 
 /// The group record of `group`, created (with no timings) if there is none.
+///
+/// A group record is created only for a group with no lease and no member records: where
+/// records exist, the record was deleted behind leasehold's back, and a default one would
+/// claim the wrong lease mode and an epoch floor of zero. That is refused with
+/// [`GroupMismatch::MissingRecord`]; [`set_lease_mode`] creates it again.
 pub async fn ensure_group(
     store: &dyn LeaseStore,
     group: &GroupName,
+) -> Result<StoredGroup, AdminError> {
+    ensure_group_as(store, group, &GroupRecord::default()).await
+}
+
+/// [`ensure_group`], creating a missing record as `template` (with this build's format):
+/// a group built out with its lease mode and timings chosen has them from its first write,
+/// so no node joins it under others.
+pub async fn ensure_group_as(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    template: &GroupRecord,
 ) -> Result<StoredGroup, AdminError> {
     for _ in 0..MAX_ATTEMPTS {
         if let Some(stored) = store.get_group(group).await? {
             stored.value.check_format(group)?;
             return Ok(stored);
         }
-        match store
-            .put_group(group, &GroupRecord::default(), PutMode::Create)
-            .await
-        {
-            Ok(version) => {
-                return Ok(StoredGroup {
-                    key: group.clone(),
-                    value: GroupRecord::default(),
-                    version,
-                })
+        let (leases, members) = orphans(store, group).await?;
+        if leases.len() + members > 0 {
+            return Err(GroupMismatch::MissingRecord {
+                group: group.clone(),
+                leases: leases.len(),
+                members,
             }
-            Err(StoreError::AlreadyExists { .. }) => continue,
-            Err(error) => return Err(error.into()),
+            .into());
+        }
+        let record = GroupRecord {
+            format: FORMAT_VERSION,
+            ..template.clone()
+        };
+        match create_group(store, group, record).await? {
+            Some(created) => return Ok(created),
+            None => continue,
         }
     }
     Err(AdminError::Contended {
         key: RecordKey::Group,
     })
+}
+
+/// The lease records of a group, and how many nodes (the operator's record aside) are
+/// members of it: what a missing group record leaves without a mode and a floor.
+async fn orphans(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+) -> Result<(Listing<StoredLease>, usize), AdminError> {
+    let leases = store.list_leases(group).await?;
+    let members = store.list_members(group).await?;
+    let nodes = members
+        .records
+        .iter()
+        .filter(|m| !m.key.is_operator())
+        .count()
+        + members.corrupt.len();
+    Ok((leases, nodes))
+}
+
+/// Creates the group record; `None` when another writer created one first.
+async fn create_group(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    record: GroupRecord,
+) -> Result<Option<StoredGroup>, AdminError> {
+    match store.put_group(group, &record, PutMode::Create).await {
+        Ok(version) => Ok(Some(StoredGroup {
+            key: group.clone(),
+            value: record,
+            version,
+        })),
+        Err(StoreError::AlreadyExists { .. }) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Creates the group record of a group whose record is missing although it has lease
+/// records, with `mode` and an epoch floor at the highest epoch listed, so that fencing
+/// tokens keep rising. `None` when one was created meanwhile. Refused while nodes are
+/// members: they run under a mode this cannot know.
+async fn rebuild_group(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    mode: Option<crate::LeaseMode>,
+) -> Result<Option<StoredGroup>, AdminError> {
+    let (leases, _) = orphans(store, group).await?;
+    if let Some(mode) = mode {
+        let nodes = member_nodes(store, group).await?;
+        if !nodes.is_empty() {
+            return Err(AdminError::ModeChangeWithMembers {
+                group: group.clone(),
+                nodes,
+            });
+        }
+        if !leases.is_empty() {
+            tracing::warn!(%group, %mode, leases = leases.len(), "the group record was missing; creating it again");
+        }
+    }
+    let record = GroupRecord {
+        lease_mode: mode.unwrap_or_default(),
+        epoch_floor: leases
+            .records
+            .iter()
+            .map(|r| r.value.epoch)
+            .max()
+            .unwrap_or_default(),
+        ..GroupRecord::default()
+    };
+    create_group(store, group, record).await
+}
+
+/// The nodes that are members of `group`, the operator's record aside.
+pub(super) async fn member_nodes(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+) -> Result<Vec<NodeId>, AdminError> {
+    let members = store.list_members(group).await?;
+    Ok(members
+        .records
+        .into_iter()
+        .map(|m| m.key)
+        .filter(|node| !node.is_operator())
+        .collect())
 }
 
 /// Refuses to write into a group whose record format this build does not know: it would
@@ -64,7 +166,7 @@ pub async fn group_mode(
 
 /// Applies `change` to the group record (created if missing) with compare-and-set, retrying
 /// when another writer got in first. `change` returns `false` to leave the record as it is.
-async fn update_group(
+pub(super) async fn update_group(
     store: &dyn LeaseStore,
     group: &GroupName,
     change: impl Fn(&mut GroupRecord) -> Result<bool, AdminError>,
@@ -131,138 +233,87 @@ pub async fn raise_epoch_floor(
 /// its record; a crashed one's is forgotten after `forget_members_after`), set the mode,
 /// start them again. Leases held under the old mode are waited out by the new one: a taker
 /// waits `acquire_after` from when it first sees the record and its holder's session.
+///
+/// Made in two steps, as [`set_timings`] is: the new mode is first written as *pending*,
+/// which no node joins under; then the members are listed, and the mode is switched only if
+/// there are none, and otherwise the pending mode is withdrawn. A node writes its member
+/// record before its last check of the group record, so of a node joining meanwhile, either
+/// it sees the pending mode and stops, or this sees it and refuses.
+///
+/// Asking for the mode the group has finishes nothing and withdraws a change left pending
+/// (by a command that stopped half way). A group whose record is missing although it has
+/// lease records gets it back, with this mode and an epoch floor above every epoch listed.
 pub async fn set_lease_mode(
     store: &dyn LeaseStore,
     group: &GroupName,
     mode: crate::LeaseMode,
 ) -> Result<GroupRecord, AdminError> {
-    let members = store.list_members(group).await?;
-    let nodes: Vec<_> = members
-        .records
-        .iter()
-        .map(|m| m.key.clone())
-        .filter(|node| !node.is_operator())
-        .collect();
-    let current = ensure_group(store, group).await?;
-    if current.value.lease_mode != mode && !nodes.is_empty() {
-        return Err(AdminError::ModeChangeWithMembers {
-            group: group.clone(),
-            nodes,
-        });
+    let current = match store.get_group(group).await? {
+        Some(current) => current,
+        None => match rebuild_group(store, group, Some(mode)).await? {
+            Some(created) => return Ok(created.value),
+            None => ensure_group(store, group).await?,
+        },
+    };
+    current.value.check_format(group)?;
+    if current.value.lease_mode == mode {
+        return update_group(store, group, |record| {
+            Ok(record.pending_lease_mode.take().is_some())
+        })
+        .await;
     }
     update_group(store, group, |record| {
-        let change = record.lease_mode != mode;
-        record.lease_mode = mode;
-        Ok(change)
+        record.pending_lease_mode = Some(mode);
+        Ok(true)
     })
-    .await
+    .await?;
+    let verdict = member_nodes(store, group).await.and_then(|nodes| {
+        if nodes.is_empty() {
+            Ok(())
+        } else {
+            Err(AdminError::ModeChangeWithMembers {
+                group: group.clone(),
+                nodes,
+            })
+        }
+    });
+    let switch = verdict.is_ok();
+    let written = update_group(store, group, |record| {
+        if record.pending_lease_mode != Some(mode) {
+            // Another change took over meanwhile; it decides.
+            return Err(AdminError::Contended {
+                key: RecordKey::Group,
+            });
+        }
+        record.pending_lease_mode = None;
+        if switch {
+            record.lease_mode = mode;
+        }
+        Ok(true)
+    })
+    .await?;
+    verdict.map(|()| written)
 }
 
-/// Whether [`destroy`] may run while the group has members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Destroy {
-    /// Refuse while any member record is present: a node may still be serving.
-    IfNoMembers,
-    /// Delete whatever is there. Running nodes lose their leases at their next renewal.
-    Force,
-}
-
-/// Deletes every lease and member record of `group`, returning how many were removed.
-///
-/// The group record stays, with its epoch floor raised to the highest epoch deleted, so that
-/// a group built out again under the same name issues fencing tokens above every one it
-/// issued before: a resource that remembers the highest token it accepted keeps accepting
-/// the new owners, and keeps refusing the old ones.
-pub async fn destroy(
+/// The group record, created again if it is missing whatever records the group has, with
+/// its floor at the highest epoch listed: for [`super::destroy`], which deletes every record
+/// and needs the floor and the generation to outlive them.
+pub(super) async fn ensure_group_for_destroy(
     store: &dyn LeaseStore,
     group: &GroupName,
-    mode: Destroy,
-) -> Result<usize, AdminError> {
-    let members = store.list_members(group).await?;
-    let nodes: Vec<_> = members
-        .records
-        .iter()
-        .map(|m| m.key.clone())
-        .filter(|node| !node.is_operator())
-        .collect();
-    if mode == Destroy::IfNoMembers && !nodes.is_empty() {
-        return Err(AdminError::MembersPresent {
-            group: group.clone(),
-            nodes,
-        });
-    }
-    // Member records go first. With session leases a running node's session is what keeps
-    // its leases: deleting the lease records alone would leave it renewing and serving them
-    // with nothing in the store to say so. Its session gone, its next renewal fails and it
-    // drops everything, as a node renewing per partition does when its lease records go.
-    let mut removed = 0;
-    for member in members.records {
-        let mut current = member;
-        for attempt in 0.. {
-            match store
-                .delete_member(group, &current.key, &current.version)
-                .await
-            {
-                Ok(()) => {
-                    removed += 1;
-                    break;
-                }
-                Err(StoreError::NotFound { .. }) => break,
-                // Renewed meanwhile by a running node (a forced destroy): delete what it wrote.
-                Err(StoreError::Conflict { .. }) if attempt + 1 < MAX_ATTEMPTS => {
-                    match store.get_member(group, &current.key).await? {
-                        Some(now) => current = now,
-                        None => break,
-                    }
-                }
-                Err(StoreError::Conflict { .. }) => {
-                    return Err(AdminError::Contended {
-                        key: RecordKey::Member(current.key),
-                    })
-                }
-                Err(error) => return Err(error.into()),
-            }
+) -> Result<StoredGroup, AdminError> {
+    for _ in 0..MAX_ATTEMPTS {
+        if let Some(stored) = store.get_group(group).await? {
+            stored.value.check_format(group)?;
+            return Ok(stored);
+        }
+        if let Some(created) = rebuild_group(store, group, None).await? {
+            return Ok(created);
         }
     }
-    let leases = store.list_leases(group).await?;
-    let mut floor = leases.records.iter().map(|r| r.value.epoch).max();
-    if let Some(highest) = floor {
-        raise_epoch_floor(store, group, highest).await?;
-    }
-    for lease in leases.records {
-        let mut current = lease;
-        // A node may take or renew the record between the listing and the delete: the floor
-        // must cover the epoch actually deleted.
-        for attempt in 0.. {
-            if floor < Some(current.value.epoch) {
-                raise_epoch_floor(store, group, current.value.epoch).await?;
-                floor = Some(current.value.epoch);
-            }
-            match store
-                .delete_lease(group, current.key, &current.version)
-                .await
-            {
-                Ok(()) => {
-                    removed += 1;
-                    break;
-                }
-                Err(StoreError::NotFound { .. }) => break,
-                Err(StoreError::Conflict { .. }) if attempt + 1 < MAX_ATTEMPTS => {
-                    match store.get_lease(group, current.key).await? {
-                        Some(now) => current = now,
-                        None => break,
-                    }
-                }
-                Err(StoreError::Conflict { .. }) => {
-                    return Err(AdminError::Contended {
-                        key: RecordKey::Lease(current.key),
-                    })
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
-    }
-    Ok(removed)
+    Err(AdminError::Contended {
+        key: RecordKey::Group,
+    })
 }
 
 /// Changes the timings every node of `group` must fit, staying safe while nodes run.

@@ -294,6 +294,8 @@ async fn init_counts_a_record_created_meanwhile_as_existing_and_stamps_what_it_w
     let store = MemoryStore::new();
     let group = GroupName::new("orders").unwrap();
     let listing = store.list_leases(&group).await.unwrap();
+    // Another process building the group out got in first: its group record, then a lease.
+    ensure_group(&store, &group).await.unwrap();
     store
         .put_lease(
             &group,

@@ -281,6 +281,13 @@ impl Runner {
                 Some(version) => PutMode::Update(version.clone()),
                 None => PutMode::Create,
             };
+            // Registering again, however the record was lost (deleted, taken over, read
+            // back missing): the group record may have changed meanwhile — its timings, its
+            // mode, a destroy — so it is checked again once the record is written, before
+            // this node takes anything. Joining checks it by itself.
+            if mode == PutMode::Create && self.generation.is_some() {
+                self.recheck_group = true;
+            }
             let (store, group, node) = (
                 Arc::clone(&self.store),
                 self.config.group.clone(),

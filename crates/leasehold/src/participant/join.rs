@@ -117,6 +117,18 @@ impl Runner {
                 mode: group.lease_mode,
             }));
         }
+        // A destroy raises the generation before it deletes anything: a node that joined
+        // before it stops rather than register again into what is built again after it.
+        match self.generation {
+            Some(joined) if joined != group.generation => {
+                return Err(Failure::Refused(GroupMismatch::Destroyed {
+                    group: self.config.group.clone(),
+                    joined,
+                    current: group.generation,
+                }))
+            }
+            _ => self.generation = Some(group.generation),
+        }
         self.observed.lease_mode = group.lease_mode;
         self.observed.leases.set_epoch_floor(group.epoch_floor);
         Ok(())

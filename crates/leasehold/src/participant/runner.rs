@@ -96,6 +96,9 @@ pub(crate) struct Runner {
     /// The group record must be checked again at the next member write (this node had to
     /// register again).
     pub(super) recheck_group: bool,
+    /// The group's generation ([`crate::GroupRecord::generation`]) at this node's first check
+    /// of the group record: a later check that finds another stops the node.
+    pub(super) generation: Option<u64>,
     /// The node's series, when the application asked for metrics.
     pub(crate) metrics: Option<Arc<NodeMetrics>>,
     /// Leases being handed back to the node that held them before this one: their released
@@ -178,6 +181,7 @@ impl Runner {
             halted: None,
             member_stamp: None,
             recheck_group: false,
+            generation: None,
             metrics: None,
             returning: BTreeMap::new(),
             load_moves: std::collections::VecDeque::new(),
@@ -310,7 +314,9 @@ impl Runner {
             self.record_holdings();
             if let Some(Halt::Refused(_)) = &self.halted {
                 // Held leases end with the task (see `Drop`); they are not released: the
-                // group no longer vouches for this node's timings.
+                // group no longer vouches for this node's timings. The member record this
+                // node just registered goes, so it shows no node that is gone.
+                self.remove_member().await;
                 if let Some(halt) = self.halted.take() {
                     self.publish_halt(halt);
                 }

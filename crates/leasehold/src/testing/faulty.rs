@@ -23,7 +23,9 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 ///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]);
 /// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]);
 /// - rewrites a member record just before deleting it, as a node renewing at that moment
-///   would ([`FaultyStore::renew_before_member_deletes`]).
+///   would ([`FaultyStore::renew_before_member_deletes`]);
+/// - answers every call only after a delay, as a distant or busy store does
+///   ([`FaultyStore::set_latency`]).
 ///
 /// Counts the reads attempted (lease listings, member listings, single-record reads) and the
 /// batch writes made, throttled or failed ones included: a test bounds how hard a participant
@@ -41,6 +43,7 @@ pub struct FaultyStore {
     batches: AtomicU64,
     notices_off: AtomicBool,
     renewals_before_deletes: AtomicU32,
+    latency_ns: AtomicU64,
 }
 
 impl FaultyStore {
@@ -58,6 +61,7 @@ impl FaultyStore {
             batches: AtomicU64::new(0),
             notices_off: AtomicBool::new(false),
             renewals_before_deletes: AtomicU32::new(0),
+            latency_ns: AtomicU64::new(0),
         }
     }
 
@@ -66,6 +70,12 @@ impl FaultyStore {
     /// racing an operator's delete.
     pub fn renew_before_member_deletes(&self, count: u32) {
         self.renewals_before_deletes.store(count, Ordering::SeqCst);
+    }
+
+    /// Delays every call from now on by `latency` before it reaches the store.
+    pub fn set_latency(&self, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.latency_ns.store(nanos, Ordering::SeqCst);
     }
 
     /// Makes every call from now on hang until this is turned off again.
@@ -126,6 +136,10 @@ impl FaultyStore {
     }
 
     async fn gate(&self) {
+        let latency = self.latency_ns.load(Ordering::SeqCst);
+        if latency > 0 {
+            tokio::time::sleep(Duration::from_nanos(latency)).await;
+        }
         while self.hung.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

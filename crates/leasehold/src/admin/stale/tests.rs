@@ -58,6 +58,7 @@ async fn write(store: &MemoryStore, partition: u32, record: LeaseRecord) {
 /// A group of `partitions` offline partitions: a table with nothing to report.
 async fn quiet_table(partitions: u32) -> MemoryStore {
     let store = MemoryStore::new();
+    crate::admin::ensure_group(&store, &group()).await.unwrap();
     for partition in 0..partitions {
         write(&store, partition, offline()).await;
     }
