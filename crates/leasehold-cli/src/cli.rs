@@ -538,6 +538,11 @@ pub struct SimArgs {
     /// which the balance check must catch.
     #[arg(long = "unsafe-ignore-members")]
     pub unsafe_ignore_members: bool,
+    /// Negative control: the operator's destroy neither stops the running nodes nor ends
+    /// the sessions of what they hold, and init creates released records, which the
+    /// single-owner check must catch.
+    #[arg(long = "unsafe-destroy")]
+    pub unsafe_destroy: bool,
     /// Negative control: nodes keep and take the partitions their exclusion lists name,
     /// which the exclusion check must catch.
     #[arg(long = "unsafe-ignore-exclusions")]

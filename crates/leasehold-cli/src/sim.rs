@@ -24,6 +24,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_stale_fencing = args.unsafe_stale_fencing;
     config.unsafe_stop_acquiring = args.unsafe_stop_acquiring;
     config.unsafe_ignore_members = args.unsafe_ignore_members;
+    config.unsafe_destroy = args.unsafe_destroy;
     config.unsafe_ignore_exclusions = args.unsafe_ignore_exclusions;
     config.load = (args.load == "zipf").then(leasehold_sim::LoadShape::default);
     config.rolling_restart = args.rolling_restart;
@@ -186,6 +187,10 @@ fn unsafe_note(config: &SimConfig) -> String {
         (
             config.unsafe_ignore_members,
             "a node ignoring the other members",
+        ),
+        (
+            config.unsafe_destroy,
+            "a destroy that leaves running nodes serving, and records created released",
         ),
         (
             config.unsafe_session_take,

@@ -227,6 +227,13 @@ pub struct FaultConfig {
     /// after the others may have taken it. The group record must refuse it; it is started
     /// again with the fleet's timings when the faults stop.
     pub misconfigured_restart_rate: f64,
+    /// Mean time between an operator's `destroy --force` of the group under the running
+    /// fleet, slow enough for the nodes to scan and take while it runs, followed by `init`.
+    /// The destroyed nodes stop, and are started again within `restart_within`.
+    pub rebuild_every: Duration,
+    /// Mean time between windows in which one node cannot decode another node's member
+    /// record (a disk or a codec bug on its side): it must count that member present.
+    pub garble_every: Duration,
 }
 
 impl FaultConfig {
@@ -249,6 +256,8 @@ impl FaultConfig {
             churn_every: lease * 4,
             operator_every: lease * 6,
             misconfigured_restart_rate: 0.25,
+            rebuild_every: lease * 15,
+            garble_every: lease * 8,
         };
         match profile {
             FaultProfile::All => all,
@@ -256,6 +265,8 @@ impl FaultConfig {
                 pause_every: Duration::ZERO,
                 operator_every: Duration::ZERO,
                 misconfigured_restart_rate: 0.0,
+                rebuild_every: Duration::ZERO,
+                garble_every: Duration::ZERO,
                 lost_reply_rate: 0.0,
                 delayed_write_rate: 0.0,
                 outage_every: Duration::ZERO,
@@ -314,6 +325,10 @@ pub struct SimConfig {
     /// Negative control: node `n0` counts no member but itself, so its share is the whole
     /// table and it never hands off a surplus; the balance check must catch it.
     pub unsafe_ignore_members: bool,
+    /// Negative control of the destroy: the operator deletes the group's records without
+    /// raising its generation or ending the holders' sessions, and creates them again
+    /// released, as `destroy` and `init` once did; the single-owner check must catch it.
+    pub unsafe_destroy: bool,
     /// How often every node's leases are sampled for the checks, besides at every callback
     /// and store call.
     pub sample_every: Duration,
@@ -384,6 +399,7 @@ impl SimConfig {
             unsafe_stale_fencing: false,
             unsafe_stop_acquiring: false,
             unsafe_ignore_members: false,
+            unsafe_destroy: false,
             unsafe_ignore_exclusions: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
@@ -512,6 +528,7 @@ impl SimConfig {
             (self.unsafe_stale_fencing, " --unsafe-stale-fencing"),
             (self.unsafe_stop_acquiring, " --unsafe-stop-acquiring"),
             (self.unsafe_ignore_members, " --unsafe-ignore-members"),
+            (self.unsafe_destroy, " --unsafe-destroy"),
             (self.unsafe_ignore_exclusions, " --unsafe-ignore-exclusions"),
             (self.load.is_some(), " --load zipf"),
             (self.rolling_restart, " --rolling-restart"),

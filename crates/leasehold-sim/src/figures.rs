@@ -71,6 +71,10 @@ pub struct FaultCounts {
     pub operator: u64,
     /// Restarts with timings that break the safety rule against the fleet's.
     pub misconfigured: u64,
+    /// Groups destroyed under the running fleet and built out again.
+    pub rebuilds: u64,
+    /// Windows in which one node could not decode another's member record.
+    pub garbled_members: u64,
 }
 
 impl FaultCounts {
@@ -88,6 +92,8 @@ impl FaultCounts {
         self.drains += other.drains;
         self.operator += other.operator;
         self.misconfigured += other.misconfigured;
+        self.rebuilds += other.rebuilds;
+        self.garbled_members += other.garbled_members;
     }
 }
 

@@ -1,14 +1,14 @@
 //! A node's life: its process starts (the first time, after a crash, or as a joiner) with its
 //! own clock, its store connection through the faults and its callbacks to the checks, works
 //! under its leases, and ends by a crash, by leaving gracefully, or by itself when another
-//! process took its name over.
+//! process took its name over or an operator destroyed its group.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use leasehold::{
-    Callbacks, Environment, Halt, LeaseGuard, LeaseStore, Loss, NodeId, Participant, PartitionId,
-    SeededRng,
+    Callbacks, Environment, GroupMismatch, Halt, LeaseGuard, LeaseStore, Loss, NodeId, Participant,
+    PartitionId, SeededRng,
 };
 use tokio::time::Instant;
 
@@ -135,27 +135,52 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     }
 }
 
-/// Waits for the process `holder` of node `index` to stop by itself because another
-/// process took its name over ([`Halt::Replaced`]), and ends it then: the name is the other
-/// process's from that moment, as it is when a real process exits on that error. Nothing
-/// else ends a process that was replaced.
+/// Waits for the process `holder` of node `index` to stop by itself, and ends it then, as a
+/// real process exits on that error:
+///
+/// - another process took its name over ([`Halt::Replaced`]): the name is the other
+///   process's from that moment;
+/// - an operator destroyed the group under it ([`GroupMismatch::Destroyed`]): it is started
+///   again after a while, as its supervisor would, and joins the group as built again.
+///
+/// Nothing else ends a process that was replaced or whose group was destroyed.
 async fn stops_by_itself(
     world: Arc<World>,
     index: usize,
     holder: Holder,
     participant: Participant,
 ) {
-    let Some(halt @ Halt::Replaced { .. }) = participant.stopped().await else {
+    let halt = participant.stopped().await;
+    let destroyed = matches!(halt, Some(Halt::Refused(GroupMismatch::Destroyed { .. })));
+    let Some(halt) = halt.filter(|h| destroyed || matches!(h, Halt::Replaced { .. })) else {
         return;
     };
-    let mut state = world.lock();
-    let current = state
-        .nodes
-        .get(&index)
-        .is_some_and(|slot| slot.incarnation == holder.incarnation);
-    if current && end_process(&world, &mut state, index, Life::Left).is_some() {
+    let restart_in = {
+        let mut state = world.lock();
+        let current = state
+            .nodes
+            .get(&index)
+            .is_some_and(|slot| slot.incarnation == holder.incarnation);
+        if !current || end_process(&world, &mut state, index, Life::Left).is_none() {
+            return;
+        }
         world.event(&mut state, format!("{holder} stopped by itself: {halt}"));
-    }
+        if !destroyed {
+            return;
+        }
+        // Down until its supervisor starts it again; the faults' end starts it at the latest.
+        if let Some(slot) = state.nodes.get_mut(&index) {
+            slot.life = Life::Crashed;
+        }
+        world
+            .config
+            .faults
+            .restart_within
+            .mul_f64(state.rng.next_f64())
+    };
+    tokio::time::sleep(restart_in).await;
+    let faulty = Instant::now() < world.origin + world.config.quiet_at();
+    restart(&world, index, faulty);
 }
 
 /// Starts node `index` again if it is still down from a crash; while `faulty`, mis-set with

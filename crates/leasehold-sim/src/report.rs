@@ -302,7 +302,8 @@ impl fmt::Display for Figures {
             f,
             "  {:<22} {} crashes, {} pauses, {} outages ({} calls refused), {} throttled, \
              {} lost replies, {} held-back writes, {} joins, {} leaves, {} drains/undrains, \
-             {} operator commands, {} mis-set restarts",
+             {} operator commands, {} mis-set restarts, {} destroys and rebuilds, \
+             {} member records one node could not read",
             "faults injected",
             c.crashes,
             c.pauses,
@@ -315,7 +316,9 @@ impl fmt::Display for Figures {
             c.leaves,
             c.drains,
             c.operator,
-            c.misconfigured
+            c.misconfigured,
+            c.rebuilds,
+            c.garbled_members
         )?;
         writeln!(
             f,

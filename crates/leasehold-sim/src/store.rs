@@ -48,6 +48,8 @@ pub(crate) trait Network: fmt::Debug + Send + Sync + 'static {
     /// Whether `holder` sees no member record but its own: the negative control of the
     /// balance check.
     fn hides_members(&self, holder: Holder) -> bool;
+    /// The member whose record `holder` cannot decode now, if any.
+    fn garbled_member(&self, holder: Holder) -> Option<NodeId>;
 }
 
 /// A node's connection to the simulated store.
@@ -346,6 +348,15 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
         self.network.rows_read(listing.records.len());
         if self.network.hides_members(self.holder) {
             listing.records.retain(|member| member.key == self.node);
+        }
+        if let Some(garbled) = self.network.garbled_member(self.holder) {
+            if let Some(at) = listing.records.iter().position(|m| m.key == garbled) {
+                listing.records.remove(at);
+                listing.corrupt.push(StoreError::Corrupt {
+                    key: RecordKey::Member(garbled),
+                    reason: "unreadable to this node (injected)".to_owned(),
+                });
+            }
         }
         Ok(listing)
     }

@@ -56,6 +56,8 @@ fn assert_clean_with_every_fault(config: &SimConfig, seeds: u64) {
         ("leaves", faults.leaves),
         ("drains", faults.drains),
         ("operator commands", faults.operator),
+        ("destroys", faults.rebuilds),
+        ("unreadable member records", faults.garbled_members),
     ] {
         assert!(count > 0, "no {kind} were injected");
     }

@@ -31,9 +31,16 @@ use crate::types::{Epoch, GroupName, NodeId};
 
 /// The record-format version this build reads and writes.
 ///
-/// Raised when lease or member records gain fields that an older build would strip on
-/// rewriting them; a node refuses to start in a group whose format is higher.
-pub const FORMAT_VERSION: u32 = 1;
+/// Raised when records gain fields that an older build would strip on rewriting them, or
+/// would not obey; a node refuses to start in a group whose format is higher.
+///
+/// - 1: the group record with timings, epoch floor and lease mode.
+/// - 2: the group's generation and a pending change of lease mode, which a node must obey
+///   (stop when the generation changes, refuse to join while the mode changes). A group is
+///   raised to 2 by the first command that uses them — `destroy` or `lease-mode` — so that a
+///   node of an older build, which would ignore them, is refused from then on. A group of
+///   format 1 is joined as it is: a rolling upgrade needs nothing more.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// A stored group record, keyed by its group.
 pub type StoredGroup = Stored<GroupName, GroupRecord>;

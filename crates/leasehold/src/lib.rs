@@ -89,8 +89,8 @@ pub use participant::{
     WorkPermit,
 };
 pub use record::{
-    unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, RecordKey, Stored,
-    StoredLease, StoredMember,
+    replaced_mark, unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, RecordKey,
+    Stored, StoredLease, StoredMember,
 };
 pub use router::{fnv1a_32, partition_for_key, NotOwner, Route, Router, ROUTER_STORE_TIMEOUT};
 pub use store::{

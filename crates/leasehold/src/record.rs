@@ -86,8 +86,10 @@ pub struct LeaseRecord {
     /// With session leases, the session of the owner under which the lease is held
     /// ([`MemberRecord::session`]). When the owner's member record shows another session, the
     /// process that took the lease has lost its session and renews it no more, however
-    /// often the new one renews. `None` in the per-partition mode and in released records.
-    /// Stores keep it as a signed 64-bit integer, bit for bit.
+    /// often the new one renews. In the per-partition mode, the identity of the process that
+    /// took it, drawn as a session's is: two processes under one name never write equal
+    /// records, so neither reads back the other's write as its own. `None` in released
+    /// records. Stores keep it as a signed 64-bit integer, bit for bit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
 }
@@ -175,11 +177,13 @@ pub struct MemberRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
     /// With session leases, when this session began by writing over another process's
-    /// session under the same name: the write stamp (`written_at_unix_ms`) of that
-    /// session's last write. A node that saw that very write knows the replaced session
-    /// renewed nothing after it, and waits on its leases from then rather than from when it
-    /// first saw this session. Stores keep it as a signed 64-bit integer, bit for bit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// session under the same name: that session's last write, named by its whole session
+    /// identity and its write stamp together ([`replaced_mark`]). A node that saw that very
+    /// write knows the replaced session renewed nothing after it, and waits on its leases
+    /// from then rather than from when it first saw this session. A stamp alone would not
+    /// do: two processes under one name share a wall clock, and two writes of different
+    /// sessions can carry the same millisecond. Stores keep it as a signed 64-bit integer,
+    /// bit for bit.
     pub replaced: Option<u64>,
 }
 
@@ -202,6 +206,23 @@ impl Default for MemberRecord {
             replaced: None,
         }
     }
+}
+
+/// What [`MemberRecord::replaced`] holds for the write of session `session` stamped
+/// `stamp`: the two mixed into one 64-bit value (SplitMix64's finaliser, fixed so that every
+/// build and every reader computes the same), so that a reader matches it only against
+/// that very write of that very session.
+///
+/// ```
+/// use leasehold::replaced_mark;
+/// assert_eq!(replaced_mark(7, 1_700_000_000_000), replaced_mark(7, 1_700_000_000_000));
+/// assert_ne!(replaced_mark(7, 1_700_000_000_000), replaced_mark(8, 1_700_000_000_000));
+/// ```
+pub fn replaced_mark(session: u64, stamp: u64) -> u64 {
+    let mut z = session ^ stamp.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A field of a record that no store accepts, and why: what [`MemberRecord::validate`]

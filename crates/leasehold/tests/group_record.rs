@@ -293,3 +293,53 @@ async fn a_group_record_deleted_by_hand_is_never_made_up_again() {
     let joined = Participant::join(store.clone(), config("a", 1000, 1500), ()).await;
     joined.expect("joins the group as rebuilt").shutdown().await;
 }
+
+/// A group record as a build of record format 1 wrote it.
+async fn downgrade_to_format_1(store: &MemoryStore, group: &GroupName) {
+    let current = store.get_group(group).await.unwrap().unwrap();
+    let old: GroupRecord = serde_json::from_str(
+        r#"{"format":1,"timings":null,"pending_timings":null,"epoch_floor":0,"lease_mode":"per_partition"}"#,
+    )
+    .unwrap();
+    store
+        .put_group(group, &old, PutMode::Update(current.version))
+        .await
+        .unwrap();
+}
+
+/// Fails if a group of the previous record format is not joined as it is (a rolling upgrade
+/// would need a step of its own), or if the commands that rely on the newer fields leave its
+/// format as it was: a node of an older build, which ignores a generation and a pending
+/// lease mode, would keep joining it.
+#[tokio::test(start_paused = true)]
+async fn a_group_of_the_previous_format_is_joined_as_it_is_and_raised_by_what_needs_more() {
+    assert_eq!(leasehold::FORMAT_VERSION, 2);
+    let store = Arc::new(MemoryStore::new());
+    let group = group_with_partitions(&store).await;
+    downgrade_to_format_1(&store, &group).await;
+    let node = Participant::join(store.clone(), config("a", 1000, 1500), ())
+        .await
+        .expect("joins a group of format 1");
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(node.owned().len(), 4);
+    let joined = store.get_group(&group).await.unwrap().unwrap().value;
+    assert_eq!(joined.format, 1, "a join leaves the format alone");
+    assert!(joined.timings.is_some(), "the first node's timings adopted");
+    node.shutdown().await;
+
+    admin::set_lease_mode(&*store, &group, leasehold::LeaseMode::Session)
+        .await
+        .unwrap();
+    let changed = store.get_group(&group).await.unwrap().unwrap().value;
+    assert_eq!(
+        (changed.format, changed.lease_mode),
+        (2, leasehold::LeaseMode::Session)
+    );
+
+    downgrade_to_format_1(&store, &group).await;
+    admin::destroy(&*store, &group, admin::Destroy::IfNoMembers)
+        .await
+        .unwrap();
+    let destroyed = store.get_group(&group).await.unwrap().unwrap().value;
+    assert_eq!((destroyed.format, destroyed.generation), (2, 1));
+}

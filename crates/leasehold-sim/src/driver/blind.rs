@@ -1,6 +1,10 @@
-//! The negative control of operator commands in groups with session leases: a store through
-//! which an operator's transaction writes the lease but not its holder's session, so the
-//! holder never learns of a kick, a prohibition or an offline, and keeps serving.
+//! The operator's connection to the shared store: as slow as the director asks (a destroy
+//! that runs while the nodes scan and renew), and, for the negative control of operator
+//! commands in groups with session leases, blind to sessions: an operator's transaction
+//! writes the lease but not its holder's session, so the holder never learns of a kick, a
+//! prohibition or an offline, and keeps serving.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
@@ -9,14 +13,29 @@ use leasehold::{
     TxnWrite, Version,
 };
 
-/// The shared store as an operator blind to sessions sees it.
+/// The shared store as the operator reaches it.
 #[derive(Debug)]
-pub(super) struct SessionBlind(pub(super) MemoryStore);
+pub(super) struct OperatorStore {
+    pub(super) store: MemoryStore,
+    /// Session writes in transactions are dropped.
+    pub(super) blind: bool,
+    /// Every call waits this long before it reaches the store.
+    pub(super) latency: Duration,
+}
+
+impl OperatorStore {
+    async fn travel(&self) {
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+    }
+}
 
 #[async_trait]
-impl LeaseStore for SessionBlind {
+impl LeaseStore for OperatorStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        self.0.list_leases(group).await
+        self.travel().await;
+        self.store.list_leases(group).await
     }
 
     async fn get_lease(
@@ -24,7 +43,8 @@ impl LeaseStore for SessionBlind {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
-        self.0.get_lease(group, partition).await
+        self.travel().await;
+        self.store.get_lease(group, partition).await
     }
 
     async fn put_lease(
@@ -34,7 +54,8 @@ impl LeaseStore for SessionBlind {
         record: &LeaseRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        self.0.put_lease(group, partition, record, mode).await
+        self.travel().await;
+        self.store.put_lease(group, partition, record, mode).await
     }
 
     async fn put_leases(
@@ -42,7 +63,8 @@ impl LeaseStore for SessionBlind {
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        self.0.put_leases(group, writes).await
+        self.travel().await;
+        self.store.put_leases(group, writes).await
     }
 
     async fn delete_lease(
@@ -51,21 +73,26 @@ impl LeaseStore for SessionBlind {
         partition: PartitionId,
         version: &Version,
     ) -> Result<(), StoreError> {
-        self.0.delete_lease(group, partition, version).await
+        self.travel().await;
+        self.store.delete_lease(group, partition, version).await
     }
 
-    /// Keeps only the lease writes: the sessions they should change are left alone.
+    /// Blind, keeps only the lease writes: the sessions they should change are left alone.
     async fn transact(
         &self,
         group: &GroupName,
         writes: &[TxnWrite],
     ) -> Result<Vec<Version>, StoreError> {
+        self.travel().await;
+        if !self.blind {
+            return self.store.transact(group, writes).await;
+        }
         let leases: Vec<TxnWrite> = writes
             .iter()
             .filter(|write| matches!(write, TxnWrite::Lease(_)))
             .cloned()
             .collect();
-        let written = self.0.transact(group, &leases).await?;
+        let written = self.store.transact(group, &leases).await?;
         let mut written = written.into_iter();
         Ok(writes
             .iter()
@@ -77,7 +104,8 @@ impl LeaseStore for SessionBlind {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        self.0.list_members(group).await
+        self.travel().await;
+        self.store.list_members(group).await
     }
 
     async fn get_member(
@@ -85,7 +113,8 @@ impl LeaseStore for SessionBlind {
         group: &GroupName,
         node: &NodeId,
     ) -> Result<Option<StoredMember>, StoreError> {
-        self.0.get_member(group, node).await
+        self.travel().await;
+        self.store.get_member(group, node).await
     }
 
     async fn put_member(
@@ -95,7 +124,8 @@ impl LeaseStore for SessionBlind {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        self.0.put_member(group, node, record, mode).await
+        self.travel().await;
+        self.store.put_member(group, node, record, mode).await
     }
 
     async fn delete_member(
@@ -104,11 +134,13 @@ impl LeaseStore for SessionBlind {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError> {
-        self.0.delete_member(group, node, version).await
+        self.travel().await;
+        self.store.delete_member(group, node, version).await
     }
 
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
-        self.0.get_group(group).await
+        self.travel().await;
+        self.store.get_group(group).await
     }
 
     async fn put_group(
@@ -117,10 +149,12 @@ impl LeaseStore for SessionBlind {
         record: &GroupRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        self.0.put_group(group, record, mode).await
+        self.travel().await;
+        self.store.put_group(group, record, mode).await
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
-        self.0.watch(group).await
+        self.travel().await;
+        self.store.watch(group).await
     }
 }

@@ -21,6 +21,8 @@ enum Action {
     Outage,
     Churn,
     Operate,
+    Rebuild,
+    Garble,
     Restart(usize),
     Resume(Holder),
     Twin,
@@ -97,6 +99,22 @@ impl Director {
         }
     }
 
+    /// The next destroy and build-out, if it ends, and its nodes are back, before the faults
+    /// stop: the fleet must recover in the quiet period from the faults, not from a destroy.
+    fn next_rebuild(&mut self) {
+        let world = Arc::clone(&self.world);
+        let mean = world.config.faults.rebuild_every;
+        if mean.is_zero() {
+            return;
+        }
+        let wait = mean.mul_f64(-(1.0 - self.rng.next_f64()).ln());
+        let at = Instant::now() + wait;
+        let margin = world.timings.acquire_after * 2 + world.config.faults.restart_within;
+        if at + margin < self.quiet_at {
+            self.at(at, Action::Rebuild);
+        }
+    }
+
     fn plan_start(&mut self) {
         let world = Arc::clone(&self.world);
         let (config, faults) = (&world.config, &world.config.faults);
@@ -107,6 +125,8 @@ impl Director {
         self.next_arrival(faults.outage_every, Action::Outage);
         self.next_arrival(faults.churn_every, Action::Churn);
         self.next_arrival(faults.operator_every, Action::Operate);
+        self.next_rebuild();
+        self.next_arrival(faults.garble_every, Action::Garble);
         if config.twins {
             self.next_arrival(world.timings.lease_validity * 6, Action::Twin);
         }
@@ -173,6 +193,14 @@ impl Director {
                 self.operate().await;
                 self.next_arrival(faults.operator_every, Action::Operate);
             }
+            Action::Rebuild => {
+                self.rebuild();
+                self.next_rebuild();
+            }
+            Action::Garble => {
+                self.garble();
+                self.next_arrival(faults.garble_every, Action::Garble);
+            }
             Action::Restart(index) => {
                 let faulty = Instant::now() < self.quiet_at;
                 lifecycle::restart(&self.world, index, faulty)
@@ -219,6 +247,7 @@ impl Director {
             state.faults.calls = false;
             state.faults.delays = false;
             state.faults.outage_until = None;
+            state.garbled = None;
             for slot in state.nodes.values() {
                 if let Some(process) = slot.process() {
                     process.gate.set_paused(false);
@@ -267,5 +296,7 @@ mod blind;
 mod checks;
 mod churn;
 mod disruption;
+mod garble;
 mod load;
 mod operator;
+mod rebuild;

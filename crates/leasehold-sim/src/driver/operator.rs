@@ -134,12 +134,12 @@ impl Director {
 
     async fn run_command(&mut self, command: Command) {
         let world = Arc::clone(&self.world);
-        let blind = super::blind::SessionBlind(world.store.clone());
-        let store: &dyn leasehold::LeaseStore = if world.config.unsafe_session_operator {
-            &blind
-        } else {
-            &world.store
+        let operator = super::blind::OperatorStore {
+            store: world.store.clone(),
+            blind: world.config.unsafe_session_operator,
+            latency: std::time::Duration::ZERO,
         };
+        let store: &dyn leasehold::LeaseStore = &operator;
         let group = &world.group;
         let (result, text) = match &command {
             Command::Exclude(index, partition) => {

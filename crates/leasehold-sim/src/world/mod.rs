@@ -109,6 +109,9 @@ pub(crate) struct State {
     /// A rolling restart's outcome: partitions back with their holder, partitions
     /// compared, acquisitions meanwhile.
     pub rolling: Option<(u64, u64, u64)>,
+    /// A node that cannot decode another's member record: the reader's node index, the
+    /// member, and until when.
+    pub garbled: Option<(usize, NodeId, Instant)>,
 }
 
 /// The world of one seed.
@@ -174,6 +177,7 @@ impl World {
                 load: LoadRecord::default(),
                 acquisitions: 0,
                 rolling: None,
+                garbled: None,
             }),
             timings,
         })

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use leasehold::{MemoryStore, PartitionId};
+use leasehold::{MemoryStore, NodeId, PartitionId};
 use tokio::time::Instant;
 
 use super::World;
@@ -91,5 +91,11 @@ impl Network for World {
     /// Node `n0`, in every incarnation, so that a restart does not cure it.
     fn hides_members(&self, holder: Holder) -> bool {
         self.config.unsafe_ignore_members && holder.node == 0
+    }
+
+    fn garbled_member(&self, holder: Holder) -> Option<NodeId> {
+        let state = self.lock();
+        let (reader, member, until) = state.garbled.as_ref()?;
+        (*reader == holder.node && Instant::now() < *until).then(|| member.clone())
     }
 }

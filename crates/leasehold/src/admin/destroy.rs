@@ -1,7 +1,7 @@
 //! Deleting a group's records, safely even while its nodes run.
 
 use crate::error::StoreError;
-use crate::group::LeaseMode;
+use crate::group::{LeaseMode, FORMAT_VERSION};
 use crate::record::{unix_ms_now, LeaseState, RecordKey, StoredLease};
 use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
 use crate::types::{Epoch, GroupName, Version};
@@ -51,6 +51,8 @@ pub async fn destroy(
     ensure_group_for_destroy(store, group).await?;
     let record = update_group(store, group, |record| {
         record.generation += 1;
+        // Nodes of builds that know no generation would register again and carry on.
+        record.format = record.format.max(FORMAT_VERSION);
         Ok(true)
     })
     .await?;

@@ -264,6 +264,8 @@ pub async fn set_lease_mode(
     }
     update_group(store, group, |record| {
         record.pending_lease_mode = Some(mode);
+        // Nodes of builds that know no pending mode would join under the old one.
+        record.format = record.format.max(FORMAT_VERSION);
         Ok(true)
     })
     .await?;

@@ -459,7 +459,11 @@ impl Runner {
             self.end_session();
             // This node's next write replaces that session, on the condition that it is still
             // at the version just read: that process's last renewal is the one read here.
-            self.replaced = stored.value.written_at_unix_ms;
+            self.replaced = stored
+                .value
+                .session
+                .zip(stored.value.written_at_unix_ms)
+                .map(|(session, stamp)| crate::record::replaced_mark(session, stamp));
             // Another process's last renewal (a previous one under this name) was made
             // before this read: if this node's next write finds the session still at this
             // version, nothing renewed it since, and what that process held runs out

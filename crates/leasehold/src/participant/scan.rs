@@ -421,7 +421,11 @@ impl Runner {
     /// another node's write.
     async fn acquire(&mut self, acquisitions: Vec<Acquisition>) -> (usize, usize) {
         let written_at = self.write_stamp();
-        let session_id = self.session_mode().then_some(self.session_id);
+        // Renewing per partition, the record carries this process's identity all the same:
+        // two processes under one name, taking one record in the same millisecond, would
+        // otherwise write equal records, and each could read back the other's write as its
+        // own after a lost reply.
+        let session_id = Some(self.session_id);
         let mut sessions = Vec::with_capacity(acquisitions.len());
         let mut ended = Vec::with_capacity(acquisitions.len());
         // Records this node released, still exactly as it wrote them: nobody took them.

@@ -45,7 +45,7 @@ pub struct SeenMember {
     /// The local instant at which `session` was first seen: every renewal of any earlier
     /// session was made before it.
     pub session_since: Instant,
-    /// The stamp of the last write of the session this one replaced, as the record says
+    /// The last write of the session this one replaced, as the record names it
     /// ([`MemberRecord::replaced`]).
     pub replaced: Option<u64>,
     /// The session this view showed before `session`, with the last renewal of it seen.
@@ -86,7 +86,10 @@ impl SeenMember {
         }
         let previous = self.previous.as_ref()?;
         let id = previous.id.filter(|_| previous.session == Some(lease))?;
-        let from = if previous.stamp.is_some() && previous.stamp == self.replaced {
+        let last_seen = previous
+            .stamp
+            .map(|stamp| crate::record::replaced_mark(id, stamp));
+        let from = if last_seen.is_some() && last_seen == self.replaced {
             previous.renewed_at
         } else {
             self.session_since
@@ -169,6 +172,10 @@ pub struct MemberView {
     gone: std::collections::BTreeMap<NodeId, Instant>,
     /// When the first listing was merged.
     first_listed: Option<Instant>,
+    /// Members whose record the latest listing showed but could not decode, and that the
+    /// view has no row for (it never read them): present, not gone, until a listing shows
+    /// them absent.
+    unread: std::collections::BTreeSet<NodeId>,
     /// The latest listings, oldest first: when each was sent and when its reply arrived
     /// ([`MemberView::absent_wait_from`]).
     listings: std::collections::VecDeque<(Instant, Instant)>,
@@ -253,6 +260,32 @@ impl MemberView {
             .map(|(_, arrived)| *arrived)
     }
 
+    /// Keeps members whose record `unreadable` names (a listing at `now` showed them but
+    /// could not decode them) from counting as gone, whether the view has a row for them
+    /// ([`MemberView::merge`] keeps it) or never read them: such a member is gone from the
+    /// first listing that shows it absent, not from before.
+    pub(crate) fn track_unreadable(
+        &mut self,
+        now: Instant,
+        unreadable: &std::collections::BTreeSet<NodeId>,
+    ) {
+        for node in unreadable {
+            if self.position(node).is_err() {
+                self.unread.insert(node.clone());
+                self.gone.remove(node);
+            }
+        }
+        if self.unread.len() > unreadable.len() || !self.unread.is_subset(unreadable) {
+            let departed: Vec<NodeId> = self.unread.difference(unreadable).cloned().collect();
+            for node in departed {
+                self.unread.remove(&node);
+                if self.position(&node).is_err() {
+                    self.gone.insert(node, now);
+                }
+            }
+        }
+    }
+
     /// Forgets when members left before `before`: for a decision made at `before` or later,
     /// an absence that began that long ago is no different from one that began at the view's
     /// first listing, so the view keeps only recent departures.
@@ -266,12 +299,17 @@ impl MemberView {
 
     /// Replaces the view with a listing received at `now`, leaving out the record at index
     /// `skip`, and keeping `first_seen` for members whose version did not change.
+    ///
+    /// A member the listing names as unreadable (`unreadable`) keeps its row as it was: its
+    /// record is there, so it has not left, and it must not count as gone from now — once it
+    /// is deleted, a lease it holds is waited on from the listing that shows it absent.
     pub(crate) fn merge(
         &mut self,
         sent: Instant,
         now: Instant,
         mut records: Vec<Stored<NodeId, MemberRecord>>,
         skip: Option<usize>,
+        unreadable: &std::collections::BTreeSet<NodeId>,
     ) {
         self.first_listed.get_or_insert(now);
         if self.listings.len() == LISTINGS_KEPT {
@@ -307,7 +345,11 @@ impl MemberView {
         self.rows.reserve_exact(records.len());
         for stored in records {
             while let Some(left) = old.next_if(|row| row.node < stored.key) {
-                gone.insert(left.node, now);
+                if unreadable.contains(&left.node) {
+                    self.rows.push(left);
+                } else {
+                    gone.insert(left.node, now);
+                }
             }
             let row = match old.next_if(|row| row.node == stored.key) {
                 Some(mut row) => {
@@ -322,13 +364,20 @@ impl MemberView {
             self.rows.push(row);
         }
         for left in old {
-            gone.insert(left.node, now);
+            if unreadable.contains(&left.node) {
+                self.rows.push(left);
+            } else {
+                gone.insert(left.node, now);
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
     use super::*;
 
     fn listing(names: &[&str]) -> Vec<Stored<NodeId, MemberRecord>> {
@@ -350,6 +399,7 @@ mod tests {
             Instant::now(),
             listing(&["a", "c", "e"]),
             None,
+            &BTreeSet::new(),
         );
         let others = |name: &str| -> Vec<String> {
             let node = NodeId::new(name).unwrap();
@@ -361,6 +411,42 @@ mod tests {
         assert_eq!(others("b"), ["a", "c", "e"], "a name not in the view");
     }
 
+    /// Fails if a member whose record a listing could not decode counts as gone from that
+    /// listing: once its record is then deleted, what it held would be waited on from when
+    /// it became unreadable — while it may have been renewing all along — instead of from
+    /// the listing that shows it absent.
+    #[test]
+    fn an_unreadable_member_is_not_gone_until_its_record_is() {
+        let mut view = MemberView::default();
+        let start = Instant::now();
+        let (later, latest) = (
+            start + Duration::from_secs(5),
+            start + Duration::from_secs(50),
+        );
+        let a = NodeId::new("a").unwrap();
+        view.merge(start, start, listing(&["a", "b"]), None, &BTreeSet::new());
+        let unreadable = BTreeSet::from([a.clone()]);
+        view.merge(later, later, listing(&["b"]), None, &unreadable);
+        assert!(view.get(&a).is_some(), "still a member");
+        view.merge(latest, latest, listing(&["b"]), None, &BTreeSet::new());
+        assert_eq!(view.absent_since(&a), Some(latest));
+
+        // A member this view never could read: present while unreadable, gone from the
+        // first listing without it.
+        let c = NodeId::new("c").unwrap();
+        let unreadable = BTreeSet::from([c.clone()]);
+        let (read, deleted) = (
+            latest + Duration::from_secs(5),
+            latest + Duration::from_secs(9),
+        );
+        view.merge(read, read, listing(&["b"]), None, &unreadable);
+        view.track_unreadable(read, &unreadable);
+        assert_eq!(view.absent_since(&c), Some(start), "never listed readable");
+        view.merge(deleted, deleted, listing(&["b"]), None, &BTreeSet::new());
+        view.track_unreadable(deleted, &BTreeSet::new());
+        assert_eq!(view.absent_since(&c), Some(deleted));
+    }
+
     #[test]
     fn a_member_left_out_is_absent_from_the_first_listing_without_it() {
         let mut view = MemberView::default();
@@ -368,9 +454,15 @@ mod tests {
         let later = start + std::time::Duration::from_secs(5);
         let node = |name: &str| NodeId::new(name).unwrap();
         assert_eq!(view.absent_since(&node("z")), None, "nothing listed yet");
-        view.merge(start, start, listing(&["a", "b", "c"]), None);
+        view.merge(
+            start,
+            start,
+            listing(&["a", "b", "c"]),
+            None,
+            &BTreeSet::new(),
+        );
         assert_eq!(view.absent_since(&node("z")), Some(start), "never listed");
-        view.merge(later, later, listing(&["b"]), None);
+        view.merge(later, later, listing(&["b"]), None, &BTreeSet::new());
         assert_eq!(view.absent_since(&node("a")), Some(later));
         assert_eq!(
             view.absent_since(&node("c")),
@@ -382,9 +474,10 @@ mod tests {
             later + later.duration_since(start),
             listing(&["b"]),
             None,
+            &BTreeSet::new(),
         );
         assert_eq!(view.absent_since(&node("a")), Some(later), "from the first");
-        view.merge(later, later, listing(&["a", "b"]), None);
+        view.merge(later, later, listing(&["a", "b"]), None, &BTreeSet::new());
         assert!(view.get(&node("a")).is_some(), "back");
         view.remove(&node("a"), start + std::time::Duration::from_secs(9));
         assert_eq!(
@@ -404,12 +497,30 @@ mod tests {
     fn the_skipped_record_is_left_out_whichever_way_the_listing_is_merged() {
         let mut view = MemberView::default();
         let now = Instant::now();
-        view.merge(now, now, listing(&["a", "b", "x"]), Some(2));
+        view.merge(
+            now,
+            now,
+            listing(&["a", "b", "x"]),
+            Some(2),
+            &BTreeSet::new(),
+        );
         assert_eq!(view.len(), 2);
         // Lined up with the view once the skipped record is left out.
-        view.merge(now, now, listing(&["a", "x", "b"]), Some(1));
+        view.merge(
+            now,
+            now,
+            listing(&["a", "x", "b"]),
+            Some(1),
+            &BTreeSet::new(),
+        );
         // Not lined up, and out of order.
-        view.merge(now, now, listing(&["d", "x", "a"]), Some(1));
+        view.merge(
+            now,
+            now,
+            listing(&["d", "x", "a"]),
+            Some(1),
+            &BTreeSet::new(),
+        );
         let names: Vec<String> = view.iter().map(|m| m.node.to_string()).collect();
         assert_eq!(names, ["a", "d"]);
     }

@@ -78,7 +78,9 @@ impl Observed {
     ) {
         let operator = records.iter().position(|m| m.key.is_operator());
         self.operator_mark = operator.map(|i| records[i].version.clone());
-        self.members.merge(sent, now, records, operator);
+        self.members
+            .merge(sent, now, records, operator, &self.corrupt_members);
+        self.members.track_unreadable(now, &self.corrupt_members);
     }
 
     /// The instant from which a held row's `acquire_after` wait runs: when its version was

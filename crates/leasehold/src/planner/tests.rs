@@ -1618,6 +1618,7 @@ fn with_sessions_a_lease_of_a_replaced_session_waits_from_its_last_renewal_seen(
     let after = fixture.config.acquire_after;
     let start = fixture.start;
     let (old_session, new_session) = (0x1234_5678_9abc_u64, 0x0fed_cba9_8765_u64);
+    let mark = crate::record::replaced_mark;
     let record = LeaseRecord {
         session: Some(old_session),
         ..held_by("h", 1)
@@ -1644,9 +1645,10 @@ fn with_sessions_a_lease_of_a_replaced_session_waits_from_its_last_renewal_seen(
         .observed
         .observe_members(last_renewal, vec![session(old_session, 500, None, 2)]);
     let restart = last_renewal + Duration::from_secs(40);
-    fixture
-        .observed
-        .observe_members(restart, vec![session(new_session, 1, Some(500), 3)]);
+    fixture.observed.observe_members(
+        restart,
+        vec![session(new_session, 1, Some(mark(old_session, 500)), 3)],
+    );
     let plan = fixture.plan_at(last_renewal + after);
     let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
     assert!(
@@ -1656,28 +1658,31 @@ fn with_sessions_a_lease_of_a_replaced_session_waits_from_its_last_renewal_seen(
     let early = fixture.plan_at(last_renewal + after - Duration::from_millis(1));
     assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
 
-    // The restart replaced a renewal this node never saw (stamp 600): the old session may
+    // The restart replaced a renewal this node never saw (stamp 600), or one of another
+    // session under the same name that carried the same millisecond: the old session may
     // have renewed after the last renewal seen, so the wait runs from the new session.
-    let mut unseen = session_fixture(Duration::ZERO);
-    unseen.set(
-        1,
-        LeaseRecord {
-            session: Some(old_session),
-            ..held_by("h", 1)
-        },
-        50,
-        start,
-    );
-    unseen
-        .observed
-        .observe_members(last_renewal, vec![session(old_session, 500, None, 2)]);
-    unseen
-        .observed
-        .observe_members(restart, vec![session(new_session, 1, Some(600), 3)]);
-    let plan = unseen.plan_at(last_renewal + after);
-    assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
-    let plan = unseen.plan_at(restart + after);
-    assert!(plan.acquire.iter().any(|a| a.partition == PartitionId(1)));
+    for replaced in [mark(old_session, 600), mark(0x5555_0000_1111, 500)] {
+        let mut unseen = session_fixture(Duration::ZERO);
+        unseen.set(
+            1,
+            LeaseRecord {
+                session: Some(old_session),
+                ..held_by("h", 1)
+            },
+            50,
+            start,
+        );
+        unseen
+            .observed
+            .observe_members(last_renewal, vec![session(old_session, 500, None, 2)]);
+        unseen
+            .observed
+            .observe_members(restart, vec![session(new_session, 1, Some(replaced), 3)]);
+        let plan = unseen.plan_at(last_renewal + after);
+        assert!(plan.acquire.iter().all(|a| a.partition != PartitionId(1)));
+        let plan = unseen.plan_at(restart + after);
+        assert!(plan.acquire.iter().any(|a| a.partition == PartitionId(1)));
+    }
 }
 
 /// Fails if a partition this node took back unclaimed (it had handed it off, and nobody took
