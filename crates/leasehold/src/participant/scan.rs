@@ -44,8 +44,13 @@ impl Runner {
         self.observed
             .observe_members_sent(sent, now, members.records);
         // A heartbeat during the listing wrote or read this node's own record after the
-        // listing was taken: what it learned is newer than the listing's copy.
-        let own = self.observed.members.get(&self.config.node);
+        // listing was taken: what it learned is newer than the listing's copy. A record the
+        // listing could not decode says nothing: the view keeps its last readable copy,
+        // whose drain flag may be older than an operator's change.
+        let unreadable = self.observed.corrupt_members.contains(&self.config.node);
+        let own = (!unreadable)
+            .then(|| self.observed.members.get(&self.config.node))
+            .flatten();
         if let Some(draining) = own.map(|own| own.draining) {
             if self.member_syncs == syncs_before {
                 self.set_draining(draining);
