@@ -107,6 +107,14 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             None => {
                 let mode = admin::group_mode(&*table.store, group).await?;
                 crate::say(&format!("group {group}: lease mode {mode}"))?;
+                let pending = table.store.get_group(group).await?;
+                if let Some(to) = pending.and_then(|g| g.value.pending_lease_mode) {
+                    crate::say(&format!(
+                        "group {group}: a change to {to} is under way, or was cut short: no \
+                         node joins until `leasehold lease-mode {to}` finishes it or \
+                         `leasehold lease-mode {mode}` withdraws it"
+                    ))?;
+                }
             }
         },
         Command::Destroy { force, .. } => {
