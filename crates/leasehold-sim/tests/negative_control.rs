@@ -361,7 +361,8 @@ fn destroys_on_a_live_fleet_pass_every_invariant() {
 /// joined the fault mix: a node took the partitions of a member whose record it could not
 /// decode as soon as a destroy deleted that record, because it counted the member gone from
 /// when it became unreadable (36, 39, 1447; 103 with twins); a garbled record lasting into
-/// the quiet period (221 with twins); drains a destroy deleted still expected (1); a node
+/// the quiet period (221 with twins), or checked for balance while it lasted, when the
+/// reader counts the member dead (72242); drains a destroy deleted still expected (1); a node
 /// that could not decode its own record took its last readable copy's drain flag for the
 /// operator's, and wrote the drain away (917 with twins, per partition).
 #[test]
@@ -381,7 +382,7 @@ fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
     let runs = [
         (SimConfig::default(), vec![1]),
         (per_partition_twins, vec![917]),
-        (session, vec![36, 39, 1447]),
+        (session, vec![36, 39, 1447, 72242]),
         (twins, vec![103, 221]),
     ];
     for (config, seeds) in runs {

@@ -34,7 +34,12 @@ impl Director {
             reader.0,
             lasting.as_secs_f64()
         );
-        state.garbled = Some((reader.0, member, Instant::now() + lasting));
+        let until = Instant::now() + lasting;
+        state.garbled = Some((reader.0, member, until));
+        // Not settled while it lasts: the reader may count the member dead, and balance
+        // on the others alone.
+        state.recorder.disturbed(Instant::now());
+        state.recorder.changed(until);
         state.counts.garbled_members += 1;
         world.event(&mut state, text);
     }
