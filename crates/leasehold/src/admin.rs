@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use crate::error::StoreError;
 use crate::group::LeaseMode;
 use crate::group::{GroupMismatch, GroupTimings};
-use crate::record::{unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease};
+use crate::record::{
+    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease, StoredMember,
+};
 use crate::store::{LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite};
 use crate::types::{Epoch, GroupName, NodeId, PartitionId};
 
@@ -197,22 +199,15 @@ pub async fn init_listed(
         || group_record.value.epoch_floor > Epoch(0)
         || listing.in_use();
     outcome.held_by_nobody = used;
-    let record = if used {
-        LeaseRecord {
-            epoch: start,
-            state: LeaseState::Held,
-            owner: None,
-            note: Some("created again; taken after acquire_after".into()),
-            written_at_unix_ms: Some(unix_ms_now()),
-            ..LeaseRecord::released()
-        }
-    } else {
-        LeaseRecord {
-            epoch: start,
-            written_at_unix_ms: Some(unix_ms_now()),
-            ..LeaseRecord::released()
-        }
+    let mut record = LeaseRecord {
+        epoch: start,
+        written_at_unix_ms: Some(unix_ms_now()),
+        ..LeaseRecord::released()
     };
+    if used {
+        record.state = LeaseState::Held;
+        record.note = Some("created again; taken after acquire_after".into());
+    }
     let missing: Vec<LeaseWrite> = (0..partitions)
         .filter(|p| !present.contains(&PartitionId(*p)))
         .map(|partition| LeaseWrite {
@@ -233,6 +228,21 @@ pub async fn init_listed(
         }
     }
     Ok(outcome)
+}
+
+/// A write of a lease record together with its holder's session, written back as it was
+/// read: one transaction, which a change of either in between fails. With session leases
+/// this is how a lease changes behind its holder: its next renewal fails, and it re-reads
+/// what it holds, as a renewal of the lease itself would have failed.
+fn with_session(write: LeaseWrite, session: StoredMember) -> [TxnWrite; 2] {
+    [
+        TxnWrite::Lease(write),
+        TxnWrite::Member {
+            node: session.key,
+            record: session.value,
+            mode: PutMode::Update(session.version),
+        },
+    ]
 }
 
 /// Names for a message: `a, b, c`, or `none`.
@@ -282,17 +292,10 @@ pub async fn update_lease(
         let result = match holder_session {
             // The holder's session changes with the lease, so its next renewal fails and it
             // re-reads what it holds, as a renewal of the lease itself would have failed.
-            Some(session) => {
-                let writes = [
-                    TxnWrite::Lease(write),
-                    TxnWrite::Member {
-                        node: session.key,
-                        record: session.value,
-                        mode: PutMode::Update(session.version),
-                    },
-                ];
-                store.transact(group, &writes).await.map(|_| ())
-            }
+            Some(session) => store
+                .transact(group, &with_session(write, session))
+                .await
+                .map(|_| ()),
             _ => store
                 .put_lease(group, partition, &write.record, write.mode)
                 .await

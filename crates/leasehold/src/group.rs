@@ -288,7 +288,7 @@ pub enum GroupMismatch {
         group: GroupName,
         /// How many lease records it has.
         leases: usize,
-        /// How many member records it has, the operator's included.
+        /// How many nodes are members of it (the operator's record aside), readable or not.
         members: usize,
     },
 }

@@ -184,6 +184,7 @@ pub struct MemberRecord {
     /// do: two processes under one name share a wall clock, and two writes of different
     /// sessions can carry the same millisecond. Stores keep it as a signed 64-bit integer,
     /// bit for bit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced: Option<u64>,
 }
 
@@ -498,9 +499,12 @@ mod tests {
             "max_partitions",
             "address",
             "metadata",
+            "session",
+            "replaced",
         ] {
             assert!(!member.contains(field), "{member}");
         }
+        assert!(!lease.contains("session"), "{lease}");
         let lease = LeaseRecord {
             previous_owner: Some(node("before")),
             ..LeaseRecord::released()

@@ -110,23 +110,10 @@ async fn blind_rebuild(
         let created = store
             .put_lease(group, PartitionId(partition), &record, PutMode::Create)
             .await;
-        if let Err(error) = created.filter_already_exists() {
-            return Err(error.to_string());
+        match created {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(error) => return Err(error.to_string()),
         }
     }
     Ok(())
-}
-
-/// A create that found the record there already counts as done.
-trait AlreadyThere {
-    fn filter_already_exists(self) -> Result<(), StoreError>;
-}
-
-impl<T> AlreadyThere for Result<T, StoreError> {
-    fn filter_already_exists(self) -> Result<(), StoreError> {
-        match self {
-            Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
-            Err(error) => Err(error),
-        }
-    }
 }

@@ -3,11 +3,11 @@
 use crate::error::StoreError;
 use crate::group::{LeaseMode, FORMAT_VERSION};
 use crate::record::{unix_ms_now, LeaseState, RecordKey, StoredLease};
-use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
+use crate::store::{LeaseStore, LeaseWrite, PutMode};
 use crate::types::{Epoch, GroupName, Version};
 
 use super::group::{ensure_group_for_destroy, member_nodes, raise_epoch_floor, update_group};
-use super::{AdminError, MAX_ATTEMPTS};
+use super::{with_session, AdminError, MAX_ATTEMPTS};
 
 /// Whether [`destroy`] may run while the group has members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,18 +184,11 @@ async fn end_session_hold(
     record.session = None;
     record.note = Some("destroyed".into());
     record.written_at_unix_ms = Some(unix_ms_now());
-    let writes = [
-        TxnWrite::Lease(LeaseWrite {
-            partition: lease.key,
-            record,
-            mode: PutMode::Update(lease.version.clone()),
-        }),
-        TxnWrite::Member {
-            node: session.key,
-            record: session.value,
-            mode: PutMode::Update(session.version),
-        },
-    ];
-    let versions = store.transact(group, &writes).await?;
+    let write = LeaseWrite {
+        partition: lease.key,
+        record,
+        mode: PutMode::Update(lease.version.clone()),
+    };
+    let versions = store.transact(group, &with_session(write, session)).await?;
     Ok(versions.into_iter().next())
 }

@@ -32,17 +32,13 @@ pub async fn ensure_group_as(
     group: &GroupName,
     template: &GroupRecord,
 ) -> Result<StoredGroup, AdminError> {
-    for _ in 0..MAX_ATTEMPTS {
-        if let Some(stored) = store.get_group(group).await? {
-            stored.value.check_format(group)?;
-            return Ok(stored);
-        }
-        let (leases, members) = orphans(store, group).await?;
-        if leases.len() + members > 0 {
+    get_or_create(store, group, || async {
+        let (leases, nodes) = orphans(store, group).await?;
+        if !leases.is_empty() || !nodes.is_empty() {
             return Err(GroupMismatch::MissingRecord {
                 group: group.clone(),
                 leases: leases.len(),
-                members,
+                members: nodes.len(),
             }
             .into());
         }
@@ -50,9 +46,29 @@ pub async fn ensure_group_as(
             format: FORMAT_VERSION,
             ..template.clone()
         };
-        match create_group(store, group, record).await? {
-            Some(created) => return Ok(created),
-            None => continue,
+        create_group(store, group, record).await
+    })
+    .await
+}
+
+/// The group record, checked for its format, or, when there is none, what `create` makes
+/// of it: tried again when another writer created one first (`create` answers `None`).
+async fn get_or_create<F, Fut>(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    create: F,
+) -> Result<StoredGroup, AdminError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<StoredGroup>, AdminError>>,
+{
+    for _ in 0..MAX_ATTEMPTS {
+        if let Some(stored) = store.get_group(group).await? {
+            stored.value.check_format(group)?;
+            return Ok(stored);
+        }
+        if let Some(created) = create().await? {
+            return Ok(created);
         }
     }
     Err(AdminError::Contended {
@@ -60,21 +76,14 @@ pub async fn ensure_group_as(
     })
 }
 
-/// The lease records of a group, and how many nodes (the operator's record aside) are
-/// members of it: what a missing group record leaves without a mode and a floor.
+/// The lease records of a group and the nodes that are members of it: what a missing group
+/// record leaves without a mode and a floor.
 async fn orphans(
     store: &dyn LeaseStore,
     group: &GroupName,
-) -> Result<(Listing<StoredLease>, usize), AdminError> {
+) -> Result<(Listing<StoredLease>, Vec<NodeId>), AdminError> {
     let leases = store.list_leases(group).await?;
-    let members = store.list_members(group).await?;
-    let nodes = members
-        .records
-        .iter()
-        .filter(|m| !m.key.is_operator())
-        .count()
-        + members.corrupt.len();
-    Ok((leases, nodes))
+    Ok((leases, member_nodes(store, group).await?))
 }
 
 /// Creates the group record; `None` when another writer created one first.
@@ -95,17 +104,17 @@ async fn create_group(
 }
 
 /// Creates the group record of a group whose record is missing although it has lease
-/// records, with `mode` and an epoch floor at the highest epoch listed, so that fencing
-/// tokens keep rising. `None` when one was created meanwhile. Refused while nodes are
-/// members: they run under a mode this cannot know.
+/// records, with an epoch floor at the highest epoch listed, so that fencing tokens keep
+/// rising. `None` when one was created meanwhile. With a `mode` (an operator choosing it),
+/// refused while nodes are members: they run under a mode this cannot know. Without one (a
+/// destroy, which deletes every record), made whatever is there.
 async fn rebuild_group(
     store: &dyn LeaseStore,
     group: &GroupName,
     mode: Option<crate::LeaseMode>,
 ) -> Result<Option<StoredGroup>, AdminError> {
-    let (leases, _) = orphans(store, group).await?;
+    let (leases, nodes) = orphans(store, group).await?;
     if let Some(mode) = mode {
-        let nodes = member_nodes(store, group).await?;
         if !nodes.is_empty() {
             return Err(AdminError::ModeChangeWithMembers {
                 group: group.clone(),
@@ -129,16 +138,25 @@ async fn rebuild_group(
     create_group(store, group, record).await
 }
 
-/// The nodes that are members of `group`, the operator's record aside.
+/// The nodes that are members of `group`, the operator's record aside. A member record that
+/// cannot be decoded counts: its node may well be running.
 pub(super) async fn member_nodes(
     store: &dyn LeaseStore,
     group: &GroupName,
 ) -> Result<Vec<NodeId>, AdminError> {
     let members = store.list_members(group).await?;
+    let unreadable = members
+        .corrupt
+        .iter()
+        .filter_map(|error| match error.key() {
+            Some(RecordKey::Member(node)) => Some(node.clone()),
+            _ => None,
+        });
     Ok(members
         .records
         .into_iter()
         .map(|m| m.key)
+        .chain(unreadable)
         .filter(|node| !node.is_operator())
         .collect())
 }
@@ -304,18 +322,7 @@ pub(super) async fn ensure_group_for_destroy(
     store: &dyn LeaseStore,
     group: &GroupName,
 ) -> Result<StoredGroup, AdminError> {
-    for _ in 0..MAX_ATTEMPTS {
-        if let Some(stored) = store.get_group(group).await? {
-            stored.value.check_format(group)?;
-            return Ok(stored);
-        }
-        if let Some(created) = rebuild_group(store, group, None).await? {
-            return Ok(created);
-        }
-    }
-    Err(AdminError::Contended {
-        key: RecordKey::Group,
-    })
+    get_or_create(store, group, || rebuild_group(store, group, None)).await
 }
 
 /// Changes the timings every node of `group` must fit, staying safe while nodes run.

@@ -261,21 +261,17 @@ impl MemberView {
     }
 
     /// Keeps members whose record `unreadable` names (a listing at `now` showed them but
-    /// could not decode them) from counting as gone, whether the view has a row for them
-    /// ([`MemberView::merge`] keeps it) or never read them: such a member is gone from the
-    /// first listing that shows it absent, not from before.
-    pub(crate) fn track_unreadable(
-        &mut self,
-        now: Instant,
-        unreadable: &std::collections::BTreeSet<NodeId>,
-    ) {
+    /// could not decode them) and that the view has no row for (it never read them) from
+    /// counting as gone: such a member is gone from the first listing that shows it absent,
+    /// not from before. Members the view has a row for keep it ([`MemberView::merge`]).
+    fn track_unreadable(&mut self, now: Instant, unreadable: &std::collections::BTreeSet<NodeId>) {
         for node in unreadable {
             if self.position(node).is_err() {
                 self.unread.insert(node.clone());
                 self.gone.remove(node);
             }
         }
-        if self.unread.len() > unreadable.len() || !self.unread.is_subset(unreadable) {
+        if !self.unread.is_subset(unreadable) {
             let departed: Vec<NodeId> = self.unread.difference(unreadable).cloned().collect();
             for node in departed {
                 self.unread.remove(&node);
@@ -304,6 +300,18 @@ impl MemberView {
     /// record is there, so it has not left, and it must not count as gone from now — once it
     /// is deleted, a lease it holds is waited on from the listing that shows it absent.
     pub(crate) fn merge(
+        &mut self,
+        sent: Instant,
+        now: Instant,
+        records: Vec<Stored<NodeId, MemberRecord>>,
+        skip: Option<usize>,
+        unreadable: &std::collections::BTreeSet<NodeId>,
+    ) {
+        self.merge_rows(sent, now, records, skip, unreadable);
+        self.track_unreadable(now, unreadable);
+    }
+
+    fn merge_rows(
         &mut self,
         sent: Instant,
         now: Instant,
@@ -440,10 +448,8 @@ mod tests {
             latest + Duration::from_secs(9),
         );
         view.merge(read, read, listing(&["b"]), None, &unreadable);
-        view.track_unreadable(read, &unreadable);
         assert_eq!(view.absent_since(&c), Some(start), "never listed readable");
         view.merge(deleted, deleted, listing(&["b"]), None, &BTreeSet::new());
-        view.track_unreadable(deleted, &BTreeSet::new());
         assert_eq!(view.absent_since(&c), Some(deleted));
     }
 

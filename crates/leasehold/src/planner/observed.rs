@@ -80,7 +80,6 @@ impl Observed {
         self.operator_mark = operator.map(|i| records[i].version.clone());
         self.members
             .merge(sent, now, records, operator, &self.corrupt_members);
-        self.members.track_unreadable(now, &self.corrupt_members);
     }
 
     /// The instant from which a held row's `acquire_after` wait runs: when its version was
