@@ -588,6 +588,14 @@ pub struct SimArgs {
     /// another node took, which the single-owner check must catch.
     #[arg(long = "unsafe-session-identity")]
     pub unsafe_session_identity: bool,
+    /// With --faults all: leave the dangerous region unexplored. By default each seed draws
+    /// its timings near the safety bound (acquire_after just above lease_validity × (1 + ρ)
+    /// / (1 − ρ), with ρ and the store time-out drawn), puts clock rates at the drift bound's
+    /// edges, and adds the faults that press on it: slow replies (up to beyond the lease
+    /// validity), one node's link slowing down and then cut, the store cut from every node.
+    /// With this flag, every seed runs the participant's default timings without them.
+    #[arg(long = "no-explore")]
+    pub no_explore: bool,
     /// OS threads to run seeds on (at most 2).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,

@@ -34,6 +34,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_unchecked_holdings = args.unsafe_unchecked_holdings;
     config.twins = args.twins;
     config.unsafe_session_identity = args.unsafe_session_identity;
+    config.explore &= !args.no_explore;
     config
 }
 
@@ -76,21 +77,36 @@ fn replay(config: &SimConfig, seed: u64, args: &SimArgs) -> anyhow::Result<bool>
         };
         format!("{value:#}\n")
     } else {
+        let timings = describe_timings(config, seed);
         match &outcome {
             Ok(report) => format!(
                 "seed {seed}: every invariant held over {:.0}s simulated in {:.3}s \
-                 ({} events, trace hash {:016x})\n{}",
+                 ({} events, trace hash {:016x})\n  {timings}\n{}",
                 report.simulated.as_secs_f64(),
                 report.wall.as_secs_f64(),
                 report.events,
                 report.trace_hash,
                 figures_of(config, report)
             ),
-            Err(violation) => describe_violation(violation),
+            Err(violation) => format!("{}  {timings}\n", describe_violation(violation)),
         }
     };
     write_out(&text)?;
     Ok(outcome.is_err())
+}
+
+/// The timings `seed` ran with, which a run exploring the dangerous region draws per seed.
+fn describe_timings(config: &SimConfig, seed: u64) -> String {
+    let timings = config.for_seed(seed).effective_timings();
+    format!(
+        "{:<22} heartbeat {:?}, lease_validity {:?}, acquire_after {:?}, max_clock_drift {:.4}, store_timeout {:?}",
+        "timings",
+        timings.heartbeat,
+        timings.lease_validity,
+        timings.acquire_after,
+        timings.max_clock_drift,
+        timings.store_timeout
+    )
 }
 
 /// Prints each event of a traced run as it happens.
@@ -108,7 +124,7 @@ fn echo() -> impl FnMut(&str) + Send + 'static {
 }
 
 fn figures_of(config: &SimConfig, report: &SeedReport) -> Figures {
-    let timings = config.effective_timings();
+    let timings = config.for_seed(report.seed).effective_timings();
     Figures::new(&report.samples, &timings, report.simulated, report.wall)
 }
 

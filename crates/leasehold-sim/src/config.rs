@@ -206,6 +206,18 @@ pub struct FaultConfig {
     pub delayed_write_rate: f64,
     /// A held-back write is applied after up to this long.
     pub delayed_write_max: Duration,
+    /// Probability that a call is applied but its reply comes late.
+    pub slow_reply_rate: f64,
+    /// A slow reply comes after up to this long: beyond the lease validity, so past the
+    /// caller's time limit as well as within it.
+    pub slow_reply_max: Duration,
+    /// Mean time between one node's link to the store degrading: slow (by up to the store
+    /// time-out and beyond, for one to three heartbeats), then cut (both ways, or replies
+    /// only) for half a lease to three, then healed. Zero for none.
+    pub link_every: Duration,
+    /// Whether half the store outages lose requests silently, as a store cut from every
+    /// node does, instead of refusing them.
+    pub silent_outages: bool,
     /// Mean time between store outages.
     pub outage_every: Duration,
     /// An outage lasts up to this long.
@@ -248,6 +260,10 @@ impl FaultConfig {
             lost_reply_rate: 0.01,
             delayed_write_rate: 0.01,
             delayed_write_max: timings.heartbeat * 3,
+            slow_reply_rate: 0.005,
+            slow_reply_max: lease.mul_f64(1.2),
+            link_every: lease * 8,
+            silent_outages: true,
             outage_every: lease * 10,
             outage_max: lease * 2,
             throttle_rate: 0.03,
@@ -269,6 +285,9 @@ impl FaultConfig {
                 garble_every: Duration::ZERO,
                 lost_reply_rate: 0.0,
                 delayed_write_rate: 0.0,
+                slow_reply_rate: 0.0,
+                link_every: Duration::ZERO,
+                silent_outages: false,
                 outage_every: Duration::ZERO,
                 throttle_rate: 0.0,
                 ..all
@@ -372,6 +391,14 @@ pub struct SimConfig {
     /// has ended are taken at once, so a paused first process resumes serving what another
     /// node took; the single-owner check must catch it.
     pub unsafe_session_identity: bool,
+    /// Explore the dangerous region: draw each seed's timings near the safety bound
+    /// ([`crate::explored_timings`]: `acquire_after` just above it for a drift bound drawn
+    /// per seed, a store time-out drawn per seed), put clock rates at the drift bound's
+    /// edges a third of the time each, and inject the faults that press on the bound: slow
+    /// replies, links that slow down and are then cut, silent outages. On for the `all`
+    /// profile. Off, every seed runs the timings given with those faults left out, as seeds
+    /// found before they existed ran.
+    pub explore: bool,
 }
 
 impl SimConfig {
@@ -406,6 +433,28 @@ impl SimConfig {
             change_notices: true,
             load: None,
             rolling_restart: false,
+            explore: profile == FaultProfile::All,
+        }
+    }
+
+    /// This configuration as `seed` runs it: with its timings drawn for the seed when
+    /// [`SimConfig::explore`] is on, and without the faults that press on the bound when it
+    /// is off.
+    pub fn for_seed(&self, seed: u64) -> SimConfig {
+        if !self.explore {
+            return SimConfig {
+                faults: FaultConfig {
+                    slow_reply_rate: 0.0,
+                    link_every: Duration::ZERO,
+                    silent_outages: false,
+                    ..self.faults.clone()
+                },
+                ..self.clone()
+            };
+        }
+        SimConfig {
+            timings: crate::explore::explored_timings(&self.timings, seed),
+            ..self.clone()
         }
     }
 
@@ -544,6 +593,10 @@ impl SimConfig {
             ),
             (self.twins, " --twins"),
             (self.unsafe_session_identity, " --unsafe-session-identity"),
+            (
+                !self.explore && self.profile == FaultProfile::All,
+                " --no-explore",
+            ),
         ] {
             if on {
                 command.push_str(flag);

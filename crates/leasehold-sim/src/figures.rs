@@ -61,6 +61,12 @@ pub struct FaultCounts {
     pub lost_replies: u64,
     /// Writes held back and applied later.
     pub delayed_writes: u64,
+    /// Calls applied whose reply came late, up to beyond the lease validity.
+    pub slow_replies: u64,
+    /// Calls lost before the store: a link cut both ways, or the store cut from every node.
+    pub dropped: u64,
+    /// Links from one node to the store that went slow and were then cut.
+    pub link_faults: u64,
     /// Nodes joined.
     pub joins: u64,
     /// Nodes that left gracefully.
@@ -87,6 +93,9 @@ impl FaultCounts {
         self.unavailable += other.unavailable;
         self.lost_replies += other.lost_replies;
         self.delayed_writes += other.delayed_writes;
+        self.slow_replies += other.slow_replies;
+        self.dropped += other.dropped;
+        self.link_faults += other.link_faults;
         self.joins += other.joins;
         self.leaves += other.leaves;
         self.drains += other.drains;
@@ -102,6 +111,9 @@ impl FaultCounts {
 pub struct Samples {
     /// From a crash to the next acquisition of each partition the crashed node held.
     pub failover: Vec<Duration>,
+    /// The same, each divided by its run's `acquire_after`: runs whose timings differ
+    /// (drawn per seed) compare on this.
+    pub failover_ratio: Vec<f64>,
     /// From a cooperative release (rebalance, drain, leave) to the next acquisition.
     pub handoff: Vec<Duration>,
     /// From a node's join to its holding its fair share `⌊P / N⌋`.
@@ -172,6 +184,7 @@ impl Samples {
     /// Adds another run's samples.
     pub fn add(&mut self, other: &Samples) {
         self.failover.extend_from_slice(&other.failover);
+        self.failover_ratio.extend_from_slice(&other.failover_ratio);
         self.handoff.extend_from_slice(&other.handoff);
         self.join_to_fair_share
             .extend_from_slice(&other.join_to_fair_share);
@@ -200,6 +213,8 @@ struct ChangeWindow {
 pub struct Recorder {
     partitions: u32,
     window: Duration,
+    /// The run's `acquire_after`, against which failovers are also measured.
+    acquire_after: Option<Duration>,
     /// Partitions of crashed nodes, since the crash.
     failover_pending: BTreeMap<PartitionId, Instant>,
     /// Released partitions, since the release.
@@ -222,6 +237,7 @@ impl Recorder {
         Recorder {
             partitions,
             window,
+            acquire_after: None,
             failover_pending: BTreeMap::new(),
             handoff_pending: BTreeMap::new(),
             join_pending: BTreeMap::new(),
@@ -230,6 +246,12 @@ impl Recorder {
             changed_at: None,
             samples: Samples::default(),
         }
+    }
+
+    /// Also measures each failover as a multiple of `acquire_after`
+    /// ([`Samples::failover_ratio`]).
+    pub fn measure_against(&mut self, acquire_after: Duration) {
+        self.acquire_after = Some(acquire_after).filter(|wait| !wait.is_zero());
     }
 
     /// A node crashed at `now` while holding `held`.
@@ -300,6 +322,10 @@ impl Recorder {
     pub fn acquired(&mut self, holder: Holder, partition: PartitionId, now: Instant) {
         if let Some(crash) = self.failover_pending.remove(&partition) {
             self.samples.failover.push(now - crash);
+            if let Some(wait) = self.acquire_after {
+                let ratio = (now - crash).as_secs_f64() / wait.as_secs_f64();
+                self.samples.failover_ratio.push(ratio);
+            }
         }
         let handed_off = self.handoff_pending.remove(&partition);
         if let Some(release) = handed_off {

@@ -14,13 +14,24 @@
 //! - **lost replies**: a write is applied but its caller never hears back;
 //! - **held-back writes**, applied after later requests, which must then fail their
 //!   compare-and-set or do no harm;
-//! - **store outages** (every call fails `Unavailable`) and **throttling**;
-//! - **clock drift**: each node's clock runs at its own rate within the configured ±ρ;
+//! - **store outages** (every call fails `Unavailable`, or, the store cut from every node,
+//!   goes unanswered) and **throttling**;
+//! - **slow replies**: a call is applied and answered late, up to beyond the lease validity;
+//! - **a link going bad**: one node's round trips lengthen up to and past the store
+//!   time-out, then its link is cut, both ways or for replies only, while the others reach
+//!   the store;
+//! - **clock drift**: each node's clock runs at its own rate within the configured ±ρ, at
+//!   either edge a third of the time each;
 //! - **membership churn**: joins, graceful leaves, drains and undrains;
 //! - **operator commands**: kicks, offline and online, prohibit and allow, made through
 //!   [`leasehold::admin`] as the command-line tool makes them;
 //! - **mis-set restarts**: a crashed node restarting with timings that break the safety
 //!   rule against the fleet's, which the group record must refuse.
+//!
+//! With the `all` profile each seed also draws its timings in the dangerous region
+//! ([`explored_timings`]): `acquire_after` just above `lease_validity × (1 + ρ) / (1 − ρ)`,
+//! so that a holder keeping a lease a moment too long shows as two owners rather than
+//! hiding in the default timings' fifteen seconds of slack ([`SimConfig::explore`]).
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
 //! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop,
@@ -69,6 +80,7 @@
 mod clock;
 mod config;
 mod driver;
+mod explore;
 mod faults;
 mod figures;
 pub mod invariants;
@@ -83,6 +95,7 @@ mod world;
 
 pub use clock::{Gate, SimClock};
 pub use config::{FaultConfig, FaultProfile, SimConfig, SimConfigError, Timings};
+pub use explore::explored_timings;
 pub use figures::{FaultCounts, LoadSamples, Percentiles, Samples, StoreTraffic};
 pub use load::LoadShape;
 pub use report::{Figures, Ratios, SeedReport, Summary, Violation};

@@ -27,7 +27,9 @@ pub(crate) fn start(world: &Arc<World>, index: usize) {
 fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     let mut state = world.lock();
     let rho = world.timings.max_clock_drift;
-    let rate = if world.config.faults.clock_drift {
+    let rate = if world.config.faults.clock_drift && world.config.explore {
+        crate::explore::edge_rate(rho, &mut state.rng)
+    } else if world.config.faults.clock_drift {
         1.0 + rho * (2.0 * state.rng.next_f64() - 1.0)
     } else {
         1.0

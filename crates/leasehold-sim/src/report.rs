@@ -157,6 +157,14 @@ impl Ratios {
     }
 }
 
+/// The median and 99th percentile of `ratios`, if any.
+fn ratio_percentiles(ratios: &[f64]) -> Option<(f64, f64)> {
+    let mut sorted = ratios.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    (!sorted.is_empty()).then(|| (at(0.50), at(0.99)))
+}
+
 impl Figures {
     /// Derives the figures from `samples` gathered over `simulated` time in `wall` time.
     pub fn new(samples: &Samples, timings: &Timings, simulated: Duration, wall: Duration) -> Self {
@@ -177,9 +185,11 @@ impl Figures {
         };
         let traffic = &samples.traffic;
         Figures {
-            failover_in_acquire_after: failover
-                .as_ref()
-                .map(|f| (f.p50_seconds / acquire_after, f.p99_seconds / acquire_after)),
+            failover_in_acquire_after: ratio_percentiles(&samples.failover_ratio).or_else(|| {
+                failover
+                    .as_ref()
+                    .map(|f| (f.p50_seconds / acquire_after, f.p99_seconds / acquire_after))
+            }),
             failover,
             handoff: Percentiles::of(&samples.handoff),
             join_to_fair_share: Percentiles::of(&samples.join_to_fair_share),
@@ -301,7 +311,8 @@ impl fmt::Display for Figures {
         writeln!(
             f,
             "  {:<22} {} crashes, {} pauses, {} outages ({} calls refused), {} throttled, \
-             {} lost replies, {} held-back writes, {} joins, {} leaves, {} drains/undrains, \
+             {} lost replies, {} held-back writes, {} slow replies, {} dropped calls, \
+             {} links slowed and cut, {} joins, {} leaves, {} drains/undrains, \
              {} operator commands, {} mis-set restarts, {} destroys and rebuilds, \
              {} member records one node could not read",
             "faults injected",
@@ -312,6 +323,9 @@ impl fmt::Display for Figures {
             c.throttled,
             c.lost_replies,
             c.delayed_writes,
+            c.slow_replies,
+            c.dropped,
+            c.link_faults,
             c.joins,
             c.leaves,
             c.drains,

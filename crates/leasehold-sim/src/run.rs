@@ -77,7 +77,7 @@ fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violat
         .expect("a current-thread runtime can always be built");
     let wall = std::time::Instant::now();
     let (world, simulated) = runtime.block_on(async {
-        let world = World::new(config, seed, trace);
+        let world = World::new(&config.for_seed(seed), seed, trace);
         simulate(Arc::clone(&world)).await;
         let simulated = Instant::now() - world.origin;
         (world, simulated)

@@ -1,5 +1,6 @@
-//! One node's view of the shared in-memory store, through a fault injector: latency, lost
-//! replies, held-back writes, outages and throttling, and a frozen process while paused;
+//! One node's view of the shared in-memory store, through a fault injector: latency, lost,
+//! slow and dropped replies, held-back writes, outages and throttling, a link that degrades
+//! and is cut, and a frozen process while paused;
 //! and, for negative controls, takes refused and other members hidden.
 
 use std::fmt;
@@ -29,8 +30,8 @@ pub(crate) trait Network: fmt::Debug + Send + Sync + 'static {
     fn change_notices(&self) -> bool;
     /// A request of `holder` for `rows` rows enters its connection.
     fn sending(&self, holder: Holder, write: bool, rows: usize);
-    /// How long one round trip takes.
-    fn latency(&self) -> Duration;
+    /// How long one round trip of `holder`'s takes.
+    fn latency(&self, holder: Holder) -> Duration;
     /// What happens to a request of `holder` reaching the store now.
     fn fate(&self, holder: Holder, write: bool) -> Fate;
     /// Applies a held-back write `delay` from now.
@@ -92,7 +93,7 @@ impl<N: Network> FaultyStore<N> {
     }
 
     async fn travel(&self) {
-        let half = self.network.latency() / 2;
+        let half = self.network.latency(self.holder) / 2;
         if !half.is_zero() {
             tokio::time::sleep(half).await;
         }
@@ -103,14 +104,23 @@ impl<N: Network> FaultyStore<N> {
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match self.send(false, 0).await {
-            Fate::Deliver | Fate::Delay(_) => {}
-            Fate::LoseReply => return std::future::pending().await,
+        let slow = match self.send(false, 0).await {
+            Fate::Deliver | Fate::Delay(_) => Duration::ZERO,
+            Fate::SlowReply(delay) => delay,
+            Fate::LoseReply | Fate::Dropped => return std::future::pending().await,
             refused => return self.refuse(refused).await,
-        }
+        };
         let result = self.timed(call).await;
+        Self::linger(slow).await;
         self.receive().await;
         result
+    }
+
+    /// Holds a reply back for a slow reply's delay.
+    async fn linger(delay: Duration) {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
     }
 
     async fn timed<T>(&self, call: impl Future<Output = T>) -> T {
@@ -132,19 +142,22 @@ impl<N: Network> FaultyStore<N> {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        match self.send(true, rows).await {
-            Fate::Deliver => {}
+        let slow = match self.send(true, rows).await {
+            Fate::Deliver => Duration::ZERO,
+            Fate::SlowReply(delay) => delay,
             Fate::LoseReply => {
                 let _ = call.await;
                 return std::future::pending().await;
             }
+            Fate::Dropped => return std::future::pending().await,
             Fate::Delay(delay) => {
                 self.network.apply_later(delay, later());
                 return std::future::pending().await;
             }
             refused => return self.refuse(refused).await,
-        }
+        };
         let result = self.timed(call).await;
+        Self::linger(slow).await;
         self.receive().await;
         result
     }

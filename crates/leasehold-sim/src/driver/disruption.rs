@@ -178,12 +178,16 @@ impl Director {
         let length = world.config.faults.outage_max.mul_f64(self.rng.next_f64());
         let end = (Instant::now() + length).min(self.quiet_at);
         state.faults.outage_until = Some(end);
+        // Drawn only where silent outages are on, so that runs without them draw as before.
+        state.faults.outage_silent = world.config.faults.silent_outages && self.rng.below(2) == 0;
+        let what = if state.faults.outage_silent {
+            "store cut from every node"
+        } else {
+            "store outage"
+        };
         world.event(
             &mut state,
-            format!(
-                "store outage for {:.3}s",
-                (end - Instant::now()).as_secs_f64()
-            ),
+            format!("{what} for {:.3}s", (end - Instant::now()).as_secs_f64()),
         );
         state.recorder.disturbed(Instant::now());
         state.recorder.changed(end);

@@ -23,6 +23,7 @@ enum Action {
     Operate,
     Rebuild,
     Garble,
+    Link,
     Restart(usize),
     Resume(Holder),
     Twin,
@@ -127,6 +128,7 @@ impl Director {
         self.next_arrival(faults.operator_every, Action::Operate);
         self.next_rebuild();
         self.next_arrival(faults.garble_every, Action::Garble);
+        self.next_arrival(faults.link_every, Action::Link);
         if config.twins {
             self.next_arrival(world.timings.lease_validity * 6, Action::Twin);
         }
@@ -201,6 +203,10 @@ impl Director {
                 self.garble();
                 self.next_arrival(faults.garble_every, Action::Garble);
             }
+            Action::Link => {
+                self.degrade_link();
+                self.next_arrival(faults.link_every, Action::Link);
+            }
             Action::Restart(index) => {
                 let faulty = Instant::now() < self.quiet_at;
                 lifecycle::restart(&self.world, index, faulty)
@@ -247,6 +253,7 @@ impl Director {
             state.faults.calls = false;
             state.faults.delays = false;
             state.faults.outage_until = None;
+            state.faults.links.clear();
             state.garbled = None;
             for slot in state.nodes.values() {
                 if let Some(process) = slot.process() {
@@ -297,6 +304,7 @@ mod checks;
 mod churn;
 mod disruption;
 mod garble;
+mod link;
 mod load;
 mod operator;
 mod rebuild;

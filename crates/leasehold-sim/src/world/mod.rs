@@ -169,7 +169,11 @@ impl World {
                 resources: Resources::new(config.unsafe_stale_fencing),
                 fencing: FencingJudge::default(),
                 work: WorkSpans::new(timings.lease_validity * 20),
-                recorder: Recorder::new(config.partitions, window),
+                recorder: {
+                    let mut recorder = Recorder::new(config.partitions, window);
+                    recorder.measure_against(timings.acquire_after);
+                    recorder
+                },
                 traffic: StoreTraffic::default(),
                 counts: FaultCounts::default(),
                 violation: None,

@@ -34,21 +34,27 @@ impl Network for World {
         self.sample(&mut state, holder);
     }
 
-    fn latency(&self) -> Duration {
+    fn latency(&self, holder: Holder) -> Duration {
         let max = self.config.faults.max_latency;
+        let mut state = self.lock();
+        let link = state.faults.link_latency(holder.node);
         if max.is_zero() {
-            return Duration::ZERO;
+            return link;
         }
-        max.mul_f64(self.lock().rng.next_f64())
+        link + max.mul_f64(state.rng.next_f64())
     }
 
     fn fate(&self, holder: Holder, write: bool) -> Fate {
         let mut state = self.lock();
         let state = &mut *state;
         let store_timeout = self.timings.store_timeout;
-        let fate = state
-            .faults
-            .decide(&self.config.faults, store_timeout, &mut state.rng, write);
+        let fate = state.faults.decide(
+            &self.config.faults,
+            store_timeout,
+            &mut state.rng,
+            holder.node,
+            write,
+        );
         if let Some(what) = fate.count(&mut state.counts) {
             let kind = if write { "write" } else { "read" };
             self.event(state, format!("{holder} {kind} {what}"));
