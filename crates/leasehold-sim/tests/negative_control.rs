@@ -411,11 +411,18 @@ fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
         (session, vec![36, 39, 1447, 72242, 90054]),
         (twins, vec![103, 221]),
     ];
-    for (config, seeds) in runs {
+    every_seed_passes(runs.map(|(config, seeds)| {
         let config = SimConfig {
             explore: false,
             ..config
         };
+        (config, seeds)
+    }));
+}
+
+/// Panics with the first violation among `runs`' seeds.
+fn every_seed_passes<const N: usize>(runs: [(SimConfig, Vec<u64>); N]) {
+    for (config, seeds) in runs {
         for seed in seeds {
             if let Err(violation) = run_seed(&config, seed) {
                 panic!("{violation}");
@@ -439,12 +446,6 @@ fn seeds_near_the_bound_that_catch_validity_counted_from_the_reply_pass() {
         (SimConfig::default(), vec![1, 73, 110, 128]),
         (session, vec![91, 119, 198, 298]),
     ];
-    for (config, seeds) in runs {
-        assert!(config.explore);
-        for seed in seeds {
-            if let Err(violation) = run_seed(&config, seed) {
-                panic!("{violation}");
-            }
-        }
-    }
+    assert!(runs.iter().all(|(config, _)| config.explore));
+    every_seed_passes(runs);
 }
