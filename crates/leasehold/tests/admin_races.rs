@@ -29,6 +29,9 @@ struct RacedStore {
     /// Whether the rival of a lease write acquires it at the next epoch, as a node taking the
     /// partition would, rather than renewing it.
     rival_takes: AtomicBool,
+    /// A rival building the group out (`init` with this many partitions) right after the
+    /// caller's next read of the group record.
+    rival_init: std::sync::Mutex<Option<u32>>,
     lease_attempts: AtomicU32,
     member_attempts: AtomicU32,
     group_attempts: AtomicU32,
@@ -200,7 +203,13 @@ impl LeaseStore for RacedStore {
     }
 
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
-        self.inner.get_group(group).await
+        let read = self.inner.get_group(group).await;
+        let rival = self.rival_init.lock().unwrap().take();
+        if let Some(partitions) = rival {
+            // The read is answered as it was; the rival's build-out lands right after it.
+            admin::init(&self.inner, group, partitions).await.unwrap();
+        }
+        read
     }
 
     async fn put_group(
@@ -511,4 +520,18 @@ async fn destroy_gives_up_on_a_lease_that_kept_changing() {
     );
     let left = lease(&store, PartitionId(0)).await;
     assert_eq!(left.owner, Some(node("rival")));
+}
+
+/// Fails if a node building out a new group alongside another takes the other's fresh
+/// records for a group whose record was deleted: it read the group record missing just
+/// before the other created it and its records, and must read it again rather than refuse
+/// the group as `MissingRecord`.
+#[tokio::test]
+async fn two_build_outs_of_a_new_group_at_once_both_succeed() {
+    let store = RacedStore::default();
+    let group = orders();
+    *store.rival_init.lock().unwrap() = Some(4);
+    let outcome = admin::init(&store, &group, 4).await.unwrap();
+    assert_eq!((outcome.created, outcome.existing), (0, 4));
+    assert!(store.inner.get_group(&group).await.unwrap().is_some());
 }

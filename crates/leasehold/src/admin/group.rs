@@ -35,6 +35,12 @@ pub async fn ensure_group_as(
     get_or_create(store, group, || async {
         let (leases, nodes) = orphans(store, group).await?;
         if !leases.is_empty() || !nodes.is_empty() {
+            // Every writer creates the group record before any other record of the group:
+            // records listed after the record was read missing may be those of another
+            // process building the group out at the same time, whose record now exists.
+            if store.get_group(group).await?.is_some() {
+                return Ok(None);
+            }
             return Err(GroupMismatch::MissingRecord {
                 group: group.clone(),
                 leases: leases.len(),
