@@ -384,6 +384,16 @@ pub struct NodeArgs {
     /// then leaves the list as it was.
     #[arg(long, value_name = "FILE")]
     pub exclude_file: Option<std::path::PathBuf>,
+    /// Fault tests only: run the node's lease clock at this rate against real time (1.01 is
+    /// one percent fast). Within `1 ± max_clock_drift` the leases stay safe; beyond it they
+    /// need not, which is what the fault tests' negative control shows.
+    #[arg(long, hide = true, value_name = "RATE")]
+    pub clock_rate: Option<f64>,
+    /// Fault tests only: start without checking the timings, against each other or against
+    /// the group record's, so that a node may take over a lease while its holder still
+    /// serves it. The fault tests' negative control.
+    #[arg(long = "unsafe-timings", hide = true)]
+    pub unsafe_timings: bool,
 }
 
 /// Options of `demo`.

@@ -214,9 +214,11 @@ pub async fn announcing<T>(
 /// failure here is final.
 pub fn prepare(cli: &Cli, args: &NodeArgs, metrics: bool) -> anyhow::Result<Prepared> {
     let node = &args.id;
-    configure(cli, args, args.partitions.unwrap_or(1))
-        .validate()
-        .with_context(|| format!("invalid configuration for node {node}"))?;
+    if !args.unsafe_timings {
+        configure(cli, args, args.partitions.unwrap_or(1))
+            .validate()
+            .with_context(|| format!("invalid configuration for node {node}"))?;
+    }
     if args
         .work_interval
         .is_some_and(|interval| interval.is_zero())
@@ -279,10 +281,14 @@ impl Prepared {
         if wait.failures() > 0 {
             tracing::info!(%node, store = %self.url, failed_attempts = wait.failures(), "store reached");
         }
-        let config = configure(cli, args, partitions).with_excluded(self.excluded.iter().copied());
-        config
-            .validate()
-            .with_context(|| format!("invalid configuration for node {node}"))?;
+        let mut config =
+            configure(cli, args, partitions).with_excluded(self.excluded.iter().copied());
+        config.unsafe_skip_group_check = args.unsafe_timings;
+        if !args.unsafe_timings {
+            config
+                .validate()
+                .with_context(|| format!("invalid configuration for node {node}"))?;
+        }
         let recorder = Recorder {
             node: node.clone(),
             fence_log: self.fence_log,
@@ -295,10 +301,16 @@ impl Prepared {
         );
         let environment = Environment {
             metrics: self.metrics,
+            clock: lease_clock(args.clock_rate)?,
             ..Environment::default()
         };
-        let participant = Participant::start_with(store, config, recorder, environment)
-            .with_context(|| format!("invalid configuration for node {node}"))?;
+        let participant = if args.unsafe_timings {
+            tracing::warn!(%node, "starting with unchecked timings: two nodes may serve one partition at once");
+            Participant::start_unchecked(store, config, std::sync::Arc::new(recorder), environment)
+        } else {
+            Participant::start_with(store, config, recorder, environment)
+                .with_context(|| format!("invalid configuration for node {node}"))?
+        };
         let worker = match (self.work_log, args.work_interval) {
             (Some(log), Some(interval)) => Some(Worker::start(
                 participant.clone(),
@@ -486,6 +498,23 @@ fn reload_exclusions(participant: &Participant, args: &NodeArgs) {
 
 /// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.
 /// An unset store timeout is capped at the heartbeat, which it must not exceed.
+/// The clock leases are timed on: real time, or real time at `rate` for fault tests.
+fn lease_clock(rate: Option<f64>) -> anyhow::Result<std::sync::Arc<dyn leasehold::Clock>> {
+    Ok(match rate {
+        None => std::sync::Arc::new(leasehold::TokioClock),
+        Some(rate) => {
+            anyhow::ensure!(
+                rate.is_finite() && rate > 0.0,
+                "--clock-rate = {rate} must be a positive number"
+            );
+            std::sync::Arc::new(leasehold::DriftClock::new(
+                tokio::time::Instant::now(),
+                rate,
+            ))
+        }
+    })
+}
+
 fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
     let mut config =
         ParticipantConfig::new(args.id.clone(), partitions).with_group(cli.group.clone());

@@ -287,6 +287,41 @@ impl Site {
         }
     }
 
+    /// Starts `leasehold --store STORE args...` as `name`, in the site's group but through
+    /// another address of its server (a proxy's, say); output as [`Site::process`].
+    pub fn process_on(&self, name: &str, store: &str, args: &[&str]) -> NodeProcess {
+        let stderr = File::create(self.path(&format!("{name}.err"))).expect("stderr file");
+        let stdout = File::create(self.path(&format!("{name}.out"))).expect("stdout file");
+        let mut store_args = self.store_args();
+        store_args[1] = store.to_owned();
+        let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .args(store_args)
+            .args(args)
+            .env_remove("LEASEHOLD_GROUP")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("start leasehold");
+        NodeProcess {
+            id: name.to_owned(),
+            child,
+            exited: false,
+        }
+    }
+
+    /// A site over the store at `url`, shared with other tests, in a group of its own.
+    pub fn on_server(url: String) -> Site {
+        Site {
+            server: Some(Server {
+                url,
+                group: unique_group(),
+            }),
+            ..Site::new()
+        }
+    }
+
     /// The first `http://` URL a process started here printed on its standard output
     /// (`<name>.out`), waiting for it: the address a server bound.
     pub fn printed_url(&self, name: &str) -> String {
