@@ -289,10 +289,12 @@ impl Prepared {
                 .validate()
                 .with_context(|| format!("invalid configuration for node {node}"))?;
         }
+        let drift = drift_clock(args.clock_rate)?;
         let recorder = Recorder {
             node: node.clone(),
             fence_log: self.fence_log,
             extra,
+            drift,
         };
         tracing::info!(
             %node, group = %config.group, partitions, heartbeat = ?config.heartbeat,
@@ -301,7 +303,10 @@ impl Prepared {
         );
         let environment = Environment {
             metrics: self.metrics,
-            clock: lease_clock(args.clock_rate)?,
+            clock: match drift {
+                Some(clock) => Arc::new(clock),
+                None => Arc::new(leasehold::TokioClock),
+            },
             ..Environment::default()
         };
         let participant = if args.unsafe_timings {
@@ -498,21 +503,20 @@ fn reload_exclusions(participant: &Participant, args: &NodeArgs) {
 
 /// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.
 /// An unset store timeout is capped at the heartbeat, which it must not exceed.
-/// The clock leases are timed on: real time, or real time at `rate` for fault tests.
-fn lease_clock(rate: Option<f64>) -> anyhow::Result<std::sync::Arc<dyn leasehold::Clock>> {
-    Ok(match rate {
-        None => std::sync::Arc::new(leasehold::TokioClock),
-        Some(rate) => {
-            anyhow::ensure!(
-                rate.is_finite() && rate > 0.0,
-                "--clock-rate = {rate} must be a positive number"
-            );
-            std::sync::Arc::new(leasehold::DriftClock::new(
-                tokio::time::Instant::now(),
-                rate,
-            ))
-        }
-    })
+/// For fault tests, the clock leases are timed on when it is not real time: real time at
+/// `rate`, from now.
+fn drift_clock(rate: Option<f64>) -> anyhow::Result<Option<leasehold::DriftClock>> {
+    let Some(rate) = rate else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        rate.is_finite() && rate > 0.0,
+        "--clock-rate = {rate} must be a positive number"
+    );
+    Ok(Some(leasehold::DriftClock::new(
+        tokio::time::Instant::now(),
+        rate,
+    )))
 }
 
 fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
@@ -577,6 +581,9 @@ struct Recorder {
     node: NodeId,
     fence_log: Option<AppendLog>,
     extra: Option<Arc<dyn Callbacks>>,
+    /// The lease clock, when it is not real time: deadlines on it are mapped to real time
+    /// before they are logged.
+    drift: Option<leasehold::DriftClock>,
 }
 
 impl Callbacks for Recorder {
@@ -613,7 +620,8 @@ impl Callbacks for Recorder {
         if let Some(log) = &self.fence_log {
             // For an expiry, `at` is the deadline: the moment serving stopped, which may be
             // well before this callback ran if the process was paused.
-            let at = unix_ns(wall_time_of(loss.at));
+            let deadline = self.drift.map_or(loss.at, |clock| clock.to_true(loss.at));
+            let at = unix_ns(wall_time_of(deadline));
             let word = loss.reason.as_str();
             let (partition, epoch) = (loss.partition, loss.epoch);
             log.append_or_warn(&format!("{at} {} {word} {partition} {epoch}\n", self.node));

@@ -4,6 +4,11 @@
 //! A unit of work runs from its `work` line to its `done` line: the node held a valid
 //! permit at both stamps, so it was entitled to the partition throughout. An `abandoned`
 //! unit, or one whose process died first, is certain only at its start.
+//!
+//! A tenure, from the fence log, runs from its `acquired` line to its `expired` (stamped
+//! with the deadline), `released` or `stopped` line: what the node believed it held. A
+//! tenure that ended in a `conflict` or `changed` line, or not at all, is certain only at
+//! its start: the node learned of the change late, and its deadline may have passed before.
 
 use std::collections::BTreeMap;
 
@@ -27,12 +32,16 @@ pub struct Findings {
     pub overlaps: Vec<String>,
     /// Work under an epoch lower than work done before it on the same partition.
     pub stale_epochs: Vec<String>,
+    /// Tenures, from the fence log.
+    pub tenures: usize,
+    /// Two nodes believing they held one partition at once.
+    pub tenure_overlaps: Vec<String>,
 }
 
 impl Findings {
     /// Whether the logs show nothing wrong.
     pub fn safe(&self) -> bool {
-        self.overlaps.is_empty() && self.stale_epochs.is_empty()
+        self.overlaps.is_empty() && self.stale_epochs.is_empty() && self.tenure_overlaps.is_empty()
     }
 }
 
@@ -76,6 +85,52 @@ pub fn spans(lines: &[LogLine]) -> BTreeMap<u32, Vec<Span>> {
         spans.sort_by_key(|span| span.start);
     }
     by_partition
+}
+
+/// Each partition's tenures, from a fence log's lines.
+pub fn tenures(lines: &[LogLine]) -> BTreeMap<u32, Vec<Span>> {
+    let mut open: BTreeMap<(u32, String), Span> = BTreeMap::new();
+    let mut by_partition: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
+    for line in lines {
+        let key = (line.partition, line.node.clone());
+        let opened = Span {
+            node: line.node.clone(),
+            epoch: line.epoch,
+            start: line.at,
+            end: line.at,
+        };
+        if line.event == "acquired" {
+            if let Some(earlier) = open.insert(key, opened) {
+                by_partition
+                    .entry(line.partition)
+                    .or_default()
+                    .push(earlier);
+            }
+            continue;
+        }
+        if let Some(mut span) = open.remove(&key) {
+            let certain_end = matches!(line.event.as_str(), "expired" | "released" | "stopped");
+            if certain_end && line.epoch == span.epoch && line.at >= span.start {
+                span.end = line.at;
+            }
+            by_partition.entry(line.partition).or_default().push(span);
+        }
+    }
+    for ((partition, _), span) in open {
+        by_partition.entry(partition).or_default().push(span);
+    }
+    for spans in by_partition.values_mut() {
+        spans.sort_by_key(|span| span.start);
+    }
+    by_partition
+}
+
+/// Checks tenures as [`check`] checks units: no two nodes' tenures of one partition
+/// intersect.
+pub fn check_tenures(by_partition: &BTreeMap<u32, Vec<Span>>, findings: &mut Findings) {
+    let checked = check(by_partition);
+    findings.tenures = checked.units;
+    findings.tenure_overlaps = checked.overlaps;
 }
 
 /// Checks the spans: no two nodes' spans on one partition intersect, and epochs never go
@@ -180,6 +235,28 @@ mod tests {
             line(30, "b", "work", 0, 2),
         ];
         assert_eq!(check(&spans(&stale)).stale_epochs.len(), 1);
+    }
+
+    /// Fails if overlapping tenures pass, or if a tenure ended by a conflict is taken as
+    /// certain up to the conflict's late notice.
+    #[test]
+    fn tenures_end_at_their_deadline_or_only_start() {
+        let overlapping = [
+            line(10, "a", "acquired", 0, 1),
+            line(20, "b", "acquired", 0, 2),
+            line(25, "a", "expired", 0, 1),
+        ];
+        let mut findings = Findings::default();
+        check_tenures(&tenures(&overlapping), &mut findings);
+        assert_eq!(findings.tenure_overlaps.len(), 1, "{findings:?}");
+        let late_notice = [
+            line(10, "a", "acquired", 0, 1),
+            line(20, "b", "acquired", 0, 2),
+            line(25, "a", "conflict", 0, 1),
+        ];
+        let mut findings = Findings::default();
+        check_tenures(&tenures(&late_notice), &mut findings);
+        assert!(findings.safe(), "{findings:?}");
     }
 
     /// Fails if a partition worked in the window counts as idle, or one not worked does not.

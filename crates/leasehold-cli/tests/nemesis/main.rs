@@ -4,13 +4,16 @@
 //! only, latency on its path up to beyond the lease validity, packet loss, the store cut from
 //! every node, pauses and kills. Their clocks run one percent slow and fast, at the drift
 //! bound they are configured with. Afterwards the logs are checked (`checker.rs`): no two
-//! nodes' units on one partition overlapped, epochs only rose, every partition was worked
-//! again soon after the faults healed, and no process exited by itself.
+//! nodes' units on one partition overlapped, nor their tenures as the fence log states
+//! them, epochs only rose, every partition was worked again soon after the faults healed,
+//! and no process exited by itself.
 //!
 //! The timings sit just inside the safety rule (`acquire_after` 3.07 s against a validity
 //! of 3 s at ρ = 0.01, a margin of 9 ms), so that a holder keeping a lease a moment too long
-//! shows. Two negative controls show the checks fire: a node whose clock runs three
-//! times too fast, and a node started with timings that break the rule.
+//! shows: a path slowed to just under the store time-out and then cut catches a holder that
+//! counted its lease from a renewal's late reply. Two negative controls show the checks
+//! fire: a node whose clock runs three times too fast, and a node started with timings
+//! that break the rule.
 //!
 //! `NEMESIS_SECONDS` sets the schedule's length (40 s by default; `scripts/nemesis.sh --long`
 //! runs ten minutes per store), `NEMESIS_SEED` its seed.
@@ -171,4 +174,22 @@ fn timings_that_break_the_safety_rule_are_caught_by_the_overlap_check() {
         !report.findings.overlaps.is_empty(),
         "no overlap with acquire_after below the validity: {report}"
     );
+}
+
+/// Fails if a holder counts its lease's validity from a renewal's reply rather than its
+/// send: over etcd (one round trip per renewal), each node's path in turn slows to just
+/// under the store time-out, so renewals succeed late, and is then cut; the others take its
+/// partitions `acquire_after` after they saw its last renewal. Its tenures, as its fence log
+/// states them, must have ended by then.
+#[test]
+fn late_renewal_replies_do_not_extend_a_lease() {
+    let Some(target) = etcd() else {
+        return;
+    };
+    let site = Site::on_server(target.url.clone());
+    let rates = ["1.0", "1.0", "1.0"];
+    let mut fleet = Fleet::start(&site, &target.endpoints, &target.url, TIMINGS, &rates, &[]);
+    let report = fleet.slow_then_cut_each(4);
+    println!("{report}");
+    report.assert_all_held(&site);
 }

@@ -106,42 +106,55 @@ fn connect(
     }
 }
 
-/// Forwards chunks from `from` to `to` under the link's state, in order.
+/// Forwards chunks from `from` to `to` under the link's state, in order: a reader stamps
+/// each chunk as it arrives and a writer sends it on once its delay from that stamp has
+/// passed, so that the chunks of one message are delayed once, not once each.
 fn pump(
     mut from: TcpStream,
     mut to: TcpStream,
     requests: bool,
-    state: &Mutex<LinkState>,
-    stop: &AtomicBool,
+    state: &Arc<Mutex<LinkState>>,
+    stop: &Arc<AtomicBool>,
     mut seed: u64,
 ) {
-    let mut buffer = vec![0_u8; 64 * 1024];
-    // Reads are bounded so that a pump of a dead proxy notices its end.
-    let _ = from.set_read_timeout(Some(Duration::from_millis(200)));
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        // A cut direction reads nothing more: the sender's buffers fill as on a partition.
-        let current = *state.lock().unwrap();
-        if (requests && current.requests_cut) || (!requests && current.replies_cut) {
-            thread::sleep(POLL);
-            continue;
-        }
-        let read = match from.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
+    let cut = move |state: &LinkState| {
+        (requests && state.requests_cut) || (!requests && state.replies_cut)
+    };
+    // Bounded: a writer held back by a cut stops the reader too, as a full window would.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<(Instant, Vec<u8>)>(256);
+    let (reader_state, reader_stop) = (Arc::clone(state), Arc::clone(stop));
+    let reader = thread::spawn(move || {
+        let mut buffer = vec![0_u8; 64 * 1024];
+        // Reads are bounded so that a reader of a dead proxy notices its end.
+        let _ = from.set_read_timeout(Some(Duration::from_millis(200)));
+        while !reader_stop.load(Ordering::Relaxed) {
+            // A cut direction reads nothing more: the sender's buffers fill as on a partition.
+            if cut(&reader_state.lock().unwrap()) {
+                thread::sleep(POLL);
+                continue;
             }
-            Err(_) => break,
-        };
-        let arrived = Instant::now();
+            match from.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => {
+                    if sender
+                        .send((Instant::now(), buffer[..read].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let _ = from.shutdown(Shutdown::Read);
+    });
+    while let Ok((arrived, chunk)) = receiver.recv() {
+        let current = *state.lock().unwrap();
         let mut delay = current.latency / 2;
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -152,17 +165,17 @@ fn pump(
         }
         // Cut meanwhile: the chunk waits with the rest.
         loop {
-            let now = *state.lock().unwrap();
-            let cut = (requests && now.requests_cut) || (!requests && now.replies_cut);
-            if (!cut && arrived.elapsed() >= delay) || stop.load(Ordering::Relaxed) {
+            let blocked = cut(&state.lock().unwrap());
+            if (!blocked && arrived.elapsed() >= delay) || stop.load(Ordering::Relaxed) {
                 break;
             }
             thread::sleep(POLL);
         }
-        if to.write_all(&buffer[..read]).is_err() {
+        if to.write_all(&chunk).is_err() {
             break;
         }
     }
     let _ = to.shutdown(Shutdown::Write);
-    let _ = from.shutdown(Shutdown::Read);
+    drop(receiver);
+    let _ = reader.join();
 }

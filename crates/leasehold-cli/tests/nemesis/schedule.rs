@@ -88,10 +88,13 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "units of work checked: {}; overlaps: {}; stale epochs: {}; recovery after heal: {}",
+            "units of work checked: {}; overlaps: {}; stale epochs: {}; tenures checked: {}; \
+             overlapping tenures: {}; recovery after heal: {}",
             self.findings.units,
             self.findings.overlaps.len(),
             self.findings.stale_epochs.len(),
+            self.findings.tenures,
+            self.findings.tenure_overlaps.len(),
             self.recovery
                 .map_or("not within the bound".to_owned(), |d| format!(
                     "{:.2}s",
@@ -103,6 +106,7 @@ impl fmt::Display for Report {
             .overlaps
             .iter()
             .chain(&self.findings.stale_epochs)
+            .chain(&self.findings.tenure_overlaps)
             .take(10)
         {
             writeln!(f, "  {problem}")?;
@@ -262,27 +266,10 @@ impl<'a> Fleet<'a> {
             let id = self.nodes[index].id.clone();
             match rng.below(8) {
                 7 => {
-                    // A path that slows down before it fails: renewals answered late but
-                    // within the store time-out, then nothing. A holder that counted its
-                    // lease from the late reply would serve past the takeover.
                     let latency = rng.millis(150, 950);
                     let slow = rng.millis(1500, 3000);
                     let cut = rng.millis(4000, 7000);
-                    self.note(format!(
-                        "{id}: latency {latency:?} for {slow:?}, then cut both ways for {cut:?}"
-                    ));
-                    self.nodes[index].set_link(LinkState {
-                        latency,
-                        ..LinkState::default()
-                    });
-                    sleep(slow);
-                    self.nodes[index].set_link(LinkState {
-                        requests_cut: true,
-                        replies_cut: true,
-                        ..LinkState::default()
-                    });
-                    sleep(cut);
-                    self.nodes[index].set_link(LinkState::default());
+                    self.degrade(index, latency, slow, cut);
                 }
                 0 => self.cut(index, true, rng.millis(1000, 7000)),
                 1 => self.cut(index, false, rng.millis(1000, 7000)),
@@ -347,6 +334,47 @@ impl<'a> Fleet<'a> {
             sleep(rng.millis(300, 1500));
         }
         unexpected.extend(self.exited_by_themselves());
+        self.finish(unexpected)
+    }
+
+    /// A path that slows down before it fails: `index`'s round trips lengthened by
+    /// `latency` for `slow`, renewals answered late but within the store time-out, then cut
+    /// both ways for `cut`, then healed. A holder that counted its lease from the late reply
+    /// would serve past the takeover.
+    fn degrade(&mut self, index: usize, latency: Duration, slow: Duration, cut: Duration) {
+        let id = self.nodes[index].id.clone();
+        self.note(format!(
+            "{id}: latency {latency:?} for {slow:?}, then cut both ways for {cut:?}"
+        ));
+        self.nodes[index].set_link(LinkState {
+            latency,
+            ..LinkState::default()
+        });
+        sleep(slow);
+        self.nodes[index].set_link(LinkState {
+            requests_cut: true,
+            replies_cut: true,
+            ..LinkState::default()
+        });
+        sleep(cut);
+        self.nodes[index].set_link(LinkState::default());
+    }
+
+    /// Degrades each node's path in turn, `rounds` times, with latency just under the store
+    /// time-out of a one-round-trip store call; then checks.
+    pub fn slow_then_cut_each(&mut self, rounds: usize) -> Report {
+        for round in 0..rounds {
+            let index = round % self.nodes.len();
+            let latency = Duration::from_millis(850 + 25 * (round as u64 % 4));
+            self.degrade(
+                index,
+                latency,
+                Duration::from_millis(2500),
+                Duration::from_millis(5000),
+            );
+            sleep(Duration::from_millis(1500));
+        }
+        let unexpected = self.exited_by_themselves();
         self.finish(unexpected)
     }
 
@@ -416,8 +444,11 @@ impl<'a> Fleet<'a> {
         let lines = read_log_so_far(&self.site.path("work.log"));
         let spans = checker::spans(&lines);
         let bound = healed + RECOVERY_BOUND.as_nanos();
+        let mut findings = checker::check(&spans);
+        let fence = read_log_so_far(&self.site.path("fence.log"));
+        checker::check_tenures(&checker::tenures(&fence), &mut findings);
         Report {
-            findings: checker::check(&spans),
+            findings,
             events: std::mem::take(&mut self.events),
             idle_after_heal: checker::idle(&spans, PARTITIONS, healed, bound),
             recovery,
