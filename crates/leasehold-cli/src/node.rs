@@ -501,8 +501,6 @@ fn reload_exclusions(participant: &Participant, args: &NodeArgs) {
     }
 }
 
-/// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.
-/// An unset store timeout is capped at the heartbeat, which it must not exceed.
 /// For fault tests, the clock leases are timed on when it is not real time: real time at
 /// `rate`, from now.
 fn drift_clock(rate: Option<f64>) -> anyhow::Result<Option<leasehold::DriftClock>> {
@@ -519,6 +517,8 @@ fn drift_clock(rate: Option<f64>) -> anyhow::Result<Option<leasehold::DriftClock
     )))
 }
 
+/// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.
+/// An unset store timeout is capped at the heartbeat, which it must not exceed.
 fn configure(cli: &Cli, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
     let mut config =
         ParticipantConfig::new(args.id.clone(), partitions).with_group(cli.group.clone());

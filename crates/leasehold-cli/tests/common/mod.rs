@@ -63,13 +63,7 @@ impl Site {
     /// the test is to skip.
     pub fn postgres() -> Option<Site> {
         let url = leasehold::testing::service_env("LEASEHOLD_TEST_POSTGRES_URL", "PostgreSQL")?;
-        Some(Site {
-            server: Some(Server {
-                url,
-                group: unique_group(),
-            }),
-            ..Site::new()
-        })
+        Some(Site::on_server(url))
     }
 
     /// A path inside the site's directory.
@@ -269,22 +263,7 @@ impl Site {
     /// Starts `leasehold --store <site> args...` in the background as `name`: standard
     /// output to `<name>.out`, standard error to `<name>.err`.
     pub fn process(&self, name: &str, args: &[&str]) -> NodeProcess {
-        let stderr = File::create(self.path(&format!("{name}.err"))).expect("stderr file");
-        let stdout = File::create(self.path(&format!("{name}.out"))).expect("stdout file");
-        let child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
-            .args(self.store_args())
-            .args(args)
-            .env_remove("LEASEHOLD_GROUP")
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .expect("start leasehold");
-        NodeProcess {
-            id: name.to_owned(),
-            child,
-            exited: false,
-        }
+        self.process_on(name, &self.store(), args)
     }
 
     /// Starts `leasehold --store STORE args...` as `name`, in the site's group but through
@@ -298,7 +277,6 @@ impl Site {
             .args(store_args)
             .args(args)
             .env_remove("LEASEHOLD_GROUP")
-            .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)

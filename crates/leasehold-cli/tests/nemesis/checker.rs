@@ -47,70 +47,43 @@ impl Findings {
 
 /// Each partition's unit spans, from a work log's lines.
 pub fn spans(lines: &[LogLine]) -> BTreeMap<u32, Vec<Span>> {
-    let mut open: BTreeMap<(u32, String), Span> = BTreeMap::new();
-    let mut by_partition: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
-    for line in lines {
-        let key = (line.partition, line.node.clone());
-        match line.event.as_str() {
-            "work" => {
-                // A process that died mid-unit never ended it: certain at its start only.
-                if let Some(dead) = open.remove(&key) {
-                    by_partition.entry(line.partition).or_default().push(dead);
-                }
-                open.insert(
-                    key,
-                    Span {
-                        node: line.node.clone(),
-                        epoch: line.epoch,
-                        start: line.at,
-                        end: line.at,
-                    },
-                );
-            }
-            "done" | "abandoned" => {
-                if let Some(mut span) = open.remove(&key) {
-                    if line.event == "done" && line.epoch == span.epoch {
-                        span.end = line.at;
-                    }
-                    by_partition.entry(line.partition).or_default().push(span);
-                }
-            }
-            _ => {}
-        }
-    }
-    for ((partition, _), span) in open {
-        by_partition.entry(partition).or_default().push(span);
-    }
-    for spans in by_partition.values_mut() {
-        spans.sort_by_key(|span| span.start);
-    }
-    by_partition
+    intervals(lines, "work", &["done"])
 }
 
 /// Each partition's tenures, from a fence log's lines.
 pub fn tenures(lines: &[LogLine]) -> BTreeMap<u32, Vec<Span>> {
+    intervals(lines, "acquired", &["expired", "released", "stopped"])
+}
+
+/// Each partition's spans, sorted by start: each `opening` line starts one for its node and
+/// the node's next other line of the partition ends it, at that line's stamp if its event is
+/// one of `certain` (under the same epoch), else at its start. A span opened again, or
+/// never ended (its process died), is certain only at its start.
+fn intervals(lines: &[LogLine], opening: &str, certain: &[&str]) -> BTreeMap<u32, Vec<Span>> {
     let mut open: BTreeMap<(u32, String), Span> = BTreeMap::new();
     let mut by_partition: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
     for line in lines {
         let key = (line.partition, line.node.clone());
-        let opened = Span {
-            node: line.node.clone(),
-            epoch: line.epoch,
-            start: line.at,
-            end: line.at,
-        };
-        if line.event == "acquired" {
-            if let Some(earlier) = open.insert(key, opened) {
+        if line.event == opening {
+            let span = Span {
+                node: line.node.clone(),
+                epoch: line.epoch,
+                start: line.at,
+                end: line.at,
+            };
+            if let Some(unended) = open.insert(key, span) {
                 by_partition
                     .entry(line.partition)
                     .or_default()
-                    .push(earlier);
+                    .push(unended);
             }
             continue;
         }
         if let Some(mut span) = open.remove(&key) {
-            let certain_end = matches!(line.event.as_str(), "expired" | "released" | "stopped");
-            if certain_end && line.epoch == span.epoch && line.at >= span.start {
+            let ended = certain.contains(&line.event.as_str())
+                && line.epoch == span.epoch
+                && line.at >= span.start;
+            if ended {
                 span.end = line.at;
             }
             by_partition.entry(line.partition).or_default().push(span);

@@ -27,6 +27,16 @@ pub struct LinkState {
     pub loss: f64,
 }
 
+impl LinkState {
+    /// Nothing gets through either way.
+    pub const CUT: LinkState = LinkState {
+        requests_cut: true,
+        replies_cut: true,
+        latency: Duration::ZERO,
+        loss: 0.0,
+    };
+}
+
 /// One proxy: listens on a free loopback port and forwards to `upstream`.
 pub struct Proxy {
     pub address: String,

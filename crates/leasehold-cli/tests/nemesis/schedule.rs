@@ -195,17 +195,12 @@ impl<'a> Fleet<'a> {
                 }
             }
             args.extend(extra.iter().map(|s| s.to_string()));
-            let addresses: Vec<String> = proxies.iter().map(|p| p.address.clone()).collect();
             nodes.push(Node {
                 id: format!("n{i}"),
                 proxies,
                 args,
                 process: None,
             });
-            let node = nodes.last_mut().expect("just pushed");
-            let arguments: Vec<&str> = node.args.iter().map(String::as_str).collect();
-            node.process =
-                Some(site.process_on(&node.id, &rebuild_url(url, &addresses), &arguments));
         }
         let mut fleet = Fleet {
             site,
@@ -214,6 +209,9 @@ impl<'a> Fleet<'a> {
             events: Vec::new(),
             started: Instant::now(),
         };
+        for index in 0..fleet.nodes.len() {
+            fleet.spawn(index);
+        }
         let since = unix_ns();
         let worked = fleet.wait_until_all_worked(since, Duration::from_secs(60));
         for node in &mut fleet.nodes {
@@ -233,7 +231,8 @@ impl<'a> Fleet<'a> {
         self.events.push(format!("{at:7.2}s  {text}"));
     }
 
-    fn restart(&mut self, index: usize) {
+    /// Starts node `index`'s process, through its proxies.
+    fn spawn(&mut self, index: usize) {
         let node = &mut self.nodes[index];
         let addresses: Vec<String> = node.proxies.iter().map(|p| p.address.clone()).collect();
         let arguments: Vec<&str> = node.args.iter().map(String::as_str).collect();
@@ -265,12 +264,6 @@ impl<'a> Fleet<'a> {
             let index = rng.below(self.nodes.len() as u64) as usize;
             let id = self.nodes[index].id.clone();
             match rng.below(8) {
-                7 => {
-                    let latency = rng.millis(150, 950);
-                    let slow = rng.millis(1500, 3000);
-                    let cut = rng.millis(4000, 7000);
-                    self.degrade(index, latency, slow, cut);
-                }
                 0 => self.cut(index, true, rng.millis(1000, 7000)),
                 1 => self.cut(index, false, rng.millis(1000, 7000)),
                 2 => {
@@ -278,33 +271,28 @@ impl<'a> Fleet<'a> {
                     let latency = rng.millis(50, 7000);
                     let lasting = rng.millis(2000, 8000);
                     self.note(format!("{id}: latency {latency:?} for {lasting:?}"));
-                    self.nodes[index].set_link(LinkState {
+                    let state = LinkState {
                         latency,
                         ..LinkState::default()
-                    });
-                    sleep(lasting);
-                    self.nodes[index].set_link(LinkState::default());
+                    };
+                    self.hold(index, state, lasting);
                 }
                 3 => {
                     let loss = 0.1 + rng.below(40) as f64 / 100.0;
                     let lasting = rng.millis(1500, 5000);
                     self.note(format!("{id}: {:.0}% loss for {lasting:?}", loss * 100.0));
-                    self.nodes[index].set_link(LinkState {
+                    let state = LinkState {
                         loss,
                         ..LinkState::default()
-                    });
-                    sleep(lasting);
-                    self.nodes[index].set_link(LinkState::default());
+                    };
+                    self.hold(index, state, lasting);
                 }
                 4 => {
                     let lasting = rng.millis(500, 5000);
                     self.note(format!("store cut from every node for {lasting:?}"));
-                    let cut = LinkState {
-                        requests_cut: true,
-                        replies_cut: true,
-                        ..LinkState::default()
-                    };
-                    self.nodes.iter().for_each(|node| node.set_link(cut));
+                    self.nodes
+                        .iter()
+                        .for_each(|node| node.set_link(LinkState::CUT));
                     sleep(lasting);
                     self.nodes
                         .iter()
@@ -314,12 +302,17 @@ impl<'a> Fleet<'a> {
                     let lasting = rng.millis(500, 5000);
                     if self.nodes[index].process.is_some() {
                         self.note(format!("{id}: paused for {lasting:?}"));
-                    }
-                    if let Some(process) = &self.nodes[index].process {
+                        let process = self.nodes[index].process.as_ref().expect("checked");
                         process.signal("STOP");
                         sleep(lasting);
                         process.signal("CONT");
                     }
+                }
+                6 => {
+                    let latency = rng.millis(150, 950);
+                    let slow = rng.millis(1500, 3000);
+                    let cut = rng.millis(4000, 7000);
+                    self.degrade(index, latency, slow, cut);
                 }
                 _ => {
                     let down = rng.millis(200, 2000);
@@ -327,7 +320,7 @@ impl<'a> Fleet<'a> {
                         self.note(format!("{id}: killed, restarted after {down:?}"));
                         process.kill();
                         sleep(down);
-                        self.restart(index);
+                        self.spawn(index);
                     }
                 }
             }
@@ -335,6 +328,13 @@ impl<'a> Fleet<'a> {
         }
         unexpected.extend(self.exited_by_themselves());
         self.finish(unexpected)
+    }
+
+    /// Puts `index`'s link in `state` for `lasting`, then heals it.
+    fn hold(&self, index: usize, state: LinkState, lasting: Duration) {
+        self.nodes[index].set_link(state);
+        sleep(lasting);
+        self.nodes[index].set_link(LinkState::default());
     }
 
     /// A path that slows down before it fails: `index`'s round trips lengthened by
@@ -351,13 +351,7 @@ impl<'a> Fleet<'a> {
             ..LinkState::default()
         });
         sleep(slow);
-        self.nodes[index].set_link(LinkState {
-            requests_cut: true,
-            replies_cut: true,
-            ..LinkState::default()
-        });
-        sleep(cut);
-        self.nodes[index].set_link(LinkState::default());
+        self.hold(index, LinkState::CUT, cut);
     }
 
     /// Degrades each node's path in turn, `rounds` times, with latency just under the store
@@ -387,13 +381,11 @@ impl<'a> Fleet<'a> {
             "replies only"
         };
         self.note(format!("{id}: cut from the store {how} for {lasting:?}"));
-        self.nodes[index].set_link(LinkState {
+        let state = LinkState {
             requests_cut: both_ways,
-            replies_cut: true,
-            ..LinkState::default()
-        });
-        sleep(lasting);
-        self.nodes[index].set_link(LinkState::default());
+            ..LinkState::CUT
+        };
+        self.hold(index, state, lasting);
     }
 
     /// Cuts every node but `keep` from the store in turn, `rounds` times, each for longer

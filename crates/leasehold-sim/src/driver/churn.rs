@@ -79,12 +79,7 @@ impl Director {
             .filter(|(_, s)| s.draining && running_and_settled(s))
             .map(|(index, _)| *index)
             .collect();
-        let serving: Vec<usize> = state
-            .nodes
-            .iter()
-            .filter(|(_, s)| s.is_active())
-            .map(|(index, _)| *index)
-            .collect();
+        let serving = state.active_nodes();
         let mut options = Vec::new();
         if present < world.config.nodes * 2 {
             options.push(Change::Join);

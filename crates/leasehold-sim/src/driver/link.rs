@@ -14,12 +14,7 @@ impl Director {
     pub(super) fn degrade_link(&mut self) {
         let world = Arc::clone(&self.world);
         let mut state = world.lock();
-        let running: Vec<usize> = state
-            .nodes
-            .iter()
-            .filter(|(_, slot)| slot.is_active())
-            .map(|(index, _)| *index)
-            .collect();
+        let running = state.active_nodes();
         if running.is_empty() {
             return;
         }

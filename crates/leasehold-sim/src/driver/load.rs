@@ -141,13 +141,7 @@ impl Director {
             let before = holders(&world);
             let (indices, moves_before) = {
                 let state = world.lock();
-                let indices: Vec<usize> = state
-                    .nodes
-                    .iter()
-                    .filter(|(_, s)| s.is_active())
-                    .map(|(i, _)| *i)
-                    .collect();
-                (indices, state.acquisitions)
+                (state.active_nodes(), state.acquisitions)
             };
             for index in indices {
                 let participant = {

@@ -114,6 +114,17 @@ pub(crate) struct State {
     pub garbled: Option<(usize, NodeId, Instant)>,
 }
 
+impl State {
+    /// The indices of the nodes that should be serving ([`Slot::is_active`]), in order.
+    pub fn active_nodes(&self) -> Vec<usize> {
+        self.nodes
+            .iter()
+            .filter(|(_, slot)| slot.is_active())
+            .map(|(index, _)| *index)
+            .collect()
+    }
+}
+
 /// The world of one seed.
 pub(crate) struct World {
     pub config: SimConfig,
