@@ -4,23 +4,96 @@
 # with promtool, runs every test of every crate with every feature, then the browser test of
 # the monitor's page, and stops exactly the servers it started.
 #
-#   scripts/test.sh [extra cargo test arguments]
+#   scripts/test.sh [--busy N] [extra cargo test arguments]
+#
+# Every test binary runs even when an earlier one fails; the failing tests are listed at the
+# end, and the exit status is non-zero if any part failed.
+#
+# --busy N (or LEASEHOLD_TEST_BUSY=N) runs N busy loops beside the tests, once they are
+# built, as other programs load a shared CI runner: a test that only passes on an idle
+# machine fails here rather than on someone else's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+busy=${LEASEHOLD_TEST_BUSY:-0}
+cargo_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --busy)
+      [ $# -ge 2 ] || { echo "test.sh: --busy needs a number of busy loops" >&2; exit 2; }
+      busy=$2
+      shift 2
+      ;;
+    --busy=*)
+      busy=${1#--busy=}
+      shift
+      ;;
+    *)
+      cargo_args+=("$1")
+      shift
+      ;;
+  esac
+done
+case "$busy" in
+  '' | *[!0-9]*) echo "test.sh: --busy takes a number of busy loops, not '$busy'" >&2; exit 2 ;;
+esac
 
 bash scripts/services.sh install
 bash scripts/services.sh stop >/dev/null 2>&1 || true
 bash scripts/services.sh start
-trap 'bash scripts/services.sh stop' EXIT
+
+hogs=()
+stop_hogs() {
+  for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null || true; done
+  hogs=()
+}
+trap 'stop_hogs; bash scripts/services.sh stop' EXIT
 
 for env_file in .services/*.env; do
   [ -e "$env_file" ] || continue
   # shellcheck disable=SC1090
   source "$env_file"
 done
+# A test that needs a missing server or tool fails, naming how to install it, rather than
+# passing without having checked anything.
+export LEASEHOLD_SKIP_SERVICES=0
 
+failed=()
 # Before the crates' tests: it installs promtool, which the metrics tests use too.
-bash scripts/promtool-test.sh
-cargo test --workspace --all-features --locked "$@"
+bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
+
+# Built first, so that busy loops slow the tests and not the compiler.
+cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"
+for ((i = 0; i < busy; i++)); do
+  (while :; do :; done) &
+  hogs+=($!)
+done
+[ "$busy" -eq 0 ] || echo "test.sh: ${busy} busy loop(s) running beside the tests: ${hogs[*]}"
+
+log=$(mktemp)
+set +e
+cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
+cargo_status=${PIPESTATUS[0]}
+set -e
+if [ "$cargo_status" -ne 0 ]; then
+  # `test name ... FAILED` lines, per test binary, and the binaries that failed as a whole.
+  mapfile -t tests < <(grep -E '^test .* \.\.\. FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u)
+  failed+=("${tests[@]/#/cargo test: }")
+  mapfile -t targets < <(sed -n '/^error: [0-9]* targets* failed:/,/^[^ ]/p' "$log" | grep -E '^    ' | sed -E 's/^ +//')
+  failed+=("${targets[@]/#/failed test binary: }")
+  [ ${#tests[@]} -gt 0 ] || [ ${#targets[@]} -gt 0 ] || failed+=("cargo test exited with status $cargo_status")
+fi
+rm -f "$log"
+
 # The binary the tests above built.
-bash scripts/browser-test.sh
+bash scripts/browser-test.sh || failed+=("scripts/browser-test.sh")
+stop_hogs
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo
+  echo "test.sh: ${#failed[@]} failure(s):"
+  printf '  %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "test.sh: every test passed"

@@ -15,13 +15,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::{http, NodeProcess, Site};
+use leasehold::testing::require_tool;
 use yaml_rust2::{Yaml, YamlLoader};
 
 /// The limit on each wait for a running agent.
@@ -33,17 +33,6 @@ fn deploy() -> PathBuf {
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-/// A check that cannot run here, said on the terminal: the test harness captures `eprintln!`
-/// of passing tests, and a skipped check must be seen.
-fn skip(what: &str) {
-    let _ = writeln!(std::io::stderr(), "skipped: {what}");
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -853,8 +842,8 @@ fn the_kubernetes_manifests_parse_and_agree_with_the_agent() {
 
 #[test]
 fn the_kubernetes_agent_runs_and_its_hooks_drain_and_undrain_it() {
-    if !on_path("curl") {
-        return skip("the Kubernetes hooks need curl, which is not installed here");
+    if !require_tool("curl", "curl") {
+        return;
     }
     let documents = kubernetes_documents();
     let set = the(&documents, "StatefulSet", None);
@@ -1265,11 +1254,8 @@ fn the_systemd_unit_runs_the_agent_with_flags_it_accepts_and_waits_out_a_hand_of
 
 #[test]
 fn systemd_analyze_verifies_the_unit() {
-    if !on_path("systemd-analyze") {
-        return skip(&format!(
-            "systemd-analyze verify {UNIT}: systemd-analyze is not installed here (Debian: \
-             apt-get install systemd)"
-        ));
+    if !require_tool("systemd-analyze", "systemd") {
+        return;
     }
     let path = deploy().join("systemd").join(UNIT);
     let text = read(&path);

@@ -36,7 +36,7 @@ pub use checks::*;
 pub use faulty::FaultyStore;
 pub use field_checks::*;
 pub use group_checks::*;
-pub use services::{service_env, skipped, SKIP_VARIABLE};
+pub use services::{require_tool, service_env, skipped, SKIP_VARIABLE};
 pub use txn_checks::*;
 pub use urls::assert_urls_refused;
 

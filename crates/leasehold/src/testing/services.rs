@@ -1,4 +1,4 @@
-//! Finding the servers that store tests run against, and refusing to pass without them.
+//! Finding the servers and tools that tests run against, and refusing to pass without them.
 //!
 //! A test that needs a server reads its address from an environment variable, which
 //! `scripts/test.sh` sets from the `.services/*.env` files that `scripts/services.sh start`
@@ -24,13 +24,40 @@ pub fn service_env(variable: &str, server: &str) -> Option<String> {
             return Some(value);
         }
     }
-    if std::env::var(SKIP_VARIABLE).as_deref() != Ok("1") {
-        panic!(
+    skip_or_fail(
+        &format!(
             "{variable} is not set: this test needs {server}. Run scripts/test.sh, which starts \
              the servers and sets their addresses, or start them with `scripts/services.sh \
-             start` and `source` each .services/*.env file; set {SKIP_VARIABLE}=1 to skip \
-             such tests instead"
+             start` and `source` each .services/*.env file"
+        ),
+        &format!("needs {server} ({variable})"),
+    );
+    None
+}
+
+/// Whether `program` is on the `PATH`. When it is not: `false` after reporting the skip if
+/// `LEASEHOLD_SKIP_SERVICES=1`, and otherwise a panic naming the Debian package to install
+/// (`scripts/test.sh` installs every one).
+pub fn require_tool(program: &str, debian_package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
+    if !found {
+        skip_or_fail(
+            &format!(
+                "{program} is not installed: this test needs it. Run scripts/test.sh, which \
+                 installs it, or apt-get install {debian_package}"
+            ),
+            &format!("needs {program} (Debian package {debian_package})"),
         );
+    }
+    found
+}
+
+/// Panics with `failure` (and how to skip instead), unless skips are asked for: then says on
+/// the terminal that the current test skipped a check, and why.
+fn skip_or_fail(failure: &str, reason: &str) {
+    if std::env::var(SKIP_VARIABLE).as_deref() != Ok("1") {
+        panic!("{failure}; set {SKIP_VARIABLE}=1 to skip such tests instead");
     }
     let count = SKIPPED.fetch_add(1, Ordering::SeqCst) + 1;
     let test = std::thread::current().name().unwrap_or("a test").to_owned();
@@ -38,12 +65,12 @@ pub fn service_env(variable: &str, server: &str) -> Option<String> {
     // must be seen whether or not the test passes.
     let _ = writeln!(
         std::io::stderr(),
-        "skipped ({count} in this test binary, {SKIP_VARIABLE}=1): {test} needs {server} ({variable})"
+        "skipped ({count} in this test binary, {SKIP_VARIABLE}=1): {test} {reason}"
     );
-    None
 }
 
-/// How many tests of this test binary [`service_env`] has skipped so far.
+/// How many checks of this test binary [`service_env`] and [`require_tool`] have skipped
+/// so far.
 pub fn skipped() -> usize {
     SKIPPED.load(Ordering::SeqCst)
 }
