@@ -184,6 +184,33 @@ async fn a_record_recreated_behind_the_nodes_back_never_gets_a_lower_token() {
     participant.shutdown().await;
 }
 
+/// Fails if a node that never saw the group's earlier epochs issues tokens below the
+/// group's floor: after a destroy and an init the records start at epoch 0 again, and only
+/// the floor the destroy left in the group record keeps a resource's fence ahead of them.
+#[tokio::test(start_paused = true)]
+async fn a_new_node_takes_above_the_groups_epoch_floor() {
+    for mode in [
+        leasehold::LeaseMode::PerPartition,
+        leasehold::LeaseMode::Session,
+    ] {
+        let store = Arc::new(MemoryStore::new());
+        let group = group_with_partitions(&store).await;
+        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
+        admin::raise_epoch_floor(&*store, &group, leasehold::Epoch(57))
+            .await
+            .unwrap();
+        let node = Participant::join(store.clone(), config("a", 1000, 1500), ())
+            .await
+            .unwrap();
+        sleep(Duration::from_secs(3)).await;
+        let epochs: Vec<_> = (0..4)
+            .map(|p| node.lease(PartitionId(p)).expect("held").epoch().0)
+            .collect();
+        assert!(epochs.iter().all(|&e| e > 57), "{mode}: {epochs:?}");
+        node.shutdown().await;
+    }
+}
+
 /// Fails if a node joins while a change of lease mode is under way, or if asking for the
 /// mode a group has does not clear a change left half done.
 #[tokio::test(start_paused = true)]
@@ -257,6 +284,97 @@ async fn a_lease_mode_change_racing_joining_nodes_never_leaves_one_under_the_old
     }
     // Every way it can go: refused for the node, the node refused, the node after it.
     assert!(outcomes.len() >= 3, "{outcomes:?}");
+}
+
+/// Shorter timings than [`config`]'s: a node with those holds its leases too long for them.
+fn shorter_timings() -> GroupTimings {
+    GroupTimings {
+        lease_validity: Duration::from_millis(500),
+        acquire_after: Duration::from_millis(1000),
+        max_clock_drift: ParticipantConfig::fast(node("x"), 4).max_clock_drift,
+    }
+}
+
+/// Fails if a node that had to register again (its member record was deleted while it was
+/// away, as a long pause allows) goes on without reading the group record again: with no
+/// member record to hold them back, the timings or the lease mode may have changed meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_node_that_registers_again_is_checked_again_against_the_group_record() {
+    for change in ["timings", "lease mode"] {
+        let store = Arc::new(MemoryStore::new());
+        let group = group_with_partitions(&store).await;
+        let a = Participant::join(store.clone(), config("a", 1000, 1500), ())
+            .await
+            .unwrap();
+        sleep(Duration::from_secs(2)).await;
+        assert!(a.lease(PartitionId(0)).is_some());
+        // No await between these that waits: the node cannot register again before the
+        // change is made.
+        let member = store.get_member(&group, &node("a")).await.unwrap().unwrap();
+        store
+            .delete_member(&group, &node("a"), &member.version)
+            .await
+            .unwrap();
+        if change == "timings" {
+            admin::set_timings(&*store, &group, shorter_timings(), false)
+                .await
+                .expect("no member left to refuse it");
+        } else {
+            admin::set_lease_mode(&*store, &group, leasehold::LeaseMode::Session)
+                .await
+                .expect("no member left to refuse it");
+        }
+        sleep(Duration::from_secs(3)).await;
+        assert!(
+            matches!(a.halt(), Some(leasehold::Halt::Refused(_))),
+            "after a {change} change: {:?}",
+            a.halt()
+        );
+        assert!(a.leases().is_empty(), "after a {change} change");
+        a.shutdown().await;
+    }
+}
+
+/// Fails without the second check at admission (after the member record is written): a
+/// change of timings that listed the members just before the node registered, after the
+/// node had read the group record, would let a node run under timings it does not fit. The
+/// node's store answers slowly and the operator's quickly, so the operator's steps fall
+/// between the node's.
+#[tokio::test(start_paused = true)]
+async fn a_timings_change_racing_a_joining_node_never_leaves_it_running_unfit() {
+    let mut outcomes = std::collections::BTreeSet::new();
+    for delay_ms in (0u64..=150).step_by(5) {
+        let store = Arc::new(MemoryStore::new());
+        let group = group_with_partitions(&store).await;
+        // The group's timings are set before the race: the joiner adopts nothing.
+        let timings = leasehold::GroupTimings::of(&config("x", 1000, 1500));
+        admin::set_timings(&*store, &group, timings, false)
+            .await
+            .unwrap();
+        let slow = Arc::new(leasehold::testing::FaultyStore::new(store.clone()));
+        slow.set_latency(Duration::from_millis(50));
+        let joiner = Participant::start(slow, config("a", 1000, 1500), ()).unwrap();
+        sleep(Duration::from_millis(delay_ms)).await;
+        let operator = Arc::new(leasehold::testing::FaultyStore::new(store.clone()));
+        operator.set_latency(Duration::from_millis(10));
+        let changed = admin::set_timings(&*operator, &group, shorter_timings(), false).await;
+        sleep(Duration::from_secs(2)).await;
+        let running = joiner.halt().is_none();
+        let record = store.get_group(&group).await.unwrap().unwrap().value;
+        if running {
+            assert_eq!(
+                record.admits(&config("a", 1000, 1500)),
+                Ok(()),
+                "after {delay_ms} ms the node runs under timings it does not fit \
+                 (change: {changed:?})"
+            );
+        }
+        outcomes.insert((changed.is_ok(), running));
+        joiner.shutdown().await;
+    }
+    // The race went more than one way: the change refused for the node, the node refused,
+    // or both.
+    assert!(outcomes.len() >= 2, "{outcomes:?}");
 }
 
 /// Fails if a node joins a group whose group record is missing while its lease records are

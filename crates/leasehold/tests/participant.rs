@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use leasehold::testing::FaultyStore;
 use leasehold::{
-    admin, Callbacks, Environment, GroupName, LeaseGuard, LeaseRecord, LeaseState, LeaseStore,
-    Loss, LossReason, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
-    StoredLease, TokioClock,
+    admin, Callbacks, Environment, GroupName, LeaseGuard, LeaseMode, LeaseRecord, LeaseState,
+    LeaseStore, Loss, LossReason, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId,
+    PutMode, StoredLease, TokioClock,
 };
 use tokio::time::{sleep, Instant};
 
@@ -951,24 +951,30 @@ impl Callbacks for LoadByNumber {
     }
 }
 
+/// Renewing per partition, each renewal carries the load; by session, no renewal writes a
+/// lease record, so the loads are written on their own: the others balance on them.
 #[tokio::test(start_paused = true)]
 async fn leases_carry_their_load_and_the_member_record_the_sum() {
-    let store = store_with(4).await;
-    let participant = Participant::start(store.clone(), config("a", 4), LoadByNumber).unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(participant.owned().len(), 4);
-    let group = GroupName::new("default").unwrap();
-    for partition in 0..4 {
-        assert_eq!(
-            lease_of(&store, partition).await.value.load,
-            Some(f64::from(partition))
-        );
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let store = store_with(4).await;
+        let group = GroupName::new("default").unwrap();
+        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
+        let participant = Participant::start(store.clone(), config("a", 4), LoadByNumber).unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(participant.owned().len(), 4);
+        for partition in 0..4 {
+            assert_eq!(
+                lease_of(&store, partition).await.value.load,
+                Some(f64::from(partition)),
+                "{mode}"
+            );
+        }
+        let member = store
+            .get_member(&group, &node("a"))
+            .await
+            .unwrap()
+            .expect("member record");
+        assert_eq!(member.value.load, Some(6.0), "{mode}");
+        participant.shutdown().await;
     }
-    let member = store
-        .get_member(&group, &node("a"))
-        .await
-        .unwrap()
-        .expect("member record");
-    assert_eq!(member.value.load, Some(6.0));
-    participant.shutdown().await;
 }

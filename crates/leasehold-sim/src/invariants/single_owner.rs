@@ -263,6 +263,32 @@ mod tests {
         );
     }
 
+    /// The tolerance is rounding, not slack: an overlap of one millisecond, far shorter
+    /// than any lease, is two owners.
+    #[test]
+    fn an_overlap_of_one_millisecond_is_caught_and_one_of_rounding_is_not() {
+        let origin = Instant::now();
+        let s = |secs: u64| origin + Duration::from_secs(secs);
+        let mut beliefs = SingleOwner::new(origin, Duration::from_secs(600));
+        let p = PartitionId(2);
+        beliefs
+            .believe(holder(1), p, Epoch(1), s(0), s(30))
+            .unwrap();
+        beliefs
+            .believe(holder(2), p, Epoch(2), s(30) - TOLERANCE, s(60))
+            .unwrap();
+        let error = beliefs
+            .believe(
+                holder(3),
+                p,
+                Epoch(3),
+                s(60) - Duration::from_millis(1),
+                s(90),
+            )
+            .unwrap_err();
+        assert!(error.contains("both for 0.001000s"), "{error}");
+    }
+
     #[test]
     fn two_processes_of_one_node_count_as_two_holders() {
         let origin = Instant::now();
