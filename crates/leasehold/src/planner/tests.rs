@@ -1362,6 +1362,136 @@ fn donors_within_the_band_fill_a_starving_member_about_once_a_scan_not_each() {
     );
 }
 
+/// Fails if a member that came back a few heartbeats ago (no longer young, still
+/// returning) is handed back only what the band allows, as if `returning` were never set.
+#[test]
+fn a_member_back_a_few_heartbeats_ago_gets_back_what_it_held_whatever_the_band() {
+    // Total 9.8, fair 4.9 each: this node carries 5, the other 4.8, both within the band.
+    // Giving back a partition of load 1 leaves the other above its share: no balance move
+    // would make it.
+    let mut fixture = loaded(&[1.0, 1.0, 1.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0, 0.8]);
+    fixture
+        .holdings
+        .get_mut(&PartitionId(4))
+        .unwrap()
+        .record
+        .previous_owner = Some(node("other"));
+    let registered = |heartbeat: u64| {
+        let mut fixture = fixture.clone();
+        fixture.observed.members.insert(SeenMember::new(
+            fixture.start,
+            Stored {
+                key: node("other"),
+                value: MemberRecord {
+                    heartbeat,
+                    ..MemberRecord::default()
+                },
+                version: Version::from_number(2),
+            },
+        ));
+        plan_loaded(&fixture, 0)
+    };
+    let back = registered(YOUNG_HEARTBEATS + 1);
+    assert_eq!(back.release, [PartitionId(4)], "{back:?}");
+    assert_eq!(back.return_to[&PartitionId(4)], node("other"));
+    assert_eq!(back.shed, 0, "a homecoming is not charged");
+    // Long registered, the band rules: nothing moves.
+    let settled = registered(10_000);
+    assert!(settled.release.is_empty(), "{settled:?}");
+}
+
+/// Fails if giving back what a returning member held can leave this node with nothing.
+#[test]
+fn a_give_back_never_empties_the_giver() {
+    let config = ParticipantConfig::new(node("me"), 64);
+    let view = load_view(vec![
+        member_load("me", 2.0, 2.0, false),
+        member_load("back", 0.0, 2.0, true),
+    ]);
+    let keep = kept(0, 2, 1.0, Some("back"));
+    let shed = load::shed(
+        &view,
+        &config,
+        &keep,
+        10,
+        |_, _| false,
+        &mut SeededRng::new(1),
+    );
+    assert_eq!(shed.moves.len(), 1, "{shed:?}");
+}
+
+/// Fails if a leaving node sends a partition back to its previous holder when that pushes
+/// the holder past its band: it would shed it again at once.
+#[test]
+fn a_leaving_node_sends_a_partition_home_only_within_the_homes_band() {
+    let config = ParticipantConfig::new(node("me"), 64);
+    let mut view = load_view(vec![
+        member_load("me", 2.0, 0.0, false),
+        member_load("home", 7.5, 8.0, false),
+        member_load("other", 4.0, 8.0, false),
+    ]);
+    view.nodes
+        .iter_mut()
+        .find(|n| n.node == node("me"))
+        .unwrap()
+        .draining = true;
+    // 7.5 + 2 is above 8 × 1.1.
+    let leaving = kept(0, 1, 2.0, Some("home"));
+    let moves = load::direct(&view, &config, &leaving, |_, _| false);
+    assert_eq!(moves, [(PartitionId(0), node("other"))]);
+    // Light enough, it goes home although "other" has more room.
+    let light = kept(0, 1, 0.5, Some("home"));
+    let moves = load::direct(&view, &config, &light, |_, _| false);
+    assert_eq!(moves, [(PartitionId(0), node("home"))]);
+}
+
+/// Fails if rows beyond the group's partition count (left from a larger table) are counted
+/// in the fleet's load: every share would be computed on load no one may serve.
+#[test]
+fn rows_beyond_the_table_count_for_no_ones_load() {
+    let mut fixture = loaded(&[1.0, 1.0], &[1.0, 1.0]);
+    let now = fixture.start;
+    for p in 4..8u32 {
+        let record = LeaseRecord {
+            load: Some(10.0),
+            ..held_by("other", 1)
+        };
+        fixture.set(p, record, 950 + u64::from(p), now);
+    }
+    let plan = plan_loaded(&fixture, 10);
+    assert_eq!(plan.load, Some((2.0, 2.0)), "{plan:?}");
+    assert!(plan.release.is_empty(), "{plan:?}");
+}
+
+/// Fails if a node drained in a group balanced by load releases its partitions naming no
+/// receiver: they would go to whoever scans first, who would then shed the excess again.
+#[test]
+fn a_node_drained_by_load_names_a_receiver_for_each_partition_it_releases() {
+    let fixture = loaded(&[2.0, 1.0, 1.0, 1.0], &[1.0, 1.0]);
+    let now = fixture.start + Duration::from_secs(1);
+    let mut observed = fixture.observed.clone();
+    observed.listed_at = Some(now);
+    let plan = plan(
+        &PlanInput {
+            now,
+            config: &fixture.config,
+            observed: &observed,
+            holdings: &fixture.holdings,
+            draining: true,
+            load_moves_left: 0,
+        },
+        &mut SeededRng::new(1),
+    );
+    assert!(!plan.release.is_empty(), "{plan:?}");
+    for partition in &plan.release {
+        assert_eq!(
+            plan.return_to.get(partition),
+            Some(&node("other")),
+            "{plan:?}"
+        );
+    }
+}
+
 /// Fails if a node that leaves a group balanced by load does not spread what it held: the
 /// partitions would go to whoever scans first, who would then shed the excess again.
 #[test]

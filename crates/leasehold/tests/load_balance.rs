@@ -1,0 +1,100 @@
+//! Several nodes balancing by load on one store, in both lease modes: the loads the
+//! application reports reach the records, every node reads them, and a node that the
+//! load shifted onto sheds within the churn budget until every node is near its fair share.
+//! Controlled time: Tokio's clock is paused.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::{
+    admin, Callbacks, GroupName, LeaseMode, MemoryStore, NodeId, Participant, ParticipantConfig,
+    PartitionId,
+};
+use tokio::time::sleep;
+
+const PARTITIONS: u32 = 24;
+
+/// Partition loads the test sets, shared by every node: 1 unless set.
+#[derive(Clone, Default)]
+struct Loads(Arc<Mutex<BTreeMap<PartitionId, f64>>>);
+
+impl Loads {
+    fn of(&self, partition: PartitionId) -> f64 {
+        let loads = self.0.lock().unwrap();
+        loads.get(&partition).copied().unwrap_or(1.0)
+    }
+
+    fn set(&self, partition: PartitionId, load: f64) {
+        self.0.lock().unwrap().insert(partition, load);
+    }
+}
+
+impl Callbacks for Loads {
+    fn load(&self, partition: PartitionId) -> Option<f64> {
+        Some(self.of(partition))
+    }
+}
+
+fn config(name: &str) -> ParticipantConfig {
+    ParticipantConfig {
+        // Four budgeted moves per node per window, so that a few windows settle the fleet.
+        churn_budget: 0.5,
+        ..ParticipantConfig::fast(NodeId::new(name).unwrap(), PARTITIONS)
+    }
+}
+
+/// Each node's load over its fair share (the fleet's load over three).
+fn ratios(nodes: &[&Participant], loads: &Loads) -> Vec<f64> {
+    let each: Vec<f64> = nodes
+        .iter()
+        .map(|n| n.owned().iter().map(|p| loads.of(*p)).sum())
+        .collect();
+    let fair = each.iter().sum::<f64>() / nodes.len() as f64;
+    each.iter().map(|load| load / fair).collect()
+}
+
+/// Fails if no budgeted move is ever made (a churn budget always spent, say), if loads are
+/// not published or not read (by session no renewal writes a lease record), or if the
+/// shedding overshoots: the node the load moved onto must shed until every node is within
+/// a quarter of its fair share, and every partition stays held throughout the end state.
+#[tokio::test(start_paused = true)]
+async fn three_nodes_even_out_a_load_that_shifts_onto_one_of_them() {
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let store = Arc::new(MemoryStore::new());
+        let group = GroupName::new("default").unwrap();
+        admin::init(&*store, &group, PARTITIONS).await.unwrap();
+        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
+        let loads = Loads::default();
+        let a = Participant::start(store.clone(), config("a"), loads.clone()).unwrap();
+        let b = Participant::start(store.clone(), config("b"), loads.clone()).unwrap();
+        let c = Participant::start(store.clone(), config("c"), loads.clone()).unwrap();
+        sleep(Duration::from_secs(30)).await;
+        let nodes = [&a, &b, &c];
+        let held: usize = nodes.iter().map(|n| n.owned().len()).sum();
+        assert_eq!(held, PARTITIONS as usize, "{mode}");
+        let before = ratios(&nodes, &loads);
+        assert!(
+            before.iter().all(|r| (0.8..=1.25).contains(r)),
+            "{mode}: balanced by count while every load is equal: {before:?}"
+        );
+
+        // Everything a holds turns twice as hot: a carries half the fleet's load.
+        for partition in a.owned() {
+            loads.set(partition, 2.0);
+        }
+        let shifted = ratios(&nodes, &loads);
+        assert!(shifted[0] > 1.4, "{mode}: {shifted:?}");
+        sleep(Duration::from_secs(600)).await;
+        let after = ratios(&nodes, &loads);
+        assert!(
+            after.iter().all(|r| (0.8..=1.25).contains(r)),
+            "{mode}: after the shift {shifted:?}, ten minutes later {after:?}"
+        );
+        let held: usize = nodes.iter().map(|n| n.owned().len()).sum();
+        assert_eq!(held, PARTITIONS as usize, "{mode}");
+        for node in nodes {
+            node.shutdown().await;
+        }
+    }
+}
