@@ -1,6 +1,7 @@
 //! The negative controls: one deliberately broken variant per invariant, each of which its
-//! check must catch within a few seeds. If they were not caught, the checks would be
-//! proving nothing.
+//! check must catch in about the share of seeds measured for it. If they were not caught,
+//! the checks would be proving nothing; if they were caught less often, a check would have
+//! lost some of its power unseen.
 //!
 //! - single owner: `acquire_after` shorter than the lease validity (started without
 //!   validation), and nodes restarted with timings unsafe against the fleet's that skip the
@@ -32,10 +33,14 @@ fn fleet() -> SimConfig {
 }
 
 /// Runs seeds `0..SEEDS` of `config` and asserts that every seed that failed broke
-/// `invariant` (the control breaks nothing else), that at least `at_least` of them did, and
-/// that the replay command names `flag`. Returns the violations.
-fn caught(config: &SimConfig, invariant: Invariant, flag: &str, at_least: usize) -> Vec<Violation> {
-    caught_in(config, invariant, flag, SEEDS, at_least)
+/// `invariant` (the control breaks nothing else), that at least `min_rate` of the seeds did,
+/// and that the replay command names `flag`. Returns the violations.
+///
+/// Each `min_rate` is about three quarters of the rate measured for its control over 200
+/// seeds of this fleet (TESTING.md lists them): a check that lost a quarter of its power to
+/// catch what it is for fails here, not only one that lost all of it.
+fn caught(config: &SimConfig, invariant: Invariant, flag: &str, min_rate: f64) -> Vec<Violation> {
+    caught_in(config, invariant, flag, SEEDS, min_rate)
 }
 
 /// [`caught`] over seeds `0..seeds`, for a control that needs a rarer situation.
@@ -44,7 +49,7 @@ fn caught_in(
     invariant: Invariant,
     flag: &str,
     seeds: u64,
-    at_least: usize,
+    min_rate: f64,
 ) -> Vec<Violation> {
     let caught: Vec<Violation> = (0..seeds)
         .filter_map(|seed| run_seed(config, seed).err())
@@ -53,9 +58,10 @@ fn caught_in(
         assert_eq!(violation.invariant, invariant, "{violation}");
         assert!(violation.replay.contains(flag), "{}", violation.replay);
     }
+    let at_least = (min_rate * seeds as f64).ceil() as usize;
     assert!(
-        caught.len() >= at_least,
-        "only {} of {seeds} seeds broke {invariant}, not {at_least}",
+        caught.len() >= at_least.max(1),
+        "only {} of {seeds} seeds broke {invariant}, not {at_least} ({min_rate} of them)",
         caught.len()
     );
     println!("{} of {seeds} seeds caught; the first:", caught.len());
@@ -67,7 +73,7 @@ fn caught_in(
 fn unsafe_timings_are_caught_by_the_single_owner_check() {
     let mut config = fleet();
     config.unsafe_timings = true;
-    let first = caught(&config, Invariant::SingleOwner, "--unsafe", 4).remove(0);
+    let first = caught(&config, Invariant::SingleOwner, "--unsafe", 0.72).remove(0);
     assert!(first
         .replay
         .starts_with(&format!("leasehold sim --seed {}", first.seed)));
@@ -79,14 +85,14 @@ fn unsafe_timings_are_caught_by_the_single_owner_check() {
 fn releases_that_do_not_wait_for_work_are_caught_by_the_work_overlap_check() {
     let mut config = fleet();
     config.unsafe_release = true;
-    caught(&config, Invariant::WorkOverlap, "--unsafe-release", 4);
+    caught(&config, Invariant::WorkOverlap, "--unsafe-release", 0.75);
 }
 
 #[test]
 fn acquisitions_that_reuse_the_epoch_are_caught_by_the_epoch_order_check() {
     let mut config = fleet();
     config.unsafe_epoch_reuse = true;
-    caught(&config, Invariant::EpochOrder, "--unsafe-epoch-reuse", 6);
+    caught(&config, Invariant::EpochOrder, "--unsafe-epoch-reuse", 0.75);
 }
 
 #[test]
@@ -101,7 +107,7 @@ fn the_epoch_reuse_switch_is_refused_outside_the_simulator() {
 fn resources_that_accept_stale_epochs_are_caught_by_the_fencing_check() {
     let mut config = fleet();
     config.unsafe_stale_fencing = true;
-    let caught = caught(&config, Invariant::Fencing, "--unsafe-stale-fencing", 3);
+    let caught = caught(&config, Invariant::Fencing, "--unsafe-stale-fencing", 0.45);
     assert!(
         caught[0].details.contains("accepted work of"),
         "{}",
@@ -113,7 +119,12 @@ fn resources_that_accept_stale_epochs_are_caught_by_the_fencing_check() {
 fn nodes_that_stop_taking_partitions_are_caught_by_the_liveness_check() {
     let mut config = fleet();
     config.unsafe_stop_acquiring = true;
-    caught(&config, Invariant::Liveness, "--unsafe-stop-acquiring", 6);
+    caught(
+        &config,
+        Invariant::Liveness,
+        "--unsafe-stop-acquiring",
+        0.74,
+    );
 }
 
 /// Caught while the fleet is settled, not only by the check at the end of the run.
@@ -121,7 +132,7 @@ fn nodes_that_stop_taking_partitions_are_caught_by_the_liveness_check() {
 fn a_node_that_never_hands_off_its_surplus_is_caught_by_the_balance_check() {
     let mut config = fleet();
     config.unsafe_ignore_members = true;
-    let caught = caught(&config, Invariant::Balance, "--unsafe-ignore-members", 6);
+    let caught = caught(&config, Invariant::Balance, "--unsafe-ignore-members", 0.53);
     let settled = caught
         .iter()
         .filter(|v| v.details.starts_with("settled:") && v.at < config.duration)
@@ -139,7 +150,7 @@ fn nodes_that_ignore_their_exclusion_lists_are_caught_by_the_exclusion_check() {
         Invariant::Exclusion,
         "--unsafe-ignore-exclusions",
         16,
-        2,
+        0.28,
     );
 }
 
@@ -151,7 +162,8 @@ fn session_fleet() -> SimConfig {
 }
 
 /// Seeds for the session controls: a take or an operator command must catch a holder
-/// that is paused or cut off, which a small fleet meets in about one seed in ten.
+/// that is paused or cut off, which a small fleet meets less often than the other controls'
+/// situations.
 const SESSION_SEEDS: u64 = 40;
 
 #[test]
@@ -159,19 +171,20 @@ fn session_takes_that_leave_the_holder_alone_are_caught_by_the_single_owner_chec
     let mut config = session_fleet();
     config.unsafe_session_take = true;
     let flag = "--unsafe-session-take";
-    caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
+    caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 0.39);
 }
 
 /// Operator commands that leave the holder's session alone are caught twice over: by the
 /// holder's next listing of the table, and, with that check off as well, by nothing — the
-/// single-owner check must then fire.
+/// single-owner check must then fire. An operator command must meet a holder cut off from
+/// the store, in about one seed in twenty-five: more seeds than the others.
 #[test]
 fn session_operator_commands_that_leave_the_holder_alone_are_caught_by_the_single_owner_check() {
     let mut config = session_fleet();
     config.unsafe_session_operator = true;
     config.unsafe_unchecked_holdings = true;
     let flag = "--unsafe-unchecked-holdings";
-    caught_in(&config, Invariant::SingleOwner, flag, SESSION_SEEDS, 2);
+    caught_in(&config, Invariant::SingleOwner, flag, 200, 0.03);
 }
 
 /// Fails without the holders' check of their listings: operator commands that leave the
@@ -204,7 +217,13 @@ fn takes_of_ended_sessions_without_a_wait_are_caught_by_the_single_owner_check()
         .filter_map(|seed| run_seed(&config, seed).err())
         .filter(|violation| violation.invariant == Invariant::SingleOwner)
         .collect();
-    assert!(caught.len() >= 2, "only {} caught", caught.len());
+    // About three quarters of the rate measured over 200 seeds (TESTING.md).
+    let at_least = (0.47 * SESSION_SEEDS as f64).ceil() as usize;
+    assert!(
+        caught.len() >= at_least,
+        "only {} caught, not {at_least}",
+        caught.len()
+    );
     assert!(caught[0].replay.contains("--unsafe-session-identity"));
     println!(
         "{} of {SESSION_SEEDS} seeds caught; the first:",
@@ -282,13 +301,13 @@ fn mis_set_nodes_that_skip_the_group_record_are_caught_by_the_single_owner_check
     let mut config = mis_set_restarts();
     config.unsafe_mixed_timings = true;
     // It needs a mis-set node paused or cut off while holding a lease, which some seeds of
-    // this small fleet never bring (7 of these 24 do).
+    // this small fleet never bring (10 of these 24 do).
     caught_in(
         &config,
         Invariant::SingleOwner,
         "--unsafe-mixed-timings",
         24,
-        2,
+        0.3,
     );
 }
 
@@ -357,8 +376,13 @@ fn a_destroy_that_leaves_running_nodes_serving_is_caught_by_the_single_owner_che
             .iter()
             .filter(|v| v.invariant == Invariant::SingleOwner)
             .count();
+        println!(
+            "{}: {two_owners} of 8 seeds broke single-owner",
+            config.lease_mode
+        );
+        // 7 of 8 in either mode as measured: about three quarters of that.
         assert!(
-            two_owners >= 2,
+            two_owners >= 5,
             "only {two_owners} of 8 seeds broke single-owner: {caught:?}"
         );
     }
