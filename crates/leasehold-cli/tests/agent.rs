@@ -96,7 +96,8 @@ fn a_worker_holds_a_hand_off_open_with_a_permit_and_is_told_who_owns_the_rest() 
     assert_eq!(permit.status, 201, "{permit:?}");
     let permit = permit.json();
     assert_eq!(permit["partition"].as_u64(), Some(mine));
-    assert!(permit["ms_left"].as_u64().unwrap() <= 400);
+    // No longer than the lease validity of [`common::FAST`].
+    assert!(permit["ms_left"].as_u64().unwrap() <= 1000, "{permit}");
     let released = post(&a, &format!("/v1/leases/{mine}/release"), true);
     assert_eq!(released.status, 200, "{released:?}");
     assert_eq!(

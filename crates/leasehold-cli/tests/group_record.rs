@@ -10,6 +10,7 @@ use common::{assert_clean_error, Site};
 
 const SETTLE: Duration = Duration::from_secs(20);
 
+/// The group's timings are [`common::FAST`]'s, which `site.node` starts nodes with.
 #[test]
 fn a_node_outside_the_groups_timings_is_refused_and_the_timings_change_when_all_fit() {
     let site = Site::new();
@@ -18,14 +19,14 @@ fn a_node_outside_the_groups_timings_is_refused_and_the_timings_change_when_all_
         "--partitions",
         "4",
         "--lease-validity",
-        "400ms",
+        "1s",
         "--acquire-after",
-        "700ms",
+        "1300ms",
     ]);
     assert!(out.contains("4 partitions created"), "{out}");
-    assert!(out.contains("lease_validity at most 400ms"), "{out}");
+    assert!(out.contains("lease_validity at most 1.00s"), "{out}");
 
-    // Holds its leases for 2 s where the group's takers wait 700 ms.
+    // Holds its leases for 2 s where the group's takers wait 1.3 s.
     let refused = site.run(&[
         "node",
         "--id",
@@ -39,48 +40,48 @@ fn a_node_outside_the_groups_timings_is_refused_and_the_timings_change_when_all_
     ]);
     assert_clean_error(
         &refused,
-        &["node slow does not fit", "2s", "400ms", "700ms"],
+        &["node slow does not fit", "= 2s", "up to 1s", "from 1.3s"],
     );
 
     let _node = site.node("n1", &[]);
     site.wait_for(SETTLE, "n1 to hold every partition", || {
         site.holders().values().filter(|h| h.is_some()).count() == 4
     });
-    // n1 renews for 400 ms: a group allowing only 300 ms would not cover it.
+    // n1 renews for 1 s: a group allowing only 800 ms would not cover it.
     let kept = site.run(&[
         "timings",
         "--lease-validity",
-        "300ms",
+        "800ms",
         "--acquire-after",
-        "700ms",
+        "1300ms",
     ]);
     assert_clean_error(&kept, &["members n1 do not fit"]);
     let shown = site.ok(&["timings"]);
-    assert!(shown.contains("lease_validity at most 400ms"), "{shown}");
+    assert!(shown.contains("lease_validity at most 1.00s"), "{shown}");
     assert!(!shown.contains("changing to"), "withdrawn: {shown}");
     // Takers that wait longer than n1 does: refused too.
     let longer = site.run(&[
         "timings",
         "--lease-validity",
-        "500ms",
+        "1100ms",
         "--acquire-after",
-        "800ms",
+        "1400ms",
     ]);
     assert_clean_error(&longer, &["members n1 do not fit"]);
     // Bounds that n1 is inside of: accepted.
     let changed = site.ok(&[
         "timings",
         "--lease-validity",
-        "450ms",
+        "1050ms",
         "--acquire-after",
-        "700ms",
+        "1300ms",
     ]);
     assert!(
-        changed.contains("lease_validity at most 450ms"),
+        changed.contains("lease_validity at most 1.05s"),
         "{changed}"
     );
     let json: serde_json::Value = serde_json::from_str(&site.ok(&["timings", "--json"])).unwrap();
-    assert_eq!(json["timings"]["lease_validity_ns"], 450_000_000u64);
+    assert_eq!(json["timings"]["lease_validity_ns"], 1_050_000_000u64);
 
     let busy = site.run(&["destroy", "--yes"]);
     assert_clean_error(&busy, &["has members (n1)", "force"]);

@@ -230,6 +230,18 @@ fn metrics_of_nodes_and_monitor_follow_a_crash_and_a_drain() {
         "three nodes to hold four partitions each",
         &[("node-0", 4), ("node-1", 4), ("node-2", 4)],
     );
+    // A heartbeat after its last take, node-0 has renewed what it holds.
+    let renewals = node_series("leasehold_renewal_batch_size_count", "node-0");
+    fleet.site.wait_for(
+        Duration::from_secs(10),
+        "node-0 to renew its leases",
+        || {
+            Fleet::scrape(&fleet.nodes["node-0"].1)
+                .1
+                .get(&renewals)
+                .is_some_and(|count| *count > 0.0)
+        },
+    );
 
     // Every documented name is declared by a node or the monitor, and nothing undocumented.
     let (node_text, node) = Fleet::scrape(&fleet.nodes["node-0"].1);
@@ -295,7 +307,12 @@ fn metrics_of_nodes_and_monitor_follow_a_crash_and_a_drain() {
         .iter()
         .map(|n| fleet.node_metrics(n)[&node_series("leasehold_lease_acquisitions_total", n)])
         .sum();
-    assert_eq!(taken_after - taken_before, 4.0);
+    // At least node-2's four; more where a renewal a loaded machine held back past its
+    // lease cost one and it was taken again.
+    assert!(
+        taken_after - taken_before >= 4.0,
+        "{taken_before} acquisitions before the crash, {taken_after} after"
+    );
     fleet
         .site
         .wait_for(WAIT, "the monitor to count node-2 dead", || {

@@ -79,7 +79,7 @@ fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
     let work = site.path("work.log");
     let work_arg = work.to_str().unwrap();
     let partitions = PARTITIONS.to_string();
-    // Units of 1 s under leases of 400 ms: every hand-off finds work in flight.
+    // Units of 2 s under leases of 1 s: every hand-off finds work in flight.
     let flags = [
         "--partitions",
         &partitions,
@@ -88,7 +88,7 @@ fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
         "--work-interval",
         "100ms",
         "--work-duration",
-        "1s",
+        "2s",
         "--drain-timeout",
         "5s",
     ];

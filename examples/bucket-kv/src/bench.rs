@@ -306,7 +306,11 @@ impl Fleet {
         let url = format!("http://127.0.0.1:{}/readyz", server.port);
         loop {
             if let Some(status) = server.child.try_wait()? {
-                bail!("{name} exited with {status} before it was ready");
+                let log = self.directory.join(format!("{name}.log"));
+                bail!(
+                    "{name} exited with {status} before it was ready; the end of its log:\n{}",
+                    log_tail(&log, 20)
+                );
             }
             if let Ok(response) = self.http.get(&url).send().await {
                 if response.status().is_success() {
@@ -384,6 +388,17 @@ impl Fleet {
 }
 
 /// A loopback port that was free a moment ago.
+/// The last `lines` lines of the file at `path`, or why it could not be read.
+fn log_tail(path: &Path, lines: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(error) => format!("({} unreadable: {error})", path.display()),
+    }
+}
+
 fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())

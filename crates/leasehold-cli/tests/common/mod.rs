@@ -17,25 +17,28 @@ use serde_json::Value;
 pub mod fuzz;
 pub mod http;
 
-/// Fast node timings: renew every 100 ms, valid 400 ms, take over after 700 ms.
+/// Fast node timings: renew every 200 ms, valid 1 s, take over after 1.3 s. A renewal may
+/// land up to 800 ms late before its lease runs out: on a machine whose cores other programs
+/// keep busy, a process waits that long for a turn now and then, and a test that assumes
+/// it never does fails for the machine's sake, not the product's.
 pub const FAST: [&str; 8] = [
     "--heartbeat",
-    "100ms",
+    "200ms",
     "--validity",
-    "400ms",
+    "1s",
     "--acquire-after",
-    "700ms",
+    "1300ms",
     "--scan-interval",
     "100ms",
 ];
 
 /// The wait after which a lease abandoned by its holder is taken over, with margin.
-pub const TAKEOVER: Duration = Duration::from_millis(700);
+pub const TAKEOVER: Duration = Duration::from_millis(1300);
 
 /// How long [`Site::assert_leases_renewed_by_sessions`] watches a settled table: five
 /// heartbeats of [`FAST`], each a renewal that would write every lease record held per
 /// partition.
-const SETTLED_WINDOW: Duration = Duration::from_millis(500);
+const SETTLED_WINDOW: Duration = Duration::from_millis(1000);
 
 /// A temporary directory holding the processes' logs, and the store they run against: an
 /// SQLite file in the directory, or a group of its own on a shared server.
