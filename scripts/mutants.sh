@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Mutation testing of the core's decision code: the planner and its scan schedule, leases'
-# guards and work permits, and the operator actions. cargo-mutants changes one thing at a
-# time (a comparison flipped, a return value replaced, a branch removed) and runs the core's
-# tests against each change; a mutant the tests still pass ("missed") is behaviour no test
-# pins down.
+# Mutation testing of the core's decision code: the planner and its scan schedule, the
+# lease loop (every file of participant/, guards and work permits included), the group
+# record, the configuration's checks, the router, and the operator actions. cargo-mutants
+# changes one thing at a time (a comparison flipped, a return value replaced, a branch
+# removed) and runs the core's tests against each change; a mutant the tests still pass
+# ("missed") is behaviour no test pins down.
 #
 # Far too slow for CI on two cores (several hundred mutants, tens of seconds each): run it in
 # the background, in shards, or on what changed since a revision:
@@ -40,7 +41,10 @@ cargo mutants \
   --features testing \
   --file 'crates/leasehold/src/planner.rs' \
   --file 'crates/leasehold/src/planner/*.rs' \
-  --file 'crates/leasehold/src/participant/guard.rs' \
+  --file 'crates/leasehold/src/participant/*.rs' \
+  --file 'crates/leasehold/src/group.rs' \
+  --file 'crates/leasehold/src/config.rs' \
+  --file 'crates/leasehold/src/router/*.rs' \
   --file 'crates/leasehold/src/admin.rs' \
   --file 'crates/leasehold/src/admin/*.rs' \
   --exclude '**/tests.rs' \
