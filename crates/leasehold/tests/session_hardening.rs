@@ -316,3 +316,42 @@ async fn records_created_again_after_a_destroy_wait_out_a_holder_cut_off_from_th
         a.abort();
     }
 }
+
+/// Fails if a session take whose outcome stayed unknown (its reply lost, and the listing
+/// that would have told failing too) is not released at the deadline it would have had: a
+/// record naming this node under its live session is never served and never taken by
+/// another, so without that deadline it waits `acquire_after` from when it is next seen.
+#[tokio::test(start_paused = true)]
+async fn a_session_take_of_unknown_outcome_is_released_at_its_deadline() {
+    let store = Arc::new(leasehold::testing::FaultyStore::new(session_store(1).await));
+    store.set_latency(Duration::from_millis(50));
+    store.lose_batch_replies(1);
+    let config = config("a", 1);
+    let (validity, acquire_after) = (config.lease_validity, config.acquire_after);
+    let a = Participant::start(store.clone(), config, ()).unwrap();
+    // The take is on its way: the listing that would settle it fails too.
+    while store.batches() == 0 {
+        sleep(Duration::from_millis(1)).await;
+    }
+    let sent = tokio::time::Instant::now();
+    store.set_reads_throttled(true);
+    sleep(Duration::from_millis(200)).await;
+    store.set_reads_throttled(false);
+    assert!(
+        a.lease(P0).is_none(),
+        "a take of unknown outcome is not served"
+    );
+    let record = store.get_lease(&group(), P0).await.unwrap().unwrap().value;
+    assert_eq!(record.owner, Some(node("a")), "the take landed");
+    // Released at its deadline (validity after it was sent) and taken again at the next
+    // scan, before acquire_after has passed: 1.35 s here, and 2.1 s without the deadline.
+    while a.lease(P0).is_none() && sent.elapsed() < Duration::from_secs(10) {
+        sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        sent.elapsed() > validity && sent.elapsed() < acquire_after,
+        "served again {:?} after the take",
+        sent.elapsed()
+    );
+    a.shutdown().await;
+}
