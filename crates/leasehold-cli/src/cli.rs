@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use leasehold::{GroupName, NodeId};
 use leasehold_sim::FaultProfile;
 
-use crate::duration::{self, parse_duration};
 use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
+use leasehold::duration::{self, parse_duration};
 
 /// Lease-based partitioning: divide N partitions among servers so that no partition is ever
 /// served by two at once.

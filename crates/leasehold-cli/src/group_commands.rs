@@ -6,8 +6,8 @@ use leasehold::{GroupRecord, GroupTimings, LeaseMode};
 
 use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, TimingsArgs};
-use crate::duration::format_duration;
 use crate::Outcome;
+use leasehold::duration::format_duration;
 
 /// Shows the group record, or changes its timings.
 pub async fn run(cli: &Cli, args: &TimingsArgs) -> anyhow::Result<Outcome> {

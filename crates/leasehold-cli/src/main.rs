@@ -23,7 +23,6 @@ mod append_log;
 mod bench;
 mod cli;
 mod demo;
-mod duration;
 mod exclusions;
 mod group_commands;
 mod http;

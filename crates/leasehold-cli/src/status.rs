@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, StatusArgs};
-use crate::duration::format_duration;
 use crate::table::{or_dash, Table};
 use crate::Outcome;
+use leasehold::duration::format_duration;
 
 /// One partition's record.
 #[derive(Debug, Serialize)]

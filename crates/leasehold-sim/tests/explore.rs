@@ -1,13 +1,8 @@
 //! Ad-hoc exploration: `SEEDS=n FAULTS=all|membership|none NODES= PARTITIONS= DURATION= cargo test --release --test explore -- --ignored --nocapture`.
 
-// The command line's own parser, so that these variables read as its duration flags do.
-#[allow(dead_code)]
-#[path = "../../leasehold-cli/src/duration.rs"]
-mod duration;
-
 use std::time::Duration;
 
-use duration::parse_duration;
+use leasehold::duration::parse_duration;
 use leasehold_sim::{run_many, FaultProfile, SimConfig};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {

@@ -7,14 +7,9 @@
 //! A steady fleet with no faults and no fenced-work tasks, so the time measured is the
 //! participants' own work: scans, renewals and planning.
 
-// The command line's own parser, so that these variables read as its duration flags do.
-#[allow(dead_code)]
-#[path = "../../leasehold-cli/src/duration.rs"]
-mod duration;
-
 use std::time::{Duration, Instant};
 
-use duration::parse_duration;
+use leasehold::duration::parse_duration;
 use leasehold::planner::{plan, Observed, PlanInput};
 use leasehold::{
     LeaseRecord, LeaseState, NodeId, ParticipantConfig, PartitionId, SeededRng, Stored, Version,

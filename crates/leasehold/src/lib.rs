@@ -65,6 +65,7 @@ pub mod batch;
 mod clock;
 pub mod codec;
 mod config;
+pub mod duration;
 mod error;
 pub mod group;
 mod memory;

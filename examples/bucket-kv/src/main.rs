@@ -11,13 +11,14 @@ use bucket_kv::client::{Client, RetryPolicy};
 use bucket_kv::load::{self, LoadConfig};
 use bucket_kv::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
+use leasehold::duration::parse_duration;
 use leasehold::{LeaseStore, NodeId};
 use leasehold_sqlite::SqliteStore;
 use tokio::signal::unix::{signal, SignalKind};
 
 /// A key-value service over a bucket map, one leasehold partition per bucket.
 #[derive(Parser)]
-#[command(name = "bucket-kv", version)]
+#[command(name = "bucket-kv", version, after_help = leasehold::duration::help())]
 struct Cli {
     #[command(subcommand)]
     command: Commands,
@@ -104,23 +105,6 @@ enum Commands {
         #[arg(long)]
         json: bool,
     },
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 10s, 500ms or 2m"))?;
-    let seconds = match unit {
-        "ms" => number / 1000.0,
-        "s" => number,
-        "m" => number * 60.0,
-        _ => return Err(format!("unknown unit in {text:?}: use ms, s or m")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|error| format!("{text:?}: {error}"))
 }
 
 #[tokio::main]

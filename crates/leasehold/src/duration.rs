@@ -1,4 +1,17 @@
-//! Durations written the way people write them: `500ms`, `2s`, `1.5s`, `1m30s`, `2h`.
+//! Durations written the way people write them: `500ms`, `2s`, `1.5s`, `1m30s`, `2h`. One
+//! grammar for every program of the project (the command line, the example applications, the
+//! simulator's tests), so that a value reads the same wherever it is given; a bare number
+//! has no unit and is refused rather than guessed.
+//!
+//! ```
+//! use std::time::Duration;
+//! use leasehold::duration::{format_duration, parse_duration};
+//!
+//! assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+//! assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+//! assert!(parse_duration("30").is_err());
+//! assert_eq!(format_duration(Duration::from_millis(1530)), "1.53s");
+//! ```
 
 use std::fmt;
 use std::time::Duration;
