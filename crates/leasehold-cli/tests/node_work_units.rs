@@ -50,6 +50,12 @@ fn units(lines: &[LogLine]) -> BTreeMap<u32, Vec<Unit>> {
     by_partition
 }
 
+/// The last `lines` lines of `text`.
+fn log_tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 fn done_units(log: &std::path::Path, node: &str) -> usize {
     read_log_so_far(log)
         .iter()
@@ -147,7 +153,15 @@ fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
                 .end
                 .as_ref()
                 .unwrap_or_else(|| panic!("partition {partition}: {unit:?} never ended"));
-            assert_eq!(how, "done", "partition {partition}: {unit:?}");
+            // An abandoned unit's permit ran out under it: the node's log says why (a renewal
+            // that came too late, a lost lease).
+            assert_eq!(
+                how,
+                "done",
+                "partition {partition}: {unit:?}; {}'s log ends:\n{}",
+                unit.node,
+                log_tail(&site.node_stderr(&unit.node), 40)
+            );
         }
         for (i, unit) in list.iter().enumerate() {
             let end = unit.end.as_ref().unwrap().0;
