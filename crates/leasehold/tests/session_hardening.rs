@@ -330,7 +330,9 @@ async fn a_session_take_of_unknown_outcome_is_released_at_its_deadline() {
     let (validity, acquire_after) = (config.lease_validity, config.acquire_after);
     let a = Participant::start(store.clone(), config, ()).unwrap();
     // The take is on its way: the listing that would settle it fails too.
+    let started = tokio::time::Instant::now();
     while store.batches() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "no take sent");
         sleep(Duration::from_millis(1)).await;
     }
     let sent = tokio::time::Instant::now();

@@ -1059,6 +1059,11 @@ fn plan_loaded(fixture: &Fixture, budget: u32) -> Plan {
 
 /// Plans at `now` on the fixture's view, read just then, with `budget` moves left.
 fn plan_loaded_with(fixture: &Fixture, now: Instant, budget: u32) -> Plan {
+    plan_loaded_as(fixture, now, budget, false)
+}
+
+/// [`plan_loaded_with`], for a node drained (`draining`) or not.
+fn plan_loaded_as(fixture: &Fixture, now: Instant, budget: u32, draining: bool) -> Plan {
     let mut observed = fixture.observed.clone();
     observed.listed_at = Some(now);
     plan(
@@ -1067,7 +1072,7 @@ fn plan_loaded_with(fixture: &Fixture, now: Instant, budget: u32) -> Plan {
             config: &fixture.config,
             observed: &observed,
             holdings: &fixture.holdings,
-            draining: false,
+            draining,
             load_moves_left: budget,
         },
         &mut SeededRng::new(1),
@@ -1267,6 +1272,15 @@ fn load_view(mut nodes: Vec<load::NodeLoad>) -> load::LoadView {
     }
 }
 
+/// A load view in which this node ("me", carrying `load`) drains, beside `others`.
+fn leaving_view(load: f64, mut others: Vec<load::NodeLoad>) -> load::LoadView {
+    others.push(load::NodeLoad {
+        draining: true,
+        ..member_load("me", load, 0.0, false)
+    });
+    load_view(others)
+}
+
 /// `count` partitions from `first` on, each of load `load`, taken within the churn window
 /// from `home` (if any).
 fn kept(first: u32, count: u32, load: f64, home: Option<&str>) -> Vec<load::Kept> {
@@ -1425,16 +1439,13 @@ fn a_give_back_never_empties_the_giver() {
 #[test]
 fn a_leaving_node_sends_a_partition_home_only_within_the_homes_band() {
     let config = ParticipantConfig::new(node("me"), 64);
-    let mut view = load_view(vec![
-        member_load("me", 2.0, 0.0, false),
-        member_load("home", 7.5, 8.0, false),
-        member_load("other", 4.0, 8.0, false),
-    ]);
-    view.nodes
-        .iter_mut()
-        .find(|n| n.node == node("me"))
-        .unwrap()
-        .draining = true;
+    let view = leaving_view(
+        2.0,
+        vec![
+            member_load("home", 7.5, 8.0, false),
+            member_load("other", 4.0, 8.0, false),
+        ],
+    );
     // 7.5 + 2 is above 8 × 1.1.
     let leaving = kept(0, 1, 2.0, Some("home"));
     let moves = load::direct(&view, &config, &leaving, |_, _| false);
@@ -1468,20 +1479,7 @@ fn rows_beyond_the_table_count_for_no_ones_load() {
 #[test]
 fn a_node_drained_by_load_names_a_receiver_for_each_partition_it_releases() {
     let fixture = loaded(&[2.0, 1.0, 1.0, 1.0], &[1.0, 1.0]);
-    let now = fixture.start + Duration::from_secs(1);
-    let mut observed = fixture.observed.clone();
-    observed.listed_at = Some(now);
-    let plan = plan(
-        &PlanInput {
-            now,
-            config: &fixture.config,
-            observed: &observed,
-            holdings: &fixture.holdings,
-            draining: true,
-            load_moves_left: 0,
-        },
-        &mut SeededRng::new(1),
-    );
+    let plan = plan_loaded_as(&fixture, fixture.start + Duration::from_secs(1), 0, true);
     assert!(!plan.release.is_empty(), "{plan:?}");
     for partition in &plan.release {
         assert_eq!(
@@ -1499,16 +1497,13 @@ fn a_leaving_node_directs_its_partitions_by_room_and_home() {
     let config = ParticipantConfig::new(node("me"), 64);
     // This node leaves (its share is 0); "small" has half the capacity of "big", and each
     // carries 4: after the hand-off, fair shares are 8 and 16 of a total 24.
-    let mut view = load_view(vec![
-        member_load("me", 16.0, 0.0, false),
-        member_load("small", 4.0, 8.0, false),
-        member_load("big", 4.0, 16.0, false),
-    ]);
-    view.nodes
-        .iter_mut()
-        .find(|n| n.node == node("me"))
-        .unwrap()
-        .draining = true;
+    let view = leaving_view(
+        16.0,
+        vec![
+            member_load("small", 4.0, 8.0, false),
+            member_load("big", 4.0, 16.0, false),
+        ],
+    );
     // A hot partition whose home is "small" (it fits within small's band), then 12 of load 1.
     let mut leaving = kept(0, 1, 4.0, Some("small"));
     leaving.extend(kept(1, 12, 1.0, None));

@@ -565,7 +565,7 @@ pub async fn store_outage_with_mode<O, R>(
     );
     // A lease stops answering `lease()` at its deadline by the clock; its loss callback
     // comes when the node's task next runs, which a loaded machine can delay.
-    let losses_since = |before: Instant| -> Vec<LossReason> {
+    let losses = || -> Vec<LossReason> {
         fleet
             .recorder
             .events()
@@ -575,12 +575,12 @@ pub async fn store_outage_with_mode<O, R>(
             .collect()
     };
     let called_back = Instant::now();
-    while !losses_since(before).contains(&LossReason::Expired)
+    while !losses().contains(&LossReason::Expired)
         && called_back.elapsed() < Duration::from_secs(10)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let losses = losses_since(before);
+    let losses = losses();
     let expired = losses.iter().filter(|&&r| r == LossReason::Expired).count();
     println!("store_outage: {expired} leases expired on schedule while the store was gone");
     assert!(
