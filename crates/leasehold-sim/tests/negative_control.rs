@@ -455,6 +455,23 @@ fn every_seed_passes<const N: usize>(runs: [(SimConfig, Vec<u64>); N]) {
     }
 }
 
+/// A seed of the session run with twins at which a process replaced while paused, whose
+/// replies were then lost so that it never heard of its successor, released a record naming
+/// its own name under the successor's live session (a record it took for one of its own
+/// left behind), and took the partition while the successor served it (1443). Releases of
+/// such records are now made only while the name's member record shows the releasing
+/// process's own session.
+#[test]
+fn a_replaced_process_never_frees_what_its_successor_serves() {
+    let config = SimConfig {
+        lease_mode: leasehold::LeaseMode::Session,
+        twins: true,
+        ..SimConfig::default()
+    };
+    assert!(config.explore);
+    every_seed_passes([(config, vec![1443])]);
+}
+
 /// Seeds at which a holder counting its lease's validity from the renewal's reply instead of
 /// its send (in `participant/heartbeat.rs`, per partition and by session) breaks the
 /// single-owner check: a renewal answered late over a slow link, then the link cut, with

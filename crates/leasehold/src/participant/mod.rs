@@ -1,6 +1,7 @@
 //! The participant: a server's membership in a group, holding and renewing leases in the
 //! background.
 
+mod clear;
 mod guard;
 mod halt;
 mod handoff;

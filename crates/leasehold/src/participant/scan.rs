@@ -8,7 +8,7 @@ use crate::error::StoreError;
 use crate::planner::{
     self, session_tag, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes,
 };
-use crate::record::{LeaseRecord, LeaseState};
+use crate::record::LeaseState;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
 
@@ -328,80 +328,6 @@ impl Runner {
             Ok(results)
         })
         .await
-    }
-
-    /// Writes released the records that name this node although it holds them no longer
-    /// ([`crate::planner::Plan::clear`]): with session leases nothing else would ever free
-    /// them. Nothing runs under them here, and whatever ran under them elsewhere has stopped.
-    async fn clear(&mut self, rows: Vec<(PartitionId, Version)>) {
-        let written_at = self.write_stamp();
-        let writes: Vec<LeaseWrite> = rows
-            .into_iter()
-            .filter_map(|(partition, version)| {
-                let seen = self.observed.leases.get(partition)?;
-                let record = LeaseRecord {
-                    owner: None,
-                    epoch: seen.epoch,
-                    state: LeaseState::Released,
-                    prohibited: self.observed.leases.prohibited(partition).to_vec(),
-                    load: seen.load().map(f64::from),
-                    previous_owner: Some(self.config.node.clone()),
-                    written_at_unix_ms: written_at,
-                    ..LeaseRecord::default()
-                };
-                Some(LeaseWrite {
-                    partition,
-                    record,
-                    mode: PutMode::Update(version),
-                })
-            })
-            .collect();
-        tracing::info!(node = %self.config.node, rows = writes.len(), "releasing records that still name this node");
-        let results = self.put_leases(&writes).await;
-        let results = self
-            .settle("release of a stale record", writes, results)
-            .await;
-        for (write, result) in results {
-            match result {
-                Ok(version) => {
-                    let now = self.clock.now();
-                    self.observed
-                        .leases
-                        .insert(write.partition, &write.record, version, now);
-                }
-                Err(_) => {
-                    self.observed.leases.forget(write.partition);
-                    self.schedule.want_leases();
-                }
-            }
-        }
-    }
-
-    /// With session leases, on the way out: writes released the records of leases lost here
-    /// whose deadline has passed and that still name this node under the epoch and session
-    /// they were lost with (a hand-off whose work outlived the drain timeout, say). Nothing
-    /// runs under them any more, and once the session is deleted the others would wait
-    /// `acquire_after` from seeing it gone before taking them.
-    pub(super) async fn clear_lost(&mut self) {
-        let now = self.clock.now();
-        let me = &self.config.node;
-        let rows: Vec<(PartitionId, Version)> = self
-            .observed
-            .lost
-            .iter()
-            .filter(|(_, (_, _, deadline))| *deadline <= now)
-            .filter_map(|(partition, (epoch, session, _))| {
-                let seen = self.observed.leases.get(*partition)?;
-                let named = seen.state == LeaseState::Held
-                    && seen.owner.as_ref() == Some(me)
-                    && seen.epoch == *epoch
-                    && seen.session == *session;
-                named.then(|| (*partition, seen.version.clone()))
-            })
-            .collect();
-        if !rows.is_empty() {
-            self.clear(rows).await;
-        }
     }
 
     /// Until when a partition just taken is kept from hand-offs for balance, having come back

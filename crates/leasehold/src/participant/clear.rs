@@ -1,0 +1,197 @@
+//! Releasing the records that still name this node although it holds them no longer: with
+//! session leases nothing else would ever free them. A record under another session than
+//! this process's may be a newer process's under the same name, which this one, paused or
+//! cut off, has not heard of yet: it is released only while the name's member record still
+//! shows this process's session, in the same transaction.
+
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::planner::session_tag;
+use crate::record::{LeaseRecord, LeaseState, RecordKey};
+use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
+use crate::types::{GroupName, NodeId, PartitionId, Version};
+
+use super::runner::Runner;
+
+impl Runner {
+    /// Writes released the records that name this node although it holds them no longer
+    /// ([`crate::planner::Plan::clear`]): with session leases nothing else would ever free
+    /// them. Nothing runs under them here, and whatever ran under them elsewhere has stopped.
+    pub(super) async fn clear(&mut self, rows: Vec<(PartitionId, Version)>) {
+        let written_at = self.write_stamp();
+        let writes: Vec<LeaseWrite> = rows
+            .into_iter()
+            .filter_map(|(partition, version)| {
+                let seen = self.observed.leases.get(partition)?;
+                let record = LeaseRecord {
+                    owner: None,
+                    epoch: seen.epoch,
+                    state: LeaseState::Released,
+                    prohibited: self.observed.leases.prohibited(partition).to_vec(),
+                    load: seen.load().map(f64::from),
+                    previous_owner: Some(self.config.node.clone()),
+                    written_at_unix_ms: written_at,
+                    ..LeaseRecord::default()
+                };
+                Some(LeaseWrite {
+                    partition,
+                    record,
+                    mode: PutMode::Update(version),
+                })
+            })
+            .collect();
+        tracing::info!(node = %self.config.node, rows = writes.len(), "releasing records that still name this node");
+        let results = self.put_clears(&writes).await;
+        let results = self
+            .settle("release of a stale record", writes, results)
+            .await;
+        for (write, result) in results {
+            match result {
+                Ok(version) => {
+                    let now = self.clock.now();
+                    self.observed
+                        .leases
+                        .insert(write.partition, &write.record, version, now);
+                }
+                Err(_) => {
+                    self.observed.leases.forget(write.partition);
+                    self.schedule.want_leases();
+                }
+            }
+        }
+    }
+
+    /// With session leases, on the way out: writes released the records of leases lost here
+    /// whose deadline has passed and that still name this node under the epoch and session
+    /// they were lost with (a hand-off whose work outlived the drain timeout, say). Nothing
+    /// runs under them any more, and once the session is deleted the others would wait
+    /// `acquire_after` from seeing it gone before taking them.
+    pub(super) async fn clear_lost(&mut self) {
+        let now = self.clock.now();
+        let me = &self.config.node;
+        let rows: Vec<(PartitionId, Version)> = self
+            .observed
+            .lost
+            .iter()
+            .filter(|(_, (_, _, deadline))| *deadline <= now)
+            .filter_map(|(partition, (epoch, session, _))| {
+                let seen = self.observed.leases.get(*partition)?;
+                let named = seen.state == LeaseState::Held
+                    && seen.owner.as_ref() == Some(me)
+                    && seen.epoch == *epoch
+                    && seen.session == *session;
+                named.then(|| (*partition, seen.version.clone()))
+            })
+            .collect();
+        if !rows.is_empty() {
+            self.clear(rows).await;
+        }
+    }
+
+    /// Writes the releases of [`Runner::clear`]. Records under this process's current
+    /// session go as they are; the others only with the name's member record, in one
+    /// transaction each (see the module's comment).
+    async fn put_clears(
+        &mut self,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let own = session_tag(Some(self.session_id));
+        let foreign = writes.iter().any(|write| {
+            self.observed
+                .leases
+                .get(write.partition)
+                .is_none_or(|seen| seen.session != own)
+        });
+        if !foreign {
+            return self.put_leases(writes).await;
+        }
+        let (store, group, node) = (
+            Arc::clone(&self.store),
+            self.config.group.clone(),
+            self.config.node.clone(),
+        );
+        let (session, batch) = (self.session_id, writes.to_vec());
+        let cleared = self
+            .call(async move { clear_under_session(&*store, &group, &node, session, batch).await })
+            .await?;
+        // The transactions rewrote the member record as it was: the next renewal starts
+        // from the version they left, unless a renewal meanwhile has moved it on already.
+        if let Some((read, written)) = cleared.member_versions {
+            if self.member_version.as_ref() == Some(&read) {
+                self.member_version = Some(written);
+            }
+        }
+        Ok(cleared.results)
+    }
+}
+
+/// What [`clear_under_session`] did.
+struct Cleared {
+    /// One result per write.
+    results: Vec<Result<Version, StoreError>>,
+    /// The member record's version as read, and as the transactions left it, if any wrote.
+    member_versions: Option<(Version, Version)>,
+}
+
+/// Each of `writes` in a transaction with `node`'s member record, rewritten as it stands,
+/// made only while that record shows `session`. A record showing another session (or none)
+/// means another process has taken the name over: nothing is written.
+async fn clear_under_session(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    node: &NodeId,
+    session: u64,
+    writes: Vec<LeaseWrite>,
+) -> Result<Cleared, StoreError> {
+    let replaced = || StoreError::Conflict {
+        key: RecordKey::Member(node.clone()),
+    };
+    let refused = |count: usize| (0..count).map(|_| Err(replaced())).collect();
+    let member = match store.get_member(group, node).await? {
+        Some(member) if member.value.session == Some(session) => member,
+        _ => {
+            return Ok(Cleared {
+                results: refused(writes.len()),
+                member_versions: None,
+            })
+        }
+    };
+    let read = member.version.clone();
+    let mut version = member.version;
+    let mut results = Vec::with_capacity(writes.len());
+    for (index, write) in writes.iter().enumerate() {
+        let txn = [
+            TxnWrite::Lease(write.clone()),
+            TxnWrite::Member {
+                node: node.clone(),
+                record: member.value.clone(),
+                mode: PutMode::Update(version.clone()),
+            },
+        ];
+        match store.transact(group, &txn).await {
+            Ok(versions) => match <[Version; 2]>::try_from(versions) {
+                Ok([lease, written]) => {
+                    version = written;
+                    results.push(Ok(lease));
+                }
+                Err(_) => results.push(Err(StoreError::Unavailable {
+                    message: "the store answered a transaction with the wrong number of versions"
+                        .to_owned(),
+                    source: None,
+                })),
+            },
+            // Renewed by another process under this name since it was read: it is theirs now.
+            Err(StoreError::Conflict { key }) if key == RecordKey::Member(node.clone()) => {
+                results.extend(refused(writes.len() - index));
+                break;
+            }
+            Err(error) => results.push(Err(error)),
+        }
+    }
+    let member_versions = (version != read).then_some((read, version));
+    Ok(Cleared {
+        results,
+        member_versions,
+    })
+}
