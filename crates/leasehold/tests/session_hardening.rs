@@ -357,3 +357,44 @@ async fn a_session_take_of_unknown_outcome_is_released_at_its_deadline() {
     );
     a.shutdown().await;
 }
+
+/// Fails if a heartbeat comes due while a member write is waiting for its reply and writes
+/// the member record itself: the reply that arrives last is not the write that landed last,
+/// the node adopts a version already gone, and its next renewal finds the session
+/// "changed" and ends it, taking with it the work in flight of a clean shutdown. The
+/// write at the start of a shutdown is the one a slow reply catches; the delete at its end
+/// would otherwise be followed by a write that registers the stopped node again.
+#[tokio::test(start_paused = true)]
+async fn a_member_write_with_a_slow_reply_never_ends_the_writers_own_session() {
+    let memory = session_store(4).await;
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    let losses = Losses::default();
+    let mut config = config("a", 4);
+    // Work of 2 s is waited for, not abandoned.
+    config.drain_timeout = Duration::from_secs(5);
+    let a = Participant::start(store.clone(), config.clone(), losses.clone()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 4);
+    let permit = a.permit(P0).expect("held");
+    // Nearly a heartbeat, within the store timeout: every member write's reply is still
+    // on its way when the next heartbeat comes due, the shutdown's first write included.
+    store.set_member_reply_delay(config.store_timeout.mul_f64(0.9));
+    let work = async {
+        sleep(Duration::from_secs(2)).await;
+        assert!(
+            permit.is_valid(),
+            "the work's permit ran out under it; losses: {:?}",
+            losses.of(P0)
+        );
+        drop(permit);
+    };
+    tokio::join!(a.shutdown(), work);
+    assert_eq!(losses.of(P0), vec![LossReason::Released]);
+    let released = memory.get_lease(&group(), P0).await.unwrap().unwrap();
+    assert_eq!(released.value.owner, None, "handed off, not left to expire");
+    let member = memory.get_member(&group(), &node("a")).await.unwrap();
+    assert!(
+        member.is_none(),
+        "registered again after leaving: {member:?}"
+    );
+}

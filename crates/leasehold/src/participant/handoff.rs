@@ -134,6 +134,12 @@ impl Runner {
     /// a record marked draining: the drain is an operator's instruction for when the node
     /// comes back, as it is to [`Runner::forget_dead_members`].
     pub(super) async fn remove_member(&mut self) {
+        let outer = std::mem::replace(&mut self.member_call, true);
+        self.delete_member_record().await;
+        self.member_call = outer;
+    }
+
+    async fn delete_member_record(&mut self) {
         if self.draining {
             tracing::info!(node = %self.config.node, "leaving the member record in place, drained, for the node's return");
             self.member_version = None;

@@ -245,7 +245,15 @@ impl Runner {
             .fold(None, |total, load| Some(total.unwrap_or(0.0) + load))
     }
 
+    /// Writes this node's member record (with session leases: renews the session), at most
+    /// one such call in flight at a time (see [`Runner::member_call`]).
     pub(super) async fn write_member(&mut self) {
+        let outer = std::mem::replace(&mut self.member_call, true);
+        self.write_member_record().await;
+        self.member_call = outer;
+    }
+
+    async fn write_member_record(&mut self) {
         // Two attempts: the second after adopting what an operator changed (drain/undrain),
         // or, with session leases, what another node's transaction changed.
         for _ in 0..2 {

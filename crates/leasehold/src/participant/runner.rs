@@ -66,6 +66,12 @@ pub(crate) struct Runner {
     /// A heartbeat (renewals and the member record) is under way: the calls it makes must
     /// not start another.
     pub(super) beating: bool,
+    /// A write or delete of this node's member record is waiting for its reply: a heartbeat
+    /// that comes due meanwhile renews the leases but leaves the member record alone. Two
+    /// writes of one record in flight from one process answer in any order, and the
+    /// version adopted from the reply that came last may be one the other already replaced;
+    /// with session leases the next renewal would then find its own session "changed".
+    pub(super) member_call: bool,
     /// Counts this node's writes and reads of its own member record. A member listing sent
     /// before the latest of them may show an older drain flag than the one adopted since.
     pub(super) member_syncs: u64,
@@ -166,6 +172,7 @@ impl Runner {
             holdings: BTreeMap::new(),
             handoffs: BTreeMap::new(),
             beating: false,
+            member_call: false,
             member_syncs: 0,
             stopping: None,
             observed: Observed::default(),
@@ -448,7 +455,10 @@ impl Runner {
             self.renew().await;
             // A node on its way out has removed its member record and must not write it
             // back: the others already count its partitions as theirs to take.
-            if (self.stopping.is_none() || self.session_mode()) && self.halted.is_none() {
+            if (self.stopping.is_none() || self.session_mode())
+                && self.halted.is_none()
+                && !self.member_call
+            {
                 self.write_member().await;
             }
             self.beating = false;

@@ -25,7 +25,9 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// - rewrites a member record just before deleting it, as a node renewing at that moment
 ///   would ([`FaultyStore::renew_before_member_deletes`]);
 /// - answers every call only after a delay, as a distant or busy store does
-///   ([`FaultyStore::set_latency`]).
+///   ([`FaultyStore::set_latency`]);
+/// - applies member writes and deletes at once but answers them only after a delay, as a
+///   reply held up on its way back does ([`FaultyStore::set_member_reply_delay`]).
 ///
 /// Counts the reads attempted (lease listings, member listings, single-record reads) and the
 /// batch writes made, throttled or failed ones included: a test bounds how hard a participant
@@ -44,6 +46,7 @@ pub struct FaultyStore {
     notices_off: AtomicBool,
     renewals_before_deletes: AtomicU32,
     latency_ns: AtomicU64,
+    member_reply_delay_ns: AtomicU64,
 }
 
 impl FaultyStore {
@@ -62,6 +65,7 @@ impl FaultyStore {
             notices_off: AtomicBool::new(false),
             renewals_before_deletes: AtomicU32::new(0),
             latency_ns: AtomicU64::new(0),
+            member_reply_delay_ns: AtomicU64::new(0),
         }
     }
 
@@ -76,6 +80,13 @@ impl FaultyStore {
     pub fn set_latency(&self, latency: Duration) {
         let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         self.latency_ns.store(nanos, Ordering::SeqCst);
+    }
+
+    /// Applies every member write and delete from now on at once, and answers it `delay`
+    /// later: the writer learns of its own write only after whatever it does meanwhile.
+    pub fn set_member_reply_delay(&self, delay: Duration) {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.member_reply_delay_ns.store(nanos, Ordering::SeqCst);
     }
 
     /// Makes every call from now on hang until this is turned off again.
@@ -142,6 +153,13 @@ impl FaultyStore {
         }
         while self.hung.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn member_reply_gate(&self) {
+        let delay = self.member_reply_delay_ns.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_nanos(delay)).await;
         }
     }
 
@@ -268,7 +286,9 @@ impl LeaseStore for FaultyStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         self.gate().await;
-        self.inner.put_member(group, node, record, mode).await
+        let reply = self.inner.put_member(group, node, record, mode).await;
+        self.member_reply_gate().await;
+        reply
     }
 
     async fn delete_member(
@@ -294,7 +314,9 @@ impl LeaseStore for FaultyStore {
                     .await?;
             }
         }
-        self.inner.delete_member(group, node, version).await
+        let reply = self.inner.delete_member(group, node, version).await;
+        self.member_reply_gate().await;
+        reply
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
