@@ -111,6 +111,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         gate: gate.clone(),
         started: Instant::now(),
         sampled: None,
+        sessions_ended: 0,
         scanned: false,
     });
     let rate = slot.rate;

@@ -51,6 +51,11 @@ pub(crate) trait Network: fmt::Debug + Send + Sync + 'static {
     fn hides_members(&self, holder: Holder) -> bool;
     /// The member whose record `holder` cannot decode now, if any.
     fn garbled_member(&self, holder: Holder) -> Option<NodeId>;
+    /// A write of `holder`'s own member record landed, leaving it at `version` (`None`: a
+    /// delete); `conditioned` if it was made on the version the process knew (an update or
+    /// a delete), not a create, which lands on a record someone may have deleted: the
+    /// own-session check's reference.
+    fn member_written(&self, holder: Holder, version: Option<Version>, conditioned: bool);
 }
 
 /// A node's connection to the simulated store.
@@ -346,13 +351,42 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
                 }
             }
         }
+        // Where in the batch this node's own member record is written, if it is.
+        let own = writes
+            .iter()
+            .position(|write| matches!(write, TxnWrite::Member { node, .. } if node == &self.node));
+        let conditioned = own.is_some_and(|at| {
+            matches!(
+                &writes[at],
+                TxnWrite::Member {
+                    mode: PutMode::Update(_),
+                    ..
+                }
+            )
+        });
+        let holder = self.holder;
         let later = || {
-            let (store, g, batch) = (self.inner().clone(), group.clone(), writes.to_vec());
+            let (store, network, g, batch) = (
+                self.inner().clone(),
+                Arc::clone(&self.network),
+                group.clone(),
+                writes.to_vec(),
+            );
             async move {
-                let _ = store.transact(&g, &batch).await;
+                let landed = store.transact(&g, &batch).await;
+                if let (Some(at), Ok(versions)) = (own, landed) {
+                    network.member_written(holder, versions.get(at).cloned(), conditioned);
+                }
             }
         };
-        let call = self.inner().transact(group, writes);
+        let call = async {
+            let landed = self.inner().transact(group, writes).await;
+            if let (Some(at), Ok(versions)) = (own, &landed) {
+                self.network
+                    .member_written(holder, versions.get(at).cloned(), conditioned);
+            }
+            landed
+        };
         self.write(writes.len(), call, later).await
     }
 
@@ -389,19 +423,35 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        let own = (node == &self.node).then_some(self.holder);
+        let conditioned = matches!(mode, PutMode::Update(_));
         let later = || {
-            let (store, g, n, r, m) = (
+            let (store, network, g, n, r, m) = (
                 self.inner().clone(),
+                Arc::clone(&self.network),
                 group.clone(),
                 node.clone(),
                 record.clone(),
                 mode.clone(),
             );
             async move {
-                let _ = store.put_member(&g, &n, &r, m).await;
+                let landed = store.put_member(&g, &n, &r, m).await;
+                if let (Some(holder), Ok(version)) = (own, landed) {
+                    network.member_written(holder, Some(version), conditioned);
+                }
             }
         };
-        let call = self.inner().put_member(group, node, record, mode.clone());
+        let call = async {
+            let landed = self
+                .inner()
+                .put_member(group, node, record, mode.clone())
+                .await;
+            if let (Some(holder), Ok(version)) = (own, &landed) {
+                self.network
+                    .member_written(holder, Some(version.clone()), conditioned);
+            }
+            landed
+        };
         self.write(1, call, later).await
     }
 
@@ -411,18 +461,29 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError> {
+        let own = (node == &self.node).then_some(self.holder);
         let later = || {
-            let (store, g, n, v) = (
+            let (store, network, g, n, v) = (
                 self.inner().clone(),
+                Arc::clone(&self.network),
                 group.clone(),
                 node.clone(),
                 version.clone(),
             );
             async move {
-                let _ = store.delete_member(&g, &n, &v).await;
+                let landed = store.delete_member(&g, &n, &v).await;
+                if let (Some(holder), Ok(())) = (own, landed) {
+                    network.member_written(holder, None, true);
+                }
             }
         };
-        let call = self.inner().delete_member(group, node, version);
+        let call = async {
+            let landed = self.inner().delete_member(group, node, version).await;
+            if let (Some(holder), Ok(())) = (own, &landed) {
+                self.network.member_written(holder, None, true);
+            }
+            landed
+        };
         self.write(1, call, later).await
     }
 

@@ -364,6 +364,14 @@ impl MemoryStore {
         self.lock().tables(group).group = None;
     }
 
+    /// The version of `node`'s member record as it stands, without a store call: for a
+    /// checker that looks at the store while holding locks of its own.
+    pub fn member_version(&self, group: &GroupName, node: &NodeId) -> Option<Version> {
+        let inner = self.lock();
+        let entry = inner.groups.get(group)?.members.get(node)?;
+        Some(Version::from_number(entry.version))
+    }
+
     /// The number of lease records across all groups.
     pub fn lease_count(&self) -> usize {
         self.lock().groups.values().map(|t| t.leases.len()).sum()

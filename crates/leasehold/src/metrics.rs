@@ -42,6 +42,7 @@
 //! | `leasehold_live_members` | gauge | | members counted live at the last decision, the node included |
 //! | `leasehold_lease_acquisitions_total` | counter | | leases taken |
 //! | `leasehold_lease_releases_total` | counter | | leases written released (hand-offs) |
+//! | `leasehold_sessions_ended_total` | counter | | with session leases: sessions that ended under the node (its member record deleted, or written by another process), each dropping every lease it held |
 //! | `leasehold_lease_losses_total` | counter | `reason`: expired, conflict, released, stopped, changed | leases the node stopped serving |
 //! | `leasehold_renewal_batch_size` | histogram | | leases per renewal batch |
 //! | `leasehold_renewal_batch_duration_seconds` | histogram | | a renewal batch's store call, read-back included |
@@ -166,6 +167,7 @@ struct Families {
     live_members: Family<NodeLabels, Gauge>,
     acquisitions: Family<NodeLabels, Counter>,
     releases: Family<NodeLabels, Counter>,
+    sessions_ended: Family<NodeLabels, Counter>,
     losses: Family<ReasonLabels, Counter>,
     renewal_batch_size: HistogramFamily<NodeLabels>,
     renewal_batch_duration: HistogramFamily<NodeLabels>,
@@ -200,6 +202,7 @@ impl Metrics {
             live_members: Family::default(),
             acquisitions: Family::default(),
             releases: Family::default(),
+            sessions_ended: Family::default(),
             losses: Family::default(),
             renewal_batch_size: Family::new_with_constructor(size_histogram),
             renewal_batch_duration: Family::new_with_constructor(latency_histogram),
@@ -272,6 +275,11 @@ impl Metrics {
             "lease_releases",
             "Leases written released (hand-offs)",
             f.releases.clone(),
+        );
+        r.register(
+            "sessions_ended",
+            "With session leases: sessions that ended under this node, each dropping every lease it held",
+            f.sessions_ended.clone(),
         );
         r.register(
             "lease_losses",
@@ -413,6 +421,7 @@ impl Metrics {
             live_members: f.live_members.get_or_create_owned(&labels),
             acquisitions: f.acquisitions.get_or_create_owned(&labels),
             releases: f.releases.get_or_create_owned(&labels),
+            sessions_ended: f.sessions_ended.get_or_create_owned(&labels),
             load: f.load.get_or_create_owned(&labels),
             fair_load: f.fair_load.get_or_create_owned(&labels),
             load_spillover: f.load_spillover.get_or_create_owned(&labels),
@@ -529,6 +538,7 @@ pub(crate) struct NodeMetrics {
     pub(crate) live_members: Gauge,
     pub(crate) acquisitions: Counter,
     pub(crate) releases: Counter,
+    pub(crate) sessions_ended: Counter,
     pub(crate) load: FloatGauge,
     pub(crate) fair_load: FloatGauge,
     pub(crate) load_spillover: FloatGauge,

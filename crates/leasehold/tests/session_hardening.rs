@@ -397,4 +397,66 @@ async fn a_member_write_with_a_slow_reply_never_ends_the_writers_own_session() {
         member.is_none(),
         "registered again after leaving: {member:?}"
     );
+    assert_eq!(a.status().sessions_ended, 0);
+}
+
+/// A session deleted behind its holder's back (an operator, or the others forgetting a
+/// node they took for dead) ends: every lease goes at once, and the count says so, which
+/// is how an operator tells an ended session from leases that ran out.
+#[tokio::test(start_paused = true)]
+async fn a_session_deleted_behind_its_holder_ends_and_is_counted() {
+    let store = session_store(4).await;
+    let losses = Losses::default();
+    let a = holding_all(&store, "a", losses.clone()).await;
+    assert_eq!(a.status().sessions_ended, 0);
+    let session = store.get_member(&group(), a.node()).await.unwrap().unwrap();
+    store
+        .delete_member(&group(), a.node(), &session.version)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(a.status().sessions_ended, 1);
+    assert_eq!(losses.of(P0).first(), Some(&LossReason::Conflict));
+    a.shutdown().await;
+}
+
+/// Fails if the stamps of renewals the store refused count against the window of stamps a
+/// process recognises as its own: with its session's version moved under it (a transaction
+/// writing the record back as it was) and its re-reads refused for many heartbeats, the
+/// process would push its own last write out of the window and, reads back, end its own
+/// session.
+#[tokio::test(start_paused = true)]
+async fn renewals_refused_for_many_heartbeats_never_end_the_session_they_renew() {
+    let memory = session_store(4).await;
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    // Ten heartbeats to a validity: the window fills long before the leases run out (a
+    // node holding nothing adopts the version without a re-read).
+    let mut config = config("a", 4);
+    config.heartbeat = Duration::from_millis(100);
+    config.store_timeout = Duration::from_millis(100);
+    let a = Participant::start(store.clone(), config, ()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 4);
+    store.set_lease_reads_throttled(true);
+    let session = memory
+        .get_member(&group(), a.node())
+        .await
+        .unwrap()
+        .unwrap();
+    memory
+        .put_member(
+            &group(),
+            a.node(),
+            &session.value,
+            PutMode::Update(session.version),
+        )
+        .await
+        .unwrap();
+    // Each heartbeat a renewal refused and a re-read that fails, until the leases run out.
+    sleep(Duration::from_secs(3)).await;
+    store.set_lease_reads_throttled(false);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.status().sessions_ended, 0);
+    assert_eq!(a.owned().len(), 4, "held again under the same session");
+    a.shutdown().await;
 }

@@ -7,6 +7,7 @@ pub mod epochs;
 pub mod exclusions;
 pub mod fencing;
 pub mod liveness;
+pub mod sessions;
 pub mod single_owner;
 pub mod work;
 
@@ -46,6 +47,8 @@ pub enum Invariant {
     WorkOverlap,
     /// [`exclusions`]: a node serves no partition its exclusion list names.
     Exclusion,
+    /// [`sessions`]: a process ends its own session only after another writer changed it.
+    OwnSession,
 }
 
 impl Invariant {
@@ -59,6 +62,7 @@ impl Invariant {
             Invariant::Balance => "balance",
             Invariant::WorkOverlap => "work-overlap",
             Invariant::Exclusion => "exclusion",
+            Invariant::OwnSession => "own-session",
         }
     }
 }

@@ -1,13 +1,13 @@
 //! What the world checks as nodes act: their beliefs whenever it looks, each acquisition
 //! and loss their callbacks report, and the work they submit under their leases.
 
-use leasehold::{LeaseGuard, Loss, LossReason, WorkPermit};
+use leasehold::{LeaseGuard, LeaseMode, Loss, LossReason, WorkPermit};
 use tokio::time::Instant;
 
 use crate::clock::SimClock;
 
 use super::{Life, Slot, State, World};
-use crate::invariants::{exclusions, Holder, Invariant};
+use crate::invariants::{exclusions, sessions, Holder, Invariant};
 
 impl World {
     /// Reads `holder`'s current leases and updates its beliefs. Only when they changed since
@@ -33,6 +33,15 @@ impl World {
         let Life::Running(process) = &mut slot.life else {
             return;
         };
+        // Looked at before any other call of the process's: the store still shows what
+        // the process found when it ended its session, held leases or none.
+        if self.config.lease_mode == LeaseMode::Session {
+            let ended = process.participant.status().sessions_ended;
+            if ended > std::mem::replace(&mut process.sessions_ended, ended) {
+                self.session_ended(state, holder);
+                return self.sample(state, holder);
+            }
+        }
         let changes = process.participant.lease_changes();
         if process.sampled.replace(changes) == Some(changes) {
             return;
@@ -71,6 +80,19 @@ impl World {
             if let Err(details) = exclusions::serving(partition, since, now, &timings) {
                 self.violate(state, Invariant::Exclusion, format!("{holder} {details}"));
             }
+        }
+    }
+
+    /// Checks a session end of `holder` against the store as it stands.
+    fn session_ended(&self, state: &mut State, holder: Holder) {
+        let Some(name) = state.nodes.get(&holder.node).map(|slot| slot.name.clone()) else {
+            return;
+        };
+        let stored = self.store.member_version(&self.group, &name);
+        if let Err(details) =
+            sessions::ended(holder, stored.as_ref(), state.own_members.get(&holder))
+        {
+            self.violate(state, Invariant::OwnSession, details);
         }
     }
 

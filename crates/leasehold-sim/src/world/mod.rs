@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use leasehold::{GroupName, MemoryStore, NodeId, Participant, PartitionId, SeededRng};
+use leasehold::{GroupName, MemoryStore, NodeId, Participant, PartitionId, SeededRng, Version};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -34,6 +34,8 @@ pub(crate) struct Process {
     pub started: Instant,
     /// [`Participant::lease_changes`] when its beliefs were last sampled.
     pub sampled: Option<u64>,
+    /// Its sessions ended so far ([`leasehold::Status::sessions_ended`]), as last sampled.
+    pub sessions_ended: u64,
     /// Whether it has completed a scan: joined the group, registered and read the others.
     pub scanned: bool,
 }
@@ -112,6 +114,10 @@ pub(crate) struct State {
     /// A node that cannot decode another's member record: the reader's node index, the
     /// member, and until when.
     pub garbled: Option<(usize, NodeId, Instant)>,
+    /// The version each process's own last write of its member record left (`None`: its
+    /// delete), for the own-session check; none after a create, which may land on a record
+    /// someone else deleted.
+    pub own_members: BTreeMap<Holder, Option<Version>>,
 }
 
 impl State {
@@ -193,6 +199,7 @@ impl World {
                 acquisitions: 0,
                 rolling: None,
                 garbled: None,
+                own_members: BTreeMap::new(),
             }),
             timings,
         })

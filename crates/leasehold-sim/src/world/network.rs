@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use leasehold::{MemoryStore, NodeId, PartitionId};
+use leasehold::{MemoryStore, NodeId, PartitionId, Version};
 use tokio::time::Instant;
 
 use super::World;
@@ -103,5 +103,14 @@ impl Network for World {
         let state = self.lock();
         let (reader, member, until) = state.garbled.as_ref()?;
         (*reader == holder.node && Instant::now() < *until).then(|| member.clone())
+    }
+
+    fn member_written(&self, holder: Holder, version: Option<Version>, conditioned: bool) {
+        let mut state = self.lock();
+        if conditioned {
+            state.own_members.insert(holder, version);
+        } else {
+            state.own_members.remove(&holder);
+        }
     }
 }

@@ -345,6 +345,12 @@ impl Runner {
                 }
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
                     if session {
+                        // Refused, so certainly not landed: its stamp would only crowd out
+                        // of the window the stamp of a write that did land. A store that
+                        // keeps refusing (a re-read that keeps failing) would otherwise
+                        // push this process's own last write out, and it would end its
+                        // own session.
+                        self.forget_stamp(stamp);
                         self.reconcile_session().await;
                         if self.halted.is_some() {
                             return;
@@ -360,6 +366,12 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// Drops the stamp of a session write the store refused.
+    fn forget_stamp(&mut self, stamp: Option<u64>) {
+        let stamp = stamp.unwrap_or_default();
+        self.session_stamps.retain(|kept| *kept != stamp);
     }
 
     /// A successful session renewal sent at `sent_at`: nothing this node holds was changed
@@ -401,7 +413,14 @@ impl Runner {
         for partition in held {
             self.lose(partition, LossReason::Conflict, now);
         }
-        self.observed.own_session_since = None;
+        // A process taking the name over while it joins had no session of its own to end.
+        if self.observed.own_session_since.take().is_some() {
+            self.shared
+                .update_status(|status| status.sessions_ended += 1);
+            self.record(|metrics| {
+                metrics.sessions_ended.inc();
+            });
+        }
         self.session_stamps.clear();
         // The next session is told apart from this one: the records this one's leases left
         // behind are waited on from its end, whatever the next renews.

@@ -105,6 +105,11 @@ pub struct Status {
     pub last_scan_error: Option<String>,
     /// Application callbacks that panicked (each contained and logged).
     pub callback_panics: u64,
+    /// With session leases: sessions that ended under this node while it ran (its member
+    /// record deleted, or written by another process), each dropping every lease it held.
+    /// A count that moves with neither an operator nor a second process under this name at
+    /// work points at the store or at this library.
+    pub sessions_ended: u64,
     /// When the application reports load: this node's load and its fair share of the
     /// fleet's, at the last decision.
     pub load: Option<(f64, f64)>,

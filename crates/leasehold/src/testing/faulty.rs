@@ -20,7 +20,8 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// - loses batch writes on the way in, answering a time-out without applying them
 ///   ([`FaultyStore::drop_batches`]);
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
-///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]);
+///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]), and
+///   single lease reads too ([`FaultyStore::set_lease_reads_throttled`]);
 /// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]);
 /// - rewrites a member record just before deleting it, as a node renewing at that moment
 ///   would ([`FaultyStore::renew_before_member_deletes`]);
@@ -39,6 +40,7 @@ pub struct FaultyStore {
     lost_replies: AtomicU32,
     dropped_batches: AtomicU32,
     reads_throttled: AtomicBool,
+    lease_reads_throttled: AtomicBool,
     listings: AtomicU64,
     member_listings: AtomicU64,
     record_reads: AtomicU64,
@@ -58,6 +60,7 @@ impl FaultyStore {
             lost_replies: AtomicU32::new(0),
             dropped_batches: AtomicU32::new(0),
             reads_throttled: AtomicBool::new(false),
+            lease_reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
             member_listings: AtomicU64::new(0),
             record_reads: AtomicU64::new(0),
@@ -113,6 +116,13 @@ impl FaultyStore {
     /// Starts or stops throttling listings.
     pub fn set_reads_throttled(&self, throttled: bool) {
         self.reads_throttled.store(throttled, Ordering::SeqCst);
+    }
+
+    /// Fails every read of a single lease record with [`StoreError::Throttled`] from now on,
+    /// until this is turned off again; member reads and writes go through.
+    pub fn set_lease_reads_throttled(&self, throttled: bool) {
+        self.lease_reads_throttled
+            .store(throttled, Ordering::SeqCst);
     }
 
     /// Answers [`LeaseStore::watch`] with [`StoreError::NotSupported`] from now on, so
@@ -189,6 +199,11 @@ impl LeaseStore for FaultyStore {
     ) -> Result<Option<StoredLease>, StoreError> {
         self.record_reads.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
+        if self.lease_reads_throttled.load(Ordering::SeqCst) {
+            return Err(StoreError::Throttled {
+                message: "server busy (injected)".into(),
+            });
+        }
         self.inner.get_lease(group, partition).await
     }
 
