@@ -490,3 +490,19 @@ fn seeds_near_the_bound_that_catch_validity_counted_from_the_reply_pass() {
     assert!(runs.iter().all(|(config, _)| config.explore));
     every_seed_passes(runs);
 }
+
+/// Seeds of the session run at which a process ended its own session over its own last
+/// write, each caught by the own-session check: refused renewals crowded the process's own
+/// last write out of its window of stamps while its re-reads failed (171, 234), and a
+/// heartbeat wrote the member record while a write of the shutdown's waited for its reply
+/// (1222). They pass only while refused stamps leave the window and one member write at a
+/// time is in flight.
+#[test]
+fn seeds_at_which_a_process_ended_its_own_session_pass() {
+    let config = SimConfig {
+        lease_mode: leasehold::LeaseMode::Session,
+        ..SimConfig::default()
+    };
+    assert!(config.explore);
+    every_seed_passes([(config, vec![171, 234, 1222])]);
+}
