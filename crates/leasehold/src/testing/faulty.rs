@@ -28,7 +28,8 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// - answers every call only after a delay, as a distant or busy store does
 ///   ([`FaultyStore::set_latency`]);
 /// - applies member writes and deletes at once but answers them only after a delay, as a
-///   reply held up on its way back does ([`FaultyStore::set_member_reply_delay`]).
+///   reply held up on its way back does ([`FaultyStore::set_member_reply_delay`]), and
+///   lease batch writes and transactions likewise ([`FaultyStore::set_batch_reply_delay`]).
 ///
 /// Counts the reads attempted (lease listings, member listings, single-record reads) and the
 /// batch writes made, throttled or failed ones included: a test bounds how hard a participant
@@ -49,6 +50,7 @@ pub struct FaultyStore {
     renewals_before_deletes: AtomicU32,
     latency_ns: AtomicU64,
     member_reply_delay_ns: AtomicU64,
+    batch_reply_delay_ns: AtomicU64,
 }
 
 impl FaultyStore {
@@ -69,6 +71,7 @@ impl FaultyStore {
             renewals_before_deletes: AtomicU32::new(0),
             latency_ns: AtomicU64::new(0),
             member_reply_delay_ns: AtomicU64::new(0),
+            batch_reply_delay_ns: AtomicU64::new(0),
         }
     }
 
@@ -90,6 +93,13 @@ impl FaultyStore {
     pub fn set_member_reply_delay(&self, delay: Duration) {
         let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         self.member_reply_delay_ns.store(nanos, Ordering::SeqCst);
+    }
+
+    /// Applies every lease batch write and transaction from now on at once, and answers it
+    /// `delay` later.
+    pub fn set_batch_reply_delay(&self, delay: Duration) {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.batch_reply_delay_ns.store(nanos, Ordering::SeqCst);
     }
 
     /// Makes every call from now on hang until this is turned off again.
@@ -167,7 +177,12 @@ impl FaultyStore {
     }
 
     async fn member_reply_gate(&self) {
-        let delay = self.member_reply_delay_ns.load(Ordering::SeqCst);
+        Self::linger(&self.member_reply_delay_ns).await;
+    }
+
+    /// Holds a reply back for the delay `nanos` holds, if any.
+    async fn linger(nanos: &AtomicU64) {
+        let delay = nanos.load(Ordering::SeqCst);
         if delay > 0 {
             tokio::time::sleep(Duration::from_nanos(delay)).await;
         }
@@ -239,6 +254,7 @@ impl LeaseStore for FaultyStore {
         if take(&self.lost_replies) {
             return Err(StoreError::Timeout(Duration::from_millis(250)));
         }
+        Self::linger(&self.batch_reply_delay_ns).await;
         results
     }
 
@@ -258,7 +274,9 @@ impl LeaseStore for FaultyStore {
         writes: &[crate::store::TxnWrite],
     ) -> Result<Vec<Version>, StoreError> {
         self.gate().await;
-        self.inner.transact(group, writes).await
+        let results = self.inner.transact(group, writes).await;
+        Self::linger(&self.batch_reply_delay_ns).await;
+        results
     }
 
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
