@@ -499,3 +499,24 @@ async fn a_take_changed_while_the_session_is_re_read_is_not_held() {
     store.set_reads_throttled(false);
     a.shutdown().await;
 }
+
+/// Fails if the window of stamps by which a process recognises its own session writes is
+/// shorter than an outage a fleet rides out: with every renewal's reply lost for ten
+/// seconds, the one that landed first is the store's last write of the session, and a
+/// window of sixteen had pushed its stamp out by the time replies came back.
+#[tokio::test(start_paused = true)]
+async fn a_long_run_of_renewals_of_unknown_outcome_never_ends_the_session_they_renew() {
+    let memory = session_store(4).await;
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    let config = config("a", 4);
+    let a = Participant::start(store.clone(), config.clone(), ()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 4);
+    // Applied, and answered after the store timeout: each renewal's outcome is unknown.
+    store.set_member_reply_delay(config.store_timeout * 2);
+    sleep(Duration::from_secs(10)).await;
+    store.set_member_reply_delay(Duration::ZERO);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.status().sessions_ended, 0);
+    a.shutdown().await;
+}

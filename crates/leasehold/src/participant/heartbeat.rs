@@ -15,8 +15,11 @@ use super::halt::Halt;
 use super::runner::{Handoff, Runner};
 
 /// Stamps of session writes whose outcome may be unknown, kept to recognise this process's
-/// own last write when a renewal fails its compare-and-set.
-const MAX_SESSION_STAMPS: usize = 16;
+/// own last write when a renewal fails its compare-and-set. Any of them may be the one that
+/// landed, so the window outlasts by far any store outage a lease survives: a stamp pushed
+/// out would make this process take its own write for another's and end its own session
+/// (at a heartbeat of 250 ms, 1,024 renewals of unknown outcome are over four minutes).
+const MAX_SESSION_STAMPS: usize = 1024;
 
 /// With session leases, the relative change in a partition's load that is worth a write of
 /// its lease record.
