@@ -35,8 +35,10 @@
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
 //! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop,
-//! balance whenever the fleet has settled, and that no node serves what it excludes. A [`Violation`] names the invariant, the seed, the
-//! simulated time and the command that replays it.
+//! balance whenever the fleet has settled, that no node serves what it excludes, and, with
+//! session leases, that no process ends its own session over its own last write of it. A
+//! [`Violation`] names the invariant, the seed, the simulated time and the command that
+//! replays it.
 //!
 //! Each check has a negative control, a deliberately broken fleet it must catch within a few
 //! seeds, or it would prove nothing: unsafe takeover timings ([`SimConfig::unsafe_timings`])
@@ -52,7 +54,8 @@
 //! ([`SimConfig::unsafe_ignore_exclusions`]) for the exclusion check; and, in groups renewing by
 //! session ([`SimConfig::lease_mode`]), takes and operator commands that leave the holder's
 //! session alone ([`SimConfig::unsafe_session_take`], [`SimConfig::unsafe_session_operator`])
-//! for the single-owner check. A run too short to hold its faults and the settling window after them
+//! for the single-owner check. The own-session check has no switch: its controls are the
+//! seeds at which the participant once broke it, pinned in the crate's tests. A run too short to hold its faults and the settling window after them
 //! is refused ([`SimConfig::validate`]) rather than passed without faults.
 //!
 //! ```
