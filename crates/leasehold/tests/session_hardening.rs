@@ -429,11 +429,13 @@ async fn a_session_deleted_behind_its_holder_ends_and_is_counted() {
 async fn renewals_refused_for_many_heartbeats_never_end_the_session_they_renew() {
     let memory = session_store(4).await;
     let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
-    // Ten heartbeats to a validity: the window fills long before the leases run out (a
-    // node holding nothing adopts the version without a re-read).
+    // Two thousand heartbeats to a validity: the window of stamps (1,024) fills long before
+    // the leases run out (a node holding nothing adopts the version without a re-read).
     let mut config = config("a", 4);
     config.heartbeat = Duration::from_millis(100);
     config.store_timeout = Duration::from_millis(100);
+    config.lease_validity = Duration::from_secs(200);
+    config.acquire_after = Duration::from_secs(210);
     let a = Participant::start(store.clone(), config, ()).unwrap();
     sleep(Duration::from_secs(3)).await;
     assert_eq!(a.owned().len(), 4);
@@ -452,8 +454,8 @@ async fn renewals_refused_for_many_heartbeats_never_end_the_session_they_renew()
         )
         .await
         .unwrap();
-    // Each heartbeat a renewal refused and a re-read that fails, until the leases run out.
-    sleep(Duration::from_secs(3)).await;
+    // Each heartbeat a renewal refused and a re-read that fails: two stamps a heartbeat.
+    sleep(Duration::from_secs(60)).await;
     store.set_lease_reads_throttled(false);
     sleep(Duration::from_secs(3)).await;
     assert_eq!(a.status().sessions_ended, 0);
