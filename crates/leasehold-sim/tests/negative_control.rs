@@ -39,6 +39,22 @@ fn fleet() -> SimConfig {
 /// Each `min_rate` is about three quarters of the rate measured for its control over 200
 /// seeds of this fleet (TESTING.md lists them): a check that lost a quarter of its power to
 /// catch what it is for fails here, not only one that lost all of it.
+/// The default run, renewing by session.
+fn by_session() -> SimConfig {
+    SimConfig {
+        lease_mode: leasehold::LeaseMode::Session,
+        ..SimConfig::default()
+    }
+}
+
+/// The default run by session, with twins.
+fn by_session_with_twins() -> SimConfig {
+    SimConfig {
+        twins: true,
+        ..by_session()
+    }
+}
+
 fn caught(config: &SimConfig, invariant: Invariant, flag: &str, min_rate: f64) -> Vec<Violation> {
     caught_in(config, invariant, flag, SEEDS, min_rate)
 }
@@ -417,14 +433,7 @@ fn destroys_on_a_live_fleet_pass_every_invariant() {
 /// (90054: one partition unowned past the liveness bound).
 #[test]
 fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
-    let session = SimConfig {
-        lease_mode: leasehold::LeaseMode::Session,
-        ..SimConfig::default()
-    };
-    let twins = SimConfig {
-        twins: true,
-        ..session.clone()
-    };
+    let (session, twins) = (by_session(), by_session_with_twins());
     let per_partition_twins = SimConfig {
         twins: true,
         ..SimConfig::default()
@@ -463,11 +472,7 @@ fn every_seed_passes<const N: usize>(runs: [(SimConfig, Vec<u64>); N]) {
 /// process's own session.
 #[test]
 fn a_replaced_process_never_frees_what_its_successor_serves() {
-    let config = SimConfig {
-        lease_mode: leasehold::LeaseMode::Session,
-        twins: true,
-        ..SimConfig::default()
-    };
+    let config = by_session_with_twins();
     assert!(config.explore);
     every_seed_passes([(config, vec![1443])]);
 }
@@ -479,10 +484,7 @@ fn a_replaced_process_never_frees_what_its_successor_serves() {
 /// counted from the send; with the default timings' fifteen-second margin no seed catches it.
 #[test]
 fn seeds_near_the_bound_that_catch_validity_counted_from_the_reply_pass() {
-    let session = SimConfig {
-        lease_mode: leasehold::LeaseMode::Session,
-        ..SimConfig::default()
-    };
+    let session = by_session();
     let runs = [
         (SimConfig::default(), vec![1, 73, 110, 128]),
         (session, vec![91, 119, 198, 298]),
@@ -501,14 +503,7 @@ fn seeds_near_the_bound_that_catch_validity_counted_from_the_reply_pass() {
 /// overflow, and `session_hardening.rs` holds the refused stamps' removal on its own.
 #[test]
 fn seeds_at_which_a_process_ended_its_own_session_pass() {
-    let session = SimConfig {
-        lease_mode: leasehold::LeaseMode::Session,
-        ..SimConfig::default()
-    };
-    let twins = SimConfig {
-        twins: true,
-        ..session.clone()
-    };
+    let (session, twins) = (by_session(), by_session_with_twins());
     assert!(session.explore);
     every_seed_passes([(session, vec![171, 234, 1222]), (twins, vec![268])]);
 }

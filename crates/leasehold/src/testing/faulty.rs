@@ -176,10 +176,6 @@ impl FaultyStore {
         }
     }
 
-    async fn member_reply_gate(&self) {
-        Self::linger(&self.member_reply_delay_ns).await;
-    }
-
     /// Holds a reply back for the delay `nanos` holds, if any.
     async fn linger(nanos: &AtomicU64) {
         let delay = nanos.load(Ordering::SeqCst);
@@ -320,7 +316,7 @@ impl LeaseStore for FaultyStore {
     ) -> Result<Version, StoreError> {
         self.gate().await;
         let reply = self.inner.put_member(group, node, record, mode).await;
-        self.member_reply_gate().await;
+        Self::linger(&self.member_reply_delay_ns).await;
         reply
     }
 
@@ -348,7 +344,7 @@ impl LeaseStore for FaultyStore {
             }
         }
         let reply = self.inner.delete_member(group, node, version).await;
-        self.member_reply_gate().await;
+        Self::linger(&self.member_reply_delay_ns).await;
         reply
     }
 
