@@ -66,6 +66,8 @@ pub struct BenchConfig {
     pub settle: Duration,
     /// How long a crashed server stays down before it is started again.
     pub down_for: Duration,
+    /// How the load's client retries.
+    pub retry: RetryPolicy,
 }
 
 /// Something the runner did, and when (seconds from the start of the load).
@@ -143,7 +145,7 @@ async fn drive(config: &BenchConfig, fleet: &mut Fleet) -> anyhow::Result<BenchR
         Arc::clone(&fleet.store),
         config.buckets,
         fleet.urls(),
-        RetryPolicy::default(),
+        config.retry.clone(),
     )
     .await?;
     let load_config = LoadConfig {

@@ -199,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
                 rate,
                 settle,
                 down_for,
+                retry: RetryPolicy::default(),
             };
             let report = bench::run(&config).await?;
             if json {

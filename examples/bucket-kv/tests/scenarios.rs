@@ -6,16 +6,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bucket_kv::bench::{self, BenchConfig, BenchReport, Scenario};
+use bucket_kv::client::RetryPolicy;
 
 /// Scenarios run one at a time: each starts several processes, and two at once on a small
 /// machine would measure each other.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// With `ParticipantConfig::fast`, a dead server's buckets are taken `acquire_after` (1.5 s)
-/// after their last renewal was seen, plus up to a scan (250 ms) and the time for a client to
-/// hear of it; a client keeps retrying for up to 3 s. Failures must stop well within this of
-/// the kill: what it catches is buckets never taken over, with room for a loaded machine.
-const CRASH_FAILURE_BOUND: Duration = Duration::from_secs(10);
 
 fn run(scenario: Scenario) -> BenchReport {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -28,6 +23,15 @@ fn run(scenario: Scenario) -> BenchReport {
         rate: 200.0,
         settle: Duration::from_millis(1500),
         down_for: Duration::from_secs(3),
+        // What the scenarios check is that requests reach only owners and that none is lost
+        // while buckets move; how long a request waits is a figure for BENCHMARKS.md. A
+        // client that gave up after the default 3 s would fail requests wherever a loaded
+        // machine stalls a hand-off for longer.
+        retry: RetryPolicy {
+            attempts: 200,
+            give_up_after: Duration::from_secs(30),
+            ..RetryPolicy::default()
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -82,24 +86,22 @@ fn a_rolling_restart_fails_no_request() {
     );
 }
 
+/// With `ParticipantConfig::fast`, a dead server's buckets are taken `acquire_after` (1.5 s)
+/// after their last renewal was seen, plus up to a scan (250 ms) and the time for a client to
+/// hear of it. A client that retries for longer than that rides out the takeover: no request
+/// fails, and none is answered by anyone but the owner. Buckets never taken over fail the
+/// requests for them once the client gives up.
 #[test]
-fn a_crash_fails_requests_only_until_the_takeover() {
+fn a_crash_fails_no_request_of_a_client_that_waits_out_the_takeover() {
     let report = run(Scenario::Crash);
     assert_only_owners_served(&report);
-    let killed_at = report.killed_at_seconds.expect("a server was killed");
-    // The client rides out the takeover with retries, up to its own give-up time; the
-    // slowest request is reported, not asserted (see the rolling restart).
+    assert!(report.killed_at_seconds.is_some(), "no server was killed");
+    assert_eq!(
+        report.load.failures, 0,
+        "requests failed through a crash: {:?}",
+        report.load.failure_samples
+    );
+    // How long the takeover made requests wait is a figure for BENCHMARKS.md (the slowest
+    // request), not a bound to assert on a shared machine (see the rolling restart).
     println!("slowest request: {:.0} ms", report.load.max_ms);
-    if let Some((first, last)) = report.load.failure_window_seconds {
-        // A request issued just before the kill may be the one the kill cut off.
-        assert!(
-            first >= killed_at - 0.5,
-            "a failure before the crash: {report:?}"
-        );
-        assert!(
-            last <= killed_at + CRASH_FAILURE_BOUND.as_secs_f64(),
-            "failures {:.2} s after the crash: {report:?}",
-            last - killed_at
-        );
-    }
 }
