@@ -1,62 +1,12 @@
 //! The operator commands that change the table: init, destroy, kick, prohibit/allow,
 //! offline/online, drain/undrain.
 
-use std::sync::Arc;
-
-use anyhow::Context;
 use leasehold::admin::{self, AdminError};
-use leasehold::{
-    GroupName, GroupRecord, LeaseRecord, LeaseStore, Listing, NodeId, PartitionId, StoredLease,
-    TimeoutStore,
-};
+use leasehold::{GroupName, GroupRecord, LeaseRecord, LeaseStore, NodeId, PartitionId};
 
 use crate::cli::{Cli, Command};
-use crate::store_url;
+use crate::group_table::GroupTable;
 use crate::Outcome;
-
-/// A group's table in an opened store, every call bounded by `--timeout`.
-pub struct GroupTable {
-    /// The store.
-    pub store: Arc<dyn LeaseStore>,
-    /// The group.
-    pub group: GroupName,
-}
-
-impl GroupTable {
-    /// Opens `--store` for the group named by `--group`.
-    pub async fn open(cli: &Cli) -> anyhow::Result<GroupTable> {
-        let store = store_url::open(&cli.store_url()?, cli.timeout).await?;
-        Ok(GroupTable {
-            store: Arc::new(TimeoutStore::new(store, cli.timeout)),
-            group: cli.group.clone(),
-        })
-    }
-
-    /// Every lease record of the group.
-    pub async fn leases(&self) -> anyhow::Result<Listing<StoredLease>> {
-        self.store
-            .list_leases(&self.group)
-            .await
-            .with_context(|| format!("cannot list the leases of group {}", self.group))
-    }
-
-    /// Turns "no such partition" into "no such group" when the group has no records at
-    /// all, and otherwise says which partitions exist.
-    pub async fn explain(&self, error: AdminError) -> anyhow::Error {
-        let is_partition = match &error {
-            AdminError::NoSuchPartition { .. } => true,
-            AdminError::NoSuchNode { .. } => false,
-            _ => return error.into(),
-        };
-        match self.leases().await.map(|listing| listing.partition_count()) {
-            Ok(0) => AdminError::NoSuchGroup(self.group.clone()).into(),
-            Ok(count) if is_partition => {
-                anyhow::anyhow!("{error}; it has partitions 0 to {}", count - 1)
-            }
-            _ => error.into(),
-        }
-    }
-}
 
 /// Runs one of the table-changing commands.
 pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use leasehold::{GroupName, NodeId};
 use leasehold_sim::FaultProfile;
 
@@ -436,7 +436,7 @@ pub struct BenchArgs {
         value_delimiter = ',',
         default_value = "cold,crash,pause,leave,replace,join,rolling"
     )]
-    pub changes: Vec<crate::bench::Change>,
+    pub changes: Vec<Change>,
     /// The nodes' renewal period.
     #[arg(long, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
     pub heartbeat: Duration,
@@ -623,5 +623,40 @@ impl Cli {
     /// here rather than by clap so that a bad URL is reported like every other error.
     pub fn store_url(&self) -> Result<StoreUrl, InvalidStoreUrl> {
         StoreUrl::parse(self.store.as_deref().unwrap_or(DEFAULT_STORE))
+    }
+}
+
+/// A change the bench applies to a settled fleet of `--nodes` nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// Every node starts at once on a table nobody holds.
+    Cold,
+    /// One node is killed (SIGKILL): its leases expire and are taken over.
+    Crash,
+    /// One node is frozen (SIGSTOP) for longer than its leases, then resumed.
+    Pause,
+    /// One node stops gracefully (SIGTERM) and hands its leases off.
+    Leave,
+    /// One node stops gracefully and a new one starts at the same moment.
+    Replace,
+    /// A new node joins and takes its share.
+    Join,
+    /// Each node in turn stops gracefully and starts again.
+    Rolling,
+}
+
+impl Change {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Cold => "cold",
+            Change::Crash => "crash",
+            Change::Pause => "pause",
+            Change::Leave => "leave",
+            Change::Replace => "replace",
+            Change::Join => "join",
+            Change::Rolling => "rolling",
+        }
     }
 }

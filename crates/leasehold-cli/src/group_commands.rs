@@ -4,8 +4,8 @@
 use leasehold::admin;
 use leasehold::{GroupRecord, GroupTimings, LeaseMode};
 
-use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, TimingsArgs};
+use crate::group_table::GroupTable;
 use crate::Outcome;
 use leasehold::duration::format_duration;
 

@@ -25,6 +25,7 @@ mod cli;
 mod demo;
 mod exclusions;
 mod group_commands;
+mod group_table;
 mod http;
 mod monitor;
 mod node;

@@ -21,10 +21,10 @@ use leasehold::{
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
-use crate::admin_commands::GroupTable;
 use crate::append_log::{unix_ns, wall_time_of, AppendLog};
 use crate::cli::{Cli, NodeArgs};
 use crate::exclusions;
+use crate::group_table::GroupTable;
 use crate::http;
 use crate::store_url::{self, StoreUrl};
 use crate::work::Worker;
@@ -283,7 +283,7 @@ impl Prepared {
         }
         let mut config =
             configure(cli, args, partitions).with_excluded(self.excluded.iter().copied());
-        config.unsafe_skip_group_check = args.unsafe_timings;
+        config.negative_controls_mut().skip_group_check = args.unsafe_timings;
         if !args.unsafe_timings {
             config
                 .validate()

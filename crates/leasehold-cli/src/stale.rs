@@ -4,8 +4,8 @@
 use leasehold::admin::{self, StaleReport};
 use serde::Serialize;
 
-use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, StaleArgs};
+use crate::group_table::GroupTable;
 use crate::Outcome;
 
 /// A partition whose epoch went back, and the epoch it should be at least.

@@ -11,8 +11,8 @@ use leasehold::admin::AdminError;
 use leasehold::{unix_ms_now, LeaseState, Listing, NodeId, PartitionId, StoredLease, StoredMember};
 use serde::Serialize;
 
-use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, StatusArgs};
+use crate::group_table::GroupTable;
 use crate::table::{or_dash, Table};
 use crate::Outcome;
 use leasehold::duration::format_duration;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold::SeededRng;
 
-use crate::config::Timings;
+use crate::timings::Timings;
 
 /// Mixed into the seed for the timings' own draws, so that drawing them leaves every other
 /// random choice of the run as it was.

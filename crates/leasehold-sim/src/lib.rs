@@ -93,14 +93,16 @@ mod report;
 mod resource;
 mod run;
 mod store;
+mod timings;
 mod trace;
 mod world;
 
 pub use clock::{Gate, SimClock};
-pub use config::{FaultConfig, FaultProfile, SimConfig, SimConfigError, Timings};
+pub use config::{FaultConfig, FaultProfile, SimConfig, SimConfigError};
 pub use explore::explored_timings;
 pub use figures::{FaultCounts, LoadSamples, Percentiles, Samples, StoreTraffic};
 pub use load::LoadShape;
 pub use report::{Figures, Ratios, SeedReport, Summary, Violation};
 pub use run::{run_many, run_many_on, run_seed, run_seed_traced};
+pub use timings::Timings;
 pub use trace::Trace;

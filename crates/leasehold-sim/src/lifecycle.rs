@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use leasehold::{
-    Callbacks, Environment, GroupMismatch, Halt, LeaseGuard, LeaseStore, Loss, NodeId, Participant,
-    PartitionId, SeededRng,
+    Callbacks, Environment, GroupMismatch, Halt, LeaseGuard, LeaseStore, Loss, NegativeControls,
+    NodeId, Participant, PartitionId, SeededRng,
 };
 use tokio::time::Instant;
 
@@ -57,13 +57,15 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     let mut config = timings
         .participant_config(slot.name.clone(), world.config.partitions)
         .with_group(world.group.clone());
-    config.unsafe_release_ignores_permits = world.config.unsafe_release;
-    config.unsafe_skip_group_check = misconfigured && world.config.unsafe_mixed_timings;
-    config.unsafe_reuse_epoch = world.config.unsafe_epoch_reuse;
-    config.unsafe_ignore_exclusions = world.config.unsafe_ignore_exclusions;
-    config.unsafe_take_ignores_session = world.config.unsafe_session_take;
-    config.unsafe_take_ended_sessions = world.config.unsafe_session_identity;
-    config.unsafe_ignore_listed_changes = world.config.unsafe_unchecked_holdings;
+    let controls = config.negative_controls_mut();
+    controls.release_ignores_permits = world.config.unsafe_release;
+    controls.skip_group_check = misconfigured && world.config.unsafe_mixed_timings;
+    controls.reuse_epoch = world.config.unsafe_epoch_reuse;
+    controls.ignore_exclusions = world.config.unsafe_ignore_exclusions;
+    controls.take_ignores_session = world.config.unsafe_session_take;
+    controls.take_ended_sessions = world.config.unsafe_session_identity;
+    controls.ignore_listed_changes = world.config.unsafe_unchecked_holdings;
+    let any_control = *controls != NegativeControls::default();
     config.excluded = slot.excluded.iter().map(|(p, _)| *p).collect();
     if world.load.is_some() {
         // Weights in proportion to the capacities, as an operator sets them, so that the
@@ -71,14 +73,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         // capacity for load defaults to the weight.
         config.weight = crate::load::LoadModel::weight(index);
     }
-    let unchecked = world.config.unsafe_timings
-        || world.config.unsafe_release
-        || config.unsafe_skip_group_check
-        || config.unsafe_reuse_epoch
-        || config.unsafe_ignore_exclusions
-        || config.unsafe_take_ignores_session
-        || config.unsafe_take_ended_sessions
-        || config.unsafe_ignore_listed_changes;
+    let unchecked = world.config.unsafe_timings || any_control;
     let store: Arc<dyn LeaseStore> = Arc::new(FaultyStore::new(
         Arc::clone(world),
         holder,

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::Timings;
 use crate::figures::{FaultCounts, Percentiles, Samples};
 use crate::invariants::Invariant;
+use crate::timings::Timings;
 
 /// A broken invariant: which, where, and how to see it again.
 #[derive(Debug, Clone, PartialEq, Serialize)]

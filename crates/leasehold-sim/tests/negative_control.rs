@@ -114,7 +114,7 @@ fn acquisitions_that_reuse_the_epoch_are_caught_by_the_epoch_order_check() {
 #[test]
 fn the_epoch_reuse_switch_is_refused_outside_the_simulator() {
     let mut config = ParticipantConfig::new(NodeId::new("n0").expect("valid"), 4);
-    config.unsafe_reuse_epoch = true;
+    config.negative_controls_mut().reuse_epoch = true;
     assert_eq!(config.validate(), Err(ConfigError::UnsafeEpochReuse));
 }
 

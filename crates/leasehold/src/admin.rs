@@ -14,9 +14,10 @@ use crate::error::StoreError;
 use crate::group::LeaseMode;
 use crate::group::{GroupMismatch, GroupTimings};
 use crate::record::{
-    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, RecordKey, StoredLease, StoredMember,
+    unix_ms_now, LeaseRecord, LeaseState, MemberRecord, StoredLease, StoredMember,
 };
 use crate::store::{LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite};
+use crate::types::RecordKey;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId};
 
 /// Attempts for one read-modify-write against participants renewing the same record.

@@ -2,13 +2,15 @@
 //! (etcd, ZooKeeper). Backends with columns (SQLite, PostgreSQL, Azure Tables) map fields
 //! themselves.
 
-use std::collections::BTreeMap;
-
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::StoreError;
-use crate::record::RecordKey;
+use crate::types::RecordKey;
+
+// Metadata is part of the member record; its encoding lives there, where its size limit is
+// checked, and is offered here beside the records' own.
+pub use crate::record::{decode_metadata, encode_metadata};
 
 /// Encodes a record as compact JSON.
 pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
@@ -25,29 +27,6 @@ pub fn decode<T: DeserializeOwned>(
         key: key.into(),
         reason: error.to_string(),
     })
-}
-
-/// A member's metadata ([`crate::MemberRecord::metadata`]) as the compact JSON object that
-/// stores with columns keep in one text column, and the form its size limit is measured in.
-///
-/// ```
-/// use std::collections::BTreeMap;
-/// use leasehold::codec::{decode_metadata, encode_metadata};
-/// let metadata = BTreeMap::from([("zone".to_owned(), "eu-1".to_owned())]);
-/// let json = encode_metadata(&metadata);
-/// assert_eq!(json, r#"{"zone":"eu-1"}"#);
-/// assert_eq!(decode_metadata(&json).unwrap(), metadata);
-/// assert!(decode_metadata(r#"{"zone":1}"#).is_err());
-/// ```
-pub fn encode_metadata(metadata: &BTreeMap<String, String>) -> String {
-    serde_json::to_string(metadata).expect("a map of strings always serializes")
-}
-
-/// Reads metadata written by [`encode_metadata`]; the error, for a
-/// [`StoreError::Corrupt`], says why the text is not a JSON object of strings.
-pub fn decode_metadata(json: &str) -> Result<BTreeMap<String, String>, String> {
-    serde_json::from_str(json)
-        .map_err(|error| format!("metadata is not a JSON object of strings: {error}"))
 }
 
 #[cfg(test)]

@@ -5,12 +5,17 @@ use std::time::Duration;
 
 use crate::types::{GroupName, NodeId, PartitionId};
 
+mod builder;
+mod controls;
+pub use controls::NegativeControls;
+
 /// How one participant takes part in a group. Plain fields with documented defaults; call
 /// [`ParticipantConfig::validate`] (done by [`crate::Participant::start`]) before use.
 ///
 /// The defaults follow the classic parameterization: renew every 10 s, stop serving 30 s
 /// after the last renewal was sent, take over a lease whose record has not changed for 45 s.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ParticipantConfig {
     /// This node's name, unique in the group.
     pub node: NodeId,
@@ -112,42 +117,8 @@ pub struct ParticipantConfig {
     pub churn_budget: f64,
     /// The window `churn_budget` counts over. Default 10 minutes.
     pub churn_window: Duration,
-    /// Negative control for the simulator: take and keep excluded partitions as if the list
-    /// were empty. Refused by [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_ignore_exclusions: bool,
-    /// Negative control for the simulator: write a lease released without waiting for its
-    /// permits, which lets two nodes work on one partition at once. Refused by
-    /// [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_release_ignores_permits: bool,
-    /// Negative control for the simulator: join whatever the group record's timings, which
-    /// lets a node whose timings break the safety rule against the others' take part.
-    /// Refused by [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_skip_group_check: bool,
-    /// Negative control for the simulator: take a partition under the epoch its record
-    /// already carries instead of a higher one, which gives two tenures one fencing token.
-    /// Refused by [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_reuse_epoch: bool,
-    /// Negative control for the simulator: with session leases, take a partition from a
-    /// holder without changing the holder's session, so the holder's next renewal succeeds
-    /// and it keeps serving what was taken. Refused by [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_take_ignores_session: bool,
-    /// Negative control for the simulator: with session leases, take a lease held under a
-    /// session that has ended at once, with no wait, so that a paused process whose session
-    /// another process under its name replaced still serves what is taken. Refused by
-    /// [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_take_ended_sessions: bool,
-    /// Negative control for the simulator: with session leases, a holder does not compare
-    /// the lease listings it reads with what it holds, so a record changed behind its back
-    /// (by a write that left its session alone) goes unnoticed for as long as its session
-    /// renews. Refused by [`ParticipantConfig::validate`].
-    #[doc(hidden)]
-    pub unsafe_ignore_listed_changes: bool,
+    /// The simulator's negative controls, all off (see [`NegativeControls`]).
+    pub(crate) controls: NegativeControls,
 }
 
 impl ParticipantConfig {
@@ -199,13 +170,7 @@ impl ParticipantConfig {
             load_band: 1.10,
             churn_budget: 0.10,
             churn_window: Duration::from_secs(600),
-            unsafe_ignore_exclusions: false,
-            unsafe_release_ignores_permits: false,
-            unsafe_skip_group_check: false,
-            unsafe_reuse_epoch: false,
-            unsafe_take_ignores_session: false,
-            unsafe_take_ended_sessions: false,
-            unsafe_ignore_listed_changes: false,
+            controls: NegativeControls::default(),
         }
     }
 
@@ -248,30 +213,9 @@ impl ParticipantConfig {
         self.scan_interval.saturating_mul(4)
     }
 
-    /// Sets the group.
-    #[must_use]
-    pub fn with_group(mut self, group: GroupName) -> Self {
-        self.group = group;
-        self
-    }
-
-    /// Sets the cap on partitions held by this node.
-    #[must_use]
-    pub fn with_max_partitions_per_node(mut self, cap: u32) -> Self {
-        self.max_partitions_per_node = cap;
-        self
-    }
-
-    /// Sets the partitions this node never takes or renews.
-    #[must_use]
-    pub fn with_excluded(mut self, partitions: impl IntoIterator<Item = PartitionId>) -> Self {
-        self.excluded = partitions.into_iter().collect();
-        self
-    }
-
     /// Whether this node keeps off `partition` (see [`ParticipantConfig::excluded`]).
     pub fn excludes(&self, partition: PartitionId) -> bool {
-        !self.unsafe_ignore_exclusions && self.excluded.contains(&partition)
+        !self.controls.ignore_exclusions && self.excluded.contains(&partition)
     }
 
     /// Checks an exclusion list against a partition count, naming partitions that
@@ -373,22 +317,22 @@ impl ParticipantConfig {
                 heartbeat: self.heartbeat,
             });
         }
-        if self.unsafe_release_ignores_permits {
+        if self.controls.release_ignores_permits {
             return Err(ConfigError::UnsafeRelease);
         }
-        if self.unsafe_skip_group_check {
+        if self.controls.skip_group_check {
             return Err(ConfigError::UnsafeGroupCheck);
         }
-        if self.unsafe_reuse_epoch {
+        if self.controls.reuse_epoch {
             return Err(ConfigError::UnsafeEpochReuse);
         }
-        if self.unsafe_take_ignores_session || self.unsafe_take_ended_sessions {
+        if self.controls.take_ignores_session || self.controls.take_ended_sessions {
             return Err(ConfigError::UnsafeSessionTake);
         }
-        if self.unsafe_ignore_listed_changes {
+        if self.controls.ignore_listed_changes {
             return Err(ConfigError::UnsafeListedChanges);
         }
-        if self.unsafe_ignore_exclusions {
+        if self.controls.ignore_exclusions {
             return Err(ConfigError::UnsafeExclusions);
         }
         Self::check_excluded(self.partitions, &self.excluded)?;
@@ -460,22 +404,24 @@ pub enum ConfigError {
         node: NodeId,
     },
     /// The simulator's negative control was switched on outside the simulator.
-    #[error("unsafe_release_ignores_permits lets two nodes work on one partition at once; it is for the simulator's negative control only")]
+    #[error(
+        "the negative control release_ignores_permits lets two nodes work on one partition at once"
+    )]
     UnsafeRelease,
     /// The simulator's negative control for the group record was switched on outside it.
-    #[error("unsafe_skip_group_check lets nodes with unsafe timings take part; it is for the simulator's negative control only")]
+    #[error("the negative control skip_group_check lets nodes with unsafe timings take part")]
     UnsafeGroupCheck,
     /// The simulator's negative control for epochs was switched on outside it.
-    #[error("unsafe_reuse_epoch gives two tenures one fencing token; it is for the simulator's negative control only")]
+    #[error("the negative control reuse_epoch gives two tenures one fencing token")]
     UnsafeEpochReuse,
     /// The simulator's negative control for session takes was switched on outside it.
-    #[error("unsafe_take_ignores_session and unsafe_take_ended_sessions let a holder keep serving what was taken from it; they are for the simulator's negative controls only")]
+    #[error("the negative controls take_ignores_session and take_ended_sessions let a holder keep serving what was taken from it")]
     UnsafeSessionTake,
     /// The simulator's negative control for the holdings check was switched on outside it.
-    #[error("unsafe_ignore_listed_changes lets a holder keep serving a lease whose record was changed behind its back; it is for the simulator's negative control only")]
+    #[error("the negative control ignore_listed_changes lets a holder keep serving a lease whose record was changed behind its back")]
     UnsafeListedChanges,
     /// The simulator's negative control for exclusion lists was switched on outside it.
-    #[error("unsafe_ignore_exclusions makes a node serve partitions it excludes; it is for the simulator's negative control only")]
+    #[error("the negative control ignore_exclusions makes a node serve partitions it excludes")]
     UnsafeExclusions,
     /// What the node would publish in its member record (`advertise`, `metadata`) is
     /// refused by every store.

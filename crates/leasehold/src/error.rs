@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::record::RecordKey;
+use crate::types::RecordKey;
 
 /// A boxed error from a backend's own client, kept as the [`std::error::Error::source`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -61,7 +61,6 @@
 //! their URLs) and, with feature `testing`, the store conformance suite.
 
 pub mod admin;
-pub mod batch;
 mod clock;
 pub mod codec;
 mod config;
@@ -76,26 +75,30 @@ mod record;
 mod router;
 mod store;
 pub mod store_url;
+pub use store::batch;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 
 pub use clock::{Clock, DriftClock, SeededRng, Sleep, TokioClock};
+#[cfg(feature = "negative-controls")]
+pub use config::NegativeControls;
 pub use config::{ConfigError, ParticipantConfig};
 pub use error::{BoxError, StoreError};
 pub use group::{GroupMismatch, GroupRecord, GroupTimings, LeaseMode, StoredGroup, FORMAT_VERSION};
 pub use memory::MemoryStore;
 pub use participant::{
-    Callbacks, Environment, Halt, JoinError, LeaseGuard, Loss, LossReason, Participant, Status,
-    WorkPermit,
+    Callbacks, Environment, Halt, JoinError, LeaseGuard, Loss, Participant, Status, WorkPermit,
 };
 pub use record::{
-    replaced_mark, unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, RecordKey,
-    Stored, StoredLease, StoredMember,
+    replaced_mark, unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, Stored,
+    StoredLease, StoredMember,
 };
 pub use router::{fnv1a_32, partition_for_key, NotOwner, Route, Router, ROUTER_STORE_TIMEOUT};
 pub use store::{
     check_transaction, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TimeoutStore,
     TxnWrite, MAX_TRANSACTION_WRITES,
 };
-pub use types::{Epoch, GroupName, InvalidName, NodeId, PartitionId, Version};
+pub use types::{
+    Epoch, GroupName, InvalidName, LossReason, NodeId, PartitionId, RecordKey, Version,
+};

@@ -8,10 +8,11 @@ use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::group::{GroupRecord, StoredGroup};
-use crate::record::{LeaseRecord, MemberRecord, RecordKey, Stored, StoredLease, StoredMember};
+use crate::record::{LeaseRecord, MemberRecord, Stored, StoredLease, StoredMember};
 use crate::store::{
     check_transaction, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite,
 };
+use crate::types::RecordKey;
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// A store that keeps every record in this process's memory.

@@ -78,7 +78,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 pub use prometheus_client::registry::Registry;
 
 use crate::error::StoreError;
-use crate::participant::LossReason;
+use crate::types::LossReason;
 use crate::types::{GroupName, NodeId};
 
 mod encode;

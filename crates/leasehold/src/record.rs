@@ -1,12 +1,11 @@
 //! The records kept in a store: one lease per partition, one member record per live node.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
-use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
+use crate::types::{Epoch, NodeId, PartitionId, RecordKey, Version};
 
 /// Where a partition's lease stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -319,7 +318,7 @@ impl MemberRecord {
                 return invalid(format!("key {key:?} {reason}"));
             }
         }
-        let encoded = crate::codec::encode_metadata(&self.metadata).len();
+        let encoded = encode_metadata(&self.metadata).len();
         if encoded > Self::MAX_METADATA_BYTES {
             let most = Self::MAX_METADATA_BYTES;
             return invalid(format!(
@@ -349,89 +348,6 @@ fn check_text(text: &str) -> Result<(), String> {
     }
 }
 
-/// Which record of a group something is about: what store errors carry, typed, so that no
-/// caller has to take a key apart again.
-///
-/// ```
-/// use leasehold::{NodeId, PartitionId, RecordKey};
-/// assert_eq!(RecordKey::from(PartitionId(7)).to_string(), "lease 7");
-/// let node = NodeId::new("server-1").unwrap();
-/// assert_eq!(RecordKey::from(&node).to_string(), "member server-1");
-/// assert_eq!(RecordKey::from(PartitionId(7)).partition(), Some(PartitionId(7)));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RecordKey {
-    /// The lease record of a partition.
-    Lease(PartitionId),
-    /// The member record of a node.
-    Member(NodeId),
-    /// A stored record whose key names no partition or node (written by hand or by another
-    /// program), or a record of the backend's own bookkeeping: its key as the backend stores
-    /// it, for messages only.
-    Stored(String),
-    /// The group record ([`crate::GroupRecord`]).
-    Group,
-}
-
-impl RecordKey {
-    /// The partition, for the lease record of one.
-    pub fn partition(&self) -> Option<PartitionId> {
-        match self {
-            RecordKey::Lease(partition) => Some(*partition),
-            _ => None,
-        }
-    }
-
-    /// The key with its group, for messages: `lease 7 of group orders`.
-    pub fn in_group<'a>(&'a self, group: &'a GroupName) -> impl fmt::Display + 'a {
-        struct InGroup<'a>(&'a RecordKey, &'a GroupName);
-        impl fmt::Display for InGroup<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{} of group {}", self.0, self.1)
-            }
-        }
-        InGroup(self, group)
-    }
-
-    /// The node, for the member record of one.
-    pub fn node(&self) -> Option<&NodeId> {
-        match self {
-            RecordKey::Member(node) => Some(node),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for RecordKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecordKey::Lease(partition) => write!(f, "lease {partition}"),
-            RecordKey::Member(node) => write!(f, "member {node}"),
-            RecordKey::Stored(key) => write!(f, "record {key:?}"),
-            RecordKey::Group => f.write_str("group record"),
-        }
-    }
-}
-
-impl From<PartitionId> for RecordKey {
-    fn from(partition: PartitionId) -> Self {
-        RecordKey::Lease(partition)
-    }
-}
-
-impl From<NodeId> for RecordKey {
-    fn from(node: NodeId) -> Self {
-        RecordKey::Member(node)
-    }
-}
-
-impl From<&NodeId> for RecordKey {
-    fn from(node: &NodeId) -> Self {
-        RecordKey::Member(node.clone())
-    }
-}
-
 /// A record read from a store, with its key and the version the store assigned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored<K, V> {
@@ -454,6 +370,38 @@ pub fn unix_ms_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// A member's metadata ([`crate::MemberRecord::metadata`]) as the compact JSON object that
+/// stores with columns keep in one text column, and the form its size limit is measured in.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use leasehold::codec::{decode_metadata, encode_metadata};
+/// let metadata = BTreeMap::from([("zone".to_owned(), "eu-1".to_owned())]);
+/// let json = encode_metadata(&metadata);
+/// assert_eq!(json, r#"{"zone":"eu-1"}"#);
+/// assert_eq!(decode_metadata(&json).unwrap(), metadata);
+/// assert!(decode_metadata(r#"{"zone":1}"#).is_err());
+/// ```
+pub fn encode_metadata(metadata: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(metadata).expect("a map of strings always serializes")
+}
+
+/// Reads metadata written by [`encode_metadata`]; the error, for a
+/// [`StoreError::Corrupt`], says why the text is not a JSON object of strings.
+pub fn decode_metadata(json: &str) -> Result<BTreeMap<String, String>, String> {
+    serde_json::from_str(json)
+        .map_err(|error| format!("metadata is not a JSON object of strings: {error}"))
+}
+
+/// Puts a listing in key order, keeping the first of any repeated key: a store's listing is
+/// ordered already, and a view is merged with it side by side.
+pub(crate) fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
+    if !records.is_sorted_by(|a, b| a.key < b.key) {
+        records.sort_by(|a, b| a.key.cmp(&b.key));
+        records.dedup_by(|later, earlier| later.key == earlier.key);
+    }
 }
 
 #[cfg(test)]
@@ -552,8 +500,7 @@ mod tests {
 
         // Measured as JSON: escaping counts.
         let mut metadata = BTreeMap::from([("k".to_owned(), String::new())]);
-        let room =
-            MemberRecord::MAX_METADATA_BYTES - crate::codec::encode_metadata(&metadata).len();
+        let room = MemberRecord::MAX_METADATA_BYTES - encode_metadata(&metadata).len();
         metadata.insert("k".to_owned(), "v".repeat(room));
         let fits = MemberRecord {
             metadata: metadata.clone(),

@@ -12,6 +12,8 @@ use crate::group::{GroupRecord, StoredGroup};
 use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
+pub mod batch;
+
 /// How a conditional write treats the record already there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutMode {
@@ -52,10 +54,10 @@ pub enum TxnWrite {
 
 impl TxnWrite {
     /// The record this write is to.
-    pub fn key(&self) -> crate::record::RecordKey {
+    pub fn key(&self) -> crate::types::RecordKey {
         match self {
-            TxnWrite::Lease(write) => crate::record::RecordKey::Lease(write.partition),
-            TxnWrite::Member { node, .. } => crate::record::RecordKey::Member(node.clone()),
+            TxnWrite::Lease(write) => crate::types::RecordKey::Lease(write.partition),
+            TxnWrite::Member { node, .. } => crate::types::RecordKey::Member(node.clone()),
         }
     }
 
@@ -342,13 +344,13 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// result per write in order. A failed condition fails only that write. The outer error
     /// means the batch as a whole could not be attempted; which writes were applied is then
     /// unknown. A batch written in parts that fails partway keeps the results of the parts
-    /// before and reports the others' writes as failed transiently ([`crate::batch`]).
+    /// before and reports the others' writes as failed transiently ([`batch`]).
     async fn put_leases(
         &self,
         group: &GroupName,
         writes: &[LeaseWrite],
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
-        crate::batch::put_one_by_one(self, group, writes).await
+        batch::put_one_by_one(self, group, writes).await
     }
 
     /// Deletes one lease record if its version is `version`.

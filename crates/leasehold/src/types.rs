@@ -240,6 +240,123 @@ impl fmt::Display for Version {
     }
 }
 
+/// Which record of a group something is about: what store errors carry, typed, so that no
+/// caller has to take a key apart again.
+///
+/// ```
+/// use leasehold::{NodeId, PartitionId, RecordKey};
+/// assert_eq!(RecordKey::from(PartitionId(7)).to_string(), "lease 7");
+/// let node = NodeId::new("server-1").unwrap();
+/// assert_eq!(RecordKey::from(&node).to_string(), "member server-1");
+/// assert_eq!(RecordKey::from(PartitionId(7)).partition(), Some(PartitionId(7)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecordKey {
+    /// The lease record of a partition.
+    Lease(PartitionId),
+    /// The member record of a node.
+    Member(NodeId),
+    /// A stored record whose key names no partition or node (written by hand or by another
+    /// program), or a record of the backend's own bookkeeping: its key as the backend stores
+    /// it, for messages only.
+    Stored(String),
+    /// The group record ([`crate::GroupRecord`]).
+    Group,
+}
+
+impl RecordKey {
+    /// The partition, for the lease record of one.
+    pub fn partition(&self) -> Option<PartitionId> {
+        match self {
+            RecordKey::Lease(partition) => Some(*partition),
+            _ => None,
+        }
+    }
+
+    /// The key with its group, for messages: `lease 7 of group orders`.
+    pub fn in_group<'a>(&'a self, group: &'a GroupName) -> impl fmt::Display + 'a {
+        struct InGroup<'a>(&'a RecordKey, &'a GroupName);
+        impl fmt::Display for InGroup<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{} of group {}", self.0, self.1)
+            }
+        }
+        InGroup(self, group)
+    }
+
+    /// The node, for the member record of one.
+    pub fn node(&self) -> Option<&NodeId> {
+        match self {
+            RecordKey::Member(node) => Some(node),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordKey::Lease(partition) => write!(f, "lease {partition}"),
+            RecordKey::Member(node) => write!(f, "member {node}"),
+            RecordKey::Stored(key) => write!(f, "record {key:?}"),
+            RecordKey::Group => f.write_str("group record"),
+        }
+    }
+}
+
+impl From<PartitionId> for RecordKey {
+    fn from(partition: PartitionId) -> Self {
+        RecordKey::Lease(partition)
+    }
+}
+
+impl From<NodeId> for RecordKey {
+    fn from(node: NodeId) -> Self {
+        RecordKey::Member(node)
+    }
+}
+
+impl From<&NodeId> for RecordKey {
+    fn from(node: &NodeId) -> Self {
+        RecordKey::Member(node.clone())
+    }
+}
+
+/// Why a node stopped holding a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LossReason {
+    /// The deadline passed without a successful renewal (store slow, down or throttled).
+    Expired,
+    /// A renewal found the record changed or gone: another node took it, or an operator
+    /// kicked, prohibited, took offline or deleted it.
+    Conflict,
+    /// This node handed it off: rebalancing, draining, [`crate::Participant::release`] or
+    /// shutdown.
+    Released,
+    /// The participant's background task ended without releasing it: every handle was
+    /// dropped, or the task failed. Nothing renews the lease any more; it expires in the
+    /// store on schedule.
+    Stopped,
+    /// A lease listing showed the record changed behind this node's back: deleted, re-created,
+    /// written by another node, or changed by an operator without a write this node would
+    /// notice. Served no further from the moment the listing arrived.
+    Changed,
+}
+
+impl LossReason {
+    /// The lowercase name used in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LossReason::Expired => "expired",
+            LossReason::Conflict => "conflict",
+            LossReason::Released => "released",
+            LossReason::Stopped => "stopped",
+            LossReason::Changed => "changed",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,11 +17,9 @@ fn node(name: &str) -> NodeId {
 }
 
 fn config(name: &str, lease_validity_ms: u64, acquire_after_ms: u64) -> ParticipantConfig {
-    ParticipantConfig {
-        lease_validity: Duration::from_millis(lease_validity_ms),
-        acquire_after: Duration::from_millis(acquire_after_ms),
-        ..ParticipantConfig::fast(node(name), 4)
-    }
+    ParticipantConfig::fast(node(name), 4)
+        .with_lease_validity(Duration::from_millis(lease_validity_ms))
+        .with_acquire_after(Duration::from_millis(acquire_after_ms))
 }
 
 async fn group_with_partitions(store: &MemoryStore) -> GroupName {

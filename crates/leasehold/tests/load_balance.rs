@@ -37,11 +37,8 @@ impl Callbacks for Loads {
 }
 
 fn config(name: &str) -> ParticipantConfig {
-    ParticipantConfig {
-        // Four budgeted moves per node per window, so that a few windows settle the fleet.
-        churn_budget: 0.5,
-        ..ParticipantConfig::fast(NodeId::new(name).unwrap(), PARTITIONS)
-    }
+    // Four budgeted moves per node per window, so that a few windows settle the fleet.
+    ParticipantConfig::fast(NodeId::new(name).unwrap(), PARTITIONS).with_churn_budget(0.5)
 }
 
 /// Each node's load over its fair share (the fleet's load over three).

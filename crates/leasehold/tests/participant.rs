@@ -370,9 +370,8 @@ async fn three_nodes_converge_and_a_fourth_gets_its_share_by_cooperative_release
 async fn settled_nodes_that_skip_the_lease_table_still_hand_off_to_a_joiner() {
     let store = Arc::new(FaultyStore::new(store_with(64).await));
     store.turn_notices_off();
-    converge_then_join(store, |name| ParticipantConfig {
-        relist_after: Duration::from_secs(3600),
-        ..config(name, 64)
+    converge_then_join(store, |name| {
+        config(name, 64).with_relist_after(Duration::from_secs(3600))
     })
     .await;
 }
@@ -625,10 +624,7 @@ async fn a_member_silent_for_forget_members_after_is_deleted_and_may_return() {
     let store = store_with(4).await;
     let group = GroupName::new("default").unwrap();
     let recorder = Recorder::default();
-    let forgetful = |name: &str| ParticipantConfig {
-        forget_members_after: Duration::from_secs(5),
-        ..config(name, 4)
-    };
+    let forgetful = |name: &str| config(name, 4).with_forget_members_after(Duration::from_secs(5));
     // The node that crashes has the smaller name: a dead member never blocks the clean-up.
     // It records apart: a crash ends its leases without callbacks.
     let a = start(&store, forgetful("a"), &Recorder::default());
@@ -778,10 +774,7 @@ async fn an_operator_change_reaches_settled_nodes_at_their_next_scan() {
     let group = GroupName::new("default").unwrap();
     let recorder = Recorder::default();
     // Left alone, settled nodes would not read the table again for an hour.
-    let quiet = |name: &str| ParticipantConfig {
-        relist_after: Duration::from_secs(3600),
-        ..config(name, 8)
-    };
+    let quiet = |name: &str| config(name, 8).with_relist_after(Duration::from_secs(3600));
     let a = Participant::start(store.clone(), quiet("a"), recorder.callbacks(&node("a"))).unwrap();
     let b = Participant::start(store.clone(), quiet("b"), recorder.callbacks(&node("b"))).unwrap();
     sleep(Duration::from_secs(10)).await;
@@ -814,11 +807,9 @@ async fn a_node_taking_its_share_in_batches_reads_the_table_once_per_acquire_aft
     let store = Arc::new(FaultyStore::new(store_with(64).await));
     store.turn_notices_off();
     let recorder = Recorder::default();
-    let config = ParticipantConfig {
-        relist_after: Duration::from_secs(60),
-        max_acquires_per_scan: 8,
-        ..config("a", 64)
-    };
+    let config = config("a", 64)
+        .with_relist_after(Duration::from_secs(60))
+        .with_max_acquires_per_scan(8);
     let (scan, acquire_after) = (config.scan_interval, config.acquire_after);
     let a = Participant::start(store.clone(), config, recorder.callbacks(&node("a"))).unwrap();
     sleep(scan * 12).await;
@@ -840,10 +831,7 @@ async fn a_settled_node_reads_the_lease_table_only_when_something_changes() {
     store.turn_notices_off();
     let recorder = Recorder::default();
     let relist_after = Duration::from_secs(60);
-    let quiet = |name: &str| ParticipantConfig {
-        relist_after,
-        ..config(name, 8)
-    };
+    let quiet = |name: &str| config(name, 8).with_relist_after(relist_after);
     let a = Participant::start(store.clone(), quiet("a"), recorder.callbacks(&node("a"))).unwrap();
     let b = Participant::start(store.clone(), quiet("b"), recorder.callbacks(&node("b"))).unwrap();
     sleep(Duration::from_secs(10)).await;

@@ -124,14 +124,12 @@ async fn listings_near_the_store_timeout_cost_no_lease_over_a_hundred_heartbeats
     // The shortest validity the rules allow: two heartbeats. A scan lists the members and
     // the leases, 0.9 × store_timeout each, so a loop that renewed only between scans
     // would let leases run out.
-    let config = ParticipantConfig {
-        heartbeat: Duration::from_millis(250),
-        lease_validity: Duration::from_millis(500),
-        acquire_after: Duration::from_millis(750),
-        scan_interval: Duration::from_millis(250),
-        store_timeout: Duration::from_millis(250),
-        ..ParticipantConfig::new(NodeId::new("a").unwrap(), 8)
-    };
+    let config = ParticipantConfig::new(NodeId::new("a").unwrap(), 8)
+        .with_heartbeat(Duration::from_millis(250))
+        .with_lease_validity(Duration::from_millis(500))
+        .with_acquire_after(Duration::from_millis(750))
+        .with_scan_interval(Duration::from_millis(250))
+        .with_store_timeout(Duration::from_millis(250));
     let store = Arc::new(SlowReads {
         inner,
         read_delay: config.store_timeout.mul_f64(0.9),

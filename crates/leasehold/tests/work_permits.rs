@@ -109,10 +109,7 @@ async fn a_guard_turns_invalid_the_moment_its_lease_is_given_up() {
 async fn a_release_waits_for_the_work_in_flight_renewing_meanwhile() {
     let store = store_with(2).await;
     let log = Log::default();
-    let patient = ParticipantConfig {
-        drain_timeout: Duration::from_secs(10),
-        ..config("a", 2)
-    };
+    let patient = config("a", 2).with_drain_timeout(Duration::from_secs(10));
     let a = Participant::start(store.clone(), patient, log.clone()).unwrap();
     sleep(Duration::from_millis(100)).await;
     let permit = a.permit(P0).expect("held");

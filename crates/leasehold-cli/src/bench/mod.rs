@@ -18,7 +18,6 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::ValueEnum;
 use leasehold::admin::{self, Destroy};
 use leasehold::{GroupTimings, LeaseMode, LeaseStore};
 
@@ -26,44 +25,10 @@ use self::fleet::{now_ns, Fleet, Signal};
 use self::report::Report;
 use self::steady::{Scrape, SteadyFigures};
 use self::timeline::{Figures, Window};
-use crate::admin_commands::GroupTable;
-use crate::cli::{BenchArgs, Cli};
+use crate::cli::{BenchArgs, Change, Cli};
+use crate::group_table::GroupTable;
 use crate::store_url::DEFAULT_STORE;
 use crate::Outcome;
-
-/// A change the bench applies to a settled fleet of `--nodes` nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Change {
-    /// Every node starts at once on a table nobody holds.
-    Cold,
-    /// One node is killed (SIGKILL): its leases expire and are taken over.
-    Crash,
-    /// One node is frozen (SIGSTOP) for longer than its leases, then resumed.
-    Pause,
-    /// One node stops gracefully (SIGTERM) and hands its leases off.
-    Leave,
-    /// One node stops gracefully and a new one starts at the same moment.
-    Replace,
-    /// A new node joins and takes its share.
-    Join,
-    /// Each node in turn stops gracefully and starts again.
-    Rolling,
-}
-
-impl Change {
-    fn name(self) -> &'static str {
-        match self {
-            Change::Cold => "cold",
-            Change::Crash => "crash",
-            Change::Pause => "pause",
-            Change::Leave => "leave",
-            Change::Replace => "replace",
-            Change::Join => "join",
-            Change::Rolling => "rolling",
-        }
-    }
-}
 
 /// The settings of a bench, checked.
 #[derive(Debug, Clone)]

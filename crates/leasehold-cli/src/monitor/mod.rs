@@ -20,8 +20,8 @@ use leasehold::{unix_ms_now, Change, ChangeFeed, GroupName, LeaseState, LeaseSto
 use tokio::sync::{broadcast, Semaphore};
 use tokio::time::Instant;
 
-use crate::admin_commands::GroupTable;
 use crate::cli::{Cli, MonitorArgs};
+use crate::group_table::GroupTable;
 use crate::Outcome;
 use state::{Reading, Tracker};
 

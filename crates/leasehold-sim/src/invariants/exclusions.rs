@@ -12,7 +12,7 @@ use std::time::Duration;
 use leasehold::PartitionId;
 use tokio::time::Instant;
 
-use crate::config::Timings;
+use crate::timings::Timings;
 
 /// How long after an exclusion a take sent before it may still land: the take's own call,
 /// a heartbeat's renewal and member write run while it waits, and a read-back of an unknown

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::clock::{Gate, SimClock};
-use crate::config::{SimConfig, Timings};
+use crate::config::SimConfig;
 use crate::faults::StoreFaults;
 use crate::figures::{FaultCounts, Recorder, StoreTraffic};
 use crate::invariants::epochs::EpochOrder;
@@ -23,6 +23,7 @@ use crate::invariants::{Holder, Invariant};
 use crate::load::{LoadModel, LoadRecord, LoadShape};
 use crate::report::Violation;
 use crate::resource::Resources;
+use crate::timings::Timings;
 use crate::trace::Trace;
 
 /// A running process of a node.

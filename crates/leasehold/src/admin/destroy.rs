@@ -2,8 +2,9 @@
 
 use crate::error::StoreError;
 use crate::group::{LeaseMode, FORMAT_VERSION};
-use crate::record::{unix_ms_now, LeaseState, RecordKey, StoredLease};
+use crate::record::{unix_ms_now, LeaseState, StoredLease};
 use crate::store::{LeaseStore, LeaseWrite, PutMode};
+use crate::types::RecordKey;
 use crate::types::{Epoch, GroupName, Version};
 
 use super::group::{ensure_group_for_destroy, member_nodes, raise_epoch_floor, update_group};

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::StoreError;
 use crate::group::{GroupMismatch, GroupRecord, GroupTimings, StoredGroup, FORMAT_VERSION};
-use crate::record::{RecordKey, StoredLease};
+use crate::record::StoredLease;
 use crate::store::{LeaseStore, Listing, PutMode};
+use crate::types::RecordKey;
 use crate::types::{Epoch, GroupName, NodeId};
 
 use super::{AdminError, MAX_ATTEMPTS};

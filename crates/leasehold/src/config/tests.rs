@@ -519,10 +519,8 @@ fn an_exclusion_list_naming_partitions_the_group_lacks_is_refused() {
     let fine = ParticipantConfig::new(NodeId::new("n").unwrap(), 8).with_excluded([PartitionId(7)]);
     assert!(fine.validate().is_ok());
     assert!(fine.excludes(PartitionId(7)) && !fine.excludes(PartitionId(6)));
-    let control = ParticipantConfig {
-        unsafe_ignore_exclusions: true,
-        ..fine
-    };
+    let mut control = fine;
+    control.controls.ignore_exclusions = true;
     assert_eq!(control.validate(), Err(ConfigError::UnsafeExclusions));
 }
 

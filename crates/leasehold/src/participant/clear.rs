@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::error::StoreError;
 use crate::planner::session_tag;
-use crate::record::{LeaseRecord, LeaseState, RecordKey};
+use crate::record::{LeaseRecord, LeaseState};
 use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
+use crate::types::RecordKey;
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 use super::runner::Runner;

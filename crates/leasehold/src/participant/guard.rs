@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::types::{Epoch, PartitionId};
+use crate::types::{Epoch, LossReason, PartitionId};
 
 /// Where one tenure of a lease stands on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,40 +342,6 @@ impl fmt::Debug for WorkPermit {
             .field("epoch", &self.epoch())
             .field("remaining", &self.remaining())
             .finish()
-    }
-}
-
-/// Why a node stopped holding a lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LossReason {
-    /// The deadline passed without a successful renewal (store slow, down or throttled).
-    Expired,
-    /// A renewal found the record changed or gone: another node took it, or an operator
-    /// kicked, prohibited, took offline or deleted it.
-    Conflict,
-    /// This node handed it off: rebalancing, draining, [`crate::Participant::release`] or
-    /// shutdown.
-    Released,
-    /// The participant's background task ended without releasing it: every handle was
-    /// dropped, or the task failed. Nothing renews the lease any more; it expires in the
-    /// store on schedule.
-    Stopped,
-    /// A lease listing showed the record changed behind this node's back: deleted, re-created,
-    /// written by another node, or changed by an operator without a write this node would
-    /// notice. Served no further from the moment the listing arrived.
-    Changed,
-}
-
-impl LossReason {
-    /// The lowercase name used in logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LossReason::Expired => "expired",
-            LossReason::Conflict => "conflict",
-            LossReason::Released => "released",
-            LossReason::Stopped => "stopped",
-            LossReason::Changed => "changed",
-        }
     }
 }
 

@@ -9,8 +9,9 @@ use crate::record::LeaseState;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::PartitionId;
 
-use super::guard::{LossReason, Phase};
+use super::guard::Phase;
 use super::runner::{Handoff, Runner};
+use crate::types::LossReason;
 
 impl Runner {
     /// Starts handing leases off: no new work on them from now on, and each is written
@@ -54,7 +55,7 @@ impl Runner {
             let Handoff::Draining { until } = handoff else {
                 continue;
             };
-            if tenure.permits() == 0 || self.config.unsafe_release_ignores_permits {
+            if tenure.permits() == 0 || self.config.controls.release_ignores_permits {
                 ready.push(partition);
             } else if until <= now {
                 tracing::warn!(node = %self.config.node, %partition, permits = tenure.permits(), drain_timeout = ?self.config.drain_timeout, "work outlived the drain timeout; letting the lease expire instead of releasing it");

@@ -10,9 +10,9 @@ use crate::record::{MemberRecord, StoredLease};
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{PartitionId, Version};
 
-use super::guard::LossReason;
 use super::halt::Halt;
 use super::runner::{Handoff, Runner};
+use crate::types::LossReason;
 
 /// Stamps of session writes whose outcome may be unknown, kept to recognise this process's
 /// own last write when a renewal fails its compare-and-set. Any of them may be the one that

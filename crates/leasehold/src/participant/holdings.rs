@@ -8,13 +8,14 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::error::StoreError;
-use crate::planner::{in_key_order, session_tag};
+use crate::planner::session_tag;
+use crate::record::in_key_order;
 use crate::record::StoredLease;
 use crate::store::LeaseWrite;
 use crate::types::{NodeId, PartitionId, Version};
 
-use super::guard::LossReason;
 use super::runner::Runner;
+use crate::types::LossReason;
 
 impl Runner {
     /// With session leases, drops at once every lease that a listing sent at `sent` shows

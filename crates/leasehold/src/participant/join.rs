@@ -106,7 +106,7 @@ impl Runner {
     /// none) and checks this node against it; keeps its epoch floor for acquisitions.
     async fn admitted(&mut self) -> Result<(), Failure> {
         let group = self.group_record().await?;
-        if !self.config.unsafe_skip_group_check {
+        if !self.config.controls.skip_group_check {
             group.admits(&self.config).map_err(Failure::Refused)?;
         }
         // The mode is the group's, fixed for as long as this node runs: a node that renewed

@@ -28,7 +28,7 @@ use crate::metrics::{MeteredStore, Metrics};
 use crate::store::{LeaseStore, TimeoutStore};
 use crate::types::{NodeId, PartitionId};
 
-pub use guard::{Callbacks, LeaseGuard, Loss, LossReason, WorkPermit};
+pub use guard::{Callbacks, LeaseGuard, Loss, WorkPermit};
 use guard::{Phase, Tenure};
 pub use halt::Halt;
 use runner::{Command, Runner};
@@ -403,7 +403,7 @@ impl Participant {
     ) -> Participant {
         let shared = Arc::new(Shared::new(config.partitions));
         let (config_partitions, ignore_exclusions) =
-            (config.partitions, config.unsafe_ignore_exclusions);
+            (config.partitions, config.controls.ignore_exclusions);
         let (commands, receiver) = mpsc::channel(COMMAND_CAPACITY);
         let node = config.node.clone();
         let metrics = environment

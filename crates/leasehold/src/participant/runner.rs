@@ -20,9 +20,10 @@ use crate::planner::{Holding, Observed, ScanSchedule};
 use crate::store::{Change, ChangeFeed, LeaseStore, LeaseWrite};
 use crate::types::{PartitionId, Version};
 
-use super::guard::{Callbacks, Loss, LossReason};
+use super::guard::{Callbacks, Loss};
 use super::halt::Halt;
 use super::Shared;
+use crate::types::LossReason;
 
 /// A callback that takes longer than the heartbeat divided by this is counted as slow: it
 /// holds up renewals, which run on the same loop.
@@ -541,7 +542,7 @@ impl Runner {
         }
         self.schedule.holdings_changed();
         let negative_control =
-            reason == LossReason::Released && self.config.unsafe_release_ignores_permits;
+            reason == LossReason::Released && self.config.controls.release_ignores_permits;
         if let Some(tenure) = self.shared.remove(partition) {
             // Every guard and permit of it turns invalid now. The negative control leaves
             // the permits valid to the deadline, as if the release had not waited for them.

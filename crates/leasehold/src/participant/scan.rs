@@ -12,8 +12,9 @@ use crate::record::LeaseState;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
 
-use super::guard::{LossReason, Tenure};
+use super::guard::Tenure;
 use super::runner::Runner;
+use crate::types::LossReason;
 
 /// Stale member records deleted per scan at most, so that clearing a backlog never delays
 /// the scan's own work by much.
@@ -81,7 +82,7 @@ impl Runner {
                 metrics.lease_listings.inc();
                 metrics.lease_rows.inc_by(leases.len() as u64);
             });
-            if self.session_mode() && !self.config.unsafe_ignore_listed_changes {
+            if self.session_mode() && !self.config.controls.ignore_listed_changes {
                 self.check_holdings(leases_sent, now, &mut leases.records);
             }
             self.observed.observe_leases(now, leases.records);
@@ -302,7 +303,7 @@ impl Runner {
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let batch = writes.to_vec();
-        let unsafe_skip = self.config.unsafe_take_ignores_session;
+        let unsafe_skip = self.config.controls.take_ignores_session;
         self.call(async move {
             let mut results = Vec::with_capacity(batch.len());
             for ((write, session), ended) in batch.into_iter().zip(sessions).zip(ended) {

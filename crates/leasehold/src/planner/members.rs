@@ -348,7 +348,7 @@ impl MemberView {
         if let Some(index) = skip {
             records.remove(index);
         }
-        super::in_key_order(&mut records);
+        crate::record::in_key_order(&mut records);
         let mut old = std::mem::take(&mut self.rows).into_iter().peekable();
         self.rows.reserve_exact(records.len());
         for stored in records {
@@ -378,6 +378,29 @@ impl MemberView {
                 gone.insert(left.node, now);
             }
         }
+    }
+}
+
+/// A holder's session as a taker waited on it: the renewal it last showed, which any later
+/// renewal replaces (a new heartbeat count and write stamp).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSeen {
+    /// The holder.
+    pub node: NodeId,
+    /// The heartbeat count of the renewal waited on.
+    pub heartbeat: u64,
+    /// The write stamp of the renewal waited on.
+    pub written_at_unix_ms: Option<u64>,
+    /// The session of the renewal waited on: stamps alone may repeat across processes.
+    pub session: Option<u64>,
+}
+
+impl SessionSeen {
+    /// Whether `record` still shows the renewal waited on.
+    pub fn shows(&self, record: &MemberRecord) -> bool {
+        record.heartbeat == self.heartbeat
+            && record.written_at_unix_ms == self.written_at_unix_ms
+            && record.session == self.session
     }
 }
 

@@ -107,7 +107,7 @@ impl Observed {
                 // name, say): whatever the new one renews, the old one renewed nothing since
                 // the new one was first seen.
                 Some(member) => match member.ended_at(seen.session) {
-                    Some(_) if config.unsafe_take_ended_sessions => return Some(seen.first_seen),
+                    Some(_) if config.controls.take_ended_sessions => return Some(seen.first_seen),
                     Some((from, _)) => Some(from),
                     None => Some(member.first_seen),
                 },
@@ -223,14 +223,5 @@ impl Observed {
                     || seen.heartbeat <= YOUNG_HEARTBEATS
                     || self.leases.tally().owner(&seen.node).held > 0
             })
-    }
-}
-
-/// Puts a listing in key order, keeping the first of any repeated key: a store's listing is
-/// ordered already, and a view is merged with it side by side.
-pub(crate) fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
-    if !records.is_sorted_by(|a, b| a.key < b.key) {
-        records.sort_by(|a, b| a.key.cmp(&b.key));
-        records.dedup_by(|later, earlier| later.key == earlier.key);
     }
 }

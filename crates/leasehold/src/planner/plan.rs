@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use tokio::time::Instant;
 
 use crate::config::ParticipantConfig;
-use crate::record::{LeaseRecord, MemberRecord};
+use crate::record::LeaseRecord;
 use crate::types::{NodeId, PartitionId, Version};
 
-use super::{Holding, Observed};
+use super::{Holding, Observed, SessionSeen};
 
 /// One compare-and-set that would take a partition.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,29 +29,6 @@ pub struct Acquisition {
     /// relies on that session having ended ([`Observed::ended_session`]): the record is read
     /// again first, and written only if it still names that very session.
     pub ended_session: Option<u64>,
-}
-
-/// A holder's session as a taker waited on it: the renewal it last showed, which any later
-/// renewal replaces (a new heartbeat count and write stamp).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionSeen {
-    /// The holder.
-    pub node: NodeId,
-    /// The heartbeat count of the renewal waited on.
-    pub heartbeat: u64,
-    /// The write stamp of the renewal waited on.
-    pub written_at_unix_ms: Option<u64>,
-    /// The session of the renewal waited on: stamps alone may repeat across processes.
-    pub session: Option<u64>,
-}
-
-impl SessionSeen {
-    /// Whether `record` still shows the renewal waited on.
-    pub fn shows(&self, record: &MemberRecord) -> bool {
-        record.heartbeat == self.heartbeat
-            && record.written_at_unix_ms == self.written_at_unix_ms
-            && record.session == self.session
-    }
 }
 
 /// What the runner should do now.

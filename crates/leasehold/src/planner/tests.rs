@@ -1,10 +1,10 @@
 use std::time::Duration;
 
 use super::*;
-use crate::record::{MemberRecord, Stored};
-use crate::types::Epoch;
+use crate::record::{LeaseRecord, MemberRecord, Stored};
+use crate::types::{Epoch, Version};
 
-fn node(name: &str) -> NodeId {
+pub(super) fn node(name: &str) -> NodeId {
     NodeId::new(name).unwrap()
 }
 
@@ -69,15 +69,15 @@ fn three_equal() -> Vec<MemberShare> {
 }
 
 #[derive(Clone)]
-struct Fixture {
-    start: Instant,
-    config: ParticipantConfig,
-    observed: Observed,
-    holdings: BTreeMap<PartitionId, Holding>,
+pub(super) struct Fixture {
+    pub(super) start: Instant,
+    pub(super) config: ParticipantConfig,
+    pub(super) observed: Observed,
+    pub(super) holdings: BTreeMap<PartitionId, Holding>,
 }
 
 impl Fixture {
-    fn new(partitions: u32) -> Fixture {
+    pub(super) fn new(partitions: u32) -> Fixture {
         let start = Instant::now();
         let mut observed = Observed::default();
         let records = (0..partitions)
@@ -96,7 +96,7 @@ impl Fixture {
         }
     }
 
-    fn set(&mut self, partition: u32, record: LeaseRecord, version: u64, seen: Instant) {
+    pub(super) fn set(&mut self, partition: u32, record: LeaseRecord, version: u64, seen: Instant) {
         self.observed.leases.insert(
             PartitionId(partition),
             &record,
@@ -106,7 +106,7 @@ impl Fixture {
     }
 
     /// A live member `name` whose record was last seen changing at `seen`.
-    fn member(&mut self, name: &str, seen: Instant) {
+    pub(super) fn member(&mut self, name: &str, seen: Instant) {
         let record = Stored {
             key: node(name),
             value: MemberRecord::default(),
@@ -115,7 +115,7 @@ impl Fixture {
         self.observed.members.insert(SeenMember::new(seen, record));
     }
 
-    fn hold(&mut self, partition: u32, valid_until: Instant) {
+    pub(super) fn hold(&mut self, partition: u32, valid_until: Instant) {
         self.holdings.insert(
             PartitionId(partition),
             Holding {
@@ -129,6 +129,18 @@ impl Fixture {
                 settled_at: None,
             },
         );
+    }
+
+    /// The planner's input at `now`, on the view as it stands, with 100 load moves left.
+    pub(super) fn input(&self, now: Instant, draining: bool) -> PlanInput<'_> {
+        PlanInput {
+            now,
+            config: &self.config,
+            observed: &self.observed,
+            holdings: &self.holdings,
+            draining,
+            load_moves_left: 100,
+        }
     }
 
     fn plan_at(&self, now: Instant) -> Plan {
@@ -162,7 +174,7 @@ impl Fixture {
     }
 }
 
-fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
+pub(super) fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
     LeaseRecord {
         owner: Some(node(owner)),
         epoch: Epoch(epoch),
@@ -901,7 +913,7 @@ fn excluded_partitions_are_never_taken() {
     assert_eq!(plan.takeable, 4, "others may take what this node excludes");
 
     // The simulator's negative control ignores the list.
-    fixture.config.unsafe_ignore_exclusions = true;
+    fixture.config.controls.ignore_exclusions = true;
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(3600));
     assert_eq!(plan.acquire.len(), 4);
 }
@@ -1012,7 +1024,7 @@ fn surplus_goes_back_to_the_member_that_held_it_before() {
 
 /// A fixture where `me` holds `mine` and `other` holds `theirs`, each partition with the
 /// given load, everyone renewing.
-fn loaded(mine: &[f64], theirs: &[f64]) -> Fixture {
+pub(super) fn loaded(mine: &[f64], theirs: &[f64]) -> Fixture {
     let partitions = (mine.len() + theirs.len()) as u32;
     let mut fixture = Fixture::new(partitions.max(4));
     fixture.config.partitions = partitions;

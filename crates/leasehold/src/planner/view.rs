@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use crate::record::{LeaseRecord, LeaseState, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
-use super::tally::LoadTally;
+mod tally;
+pub use tally::{usable_load, LoadTally, OwnerTally};
 
 /// A lease row as this node last saw it: the parts of the record that planning reads, its
 /// version, and since when it has looked exactly so.
@@ -324,7 +325,7 @@ impl LeaseView {
     /// is merged side by side. Every node folds in the whole table on every listing, so this
     /// is the participant's hottest loop.
     pub fn merge(&mut self, now: Instant, mut records: Vec<Stored<PartitionId, LeaseRecord>>) {
-        super::in_key_order(&mut records);
+        crate::record::in_key_order(&mut records);
         self.merge_aligned(now, records);
         self.retally_if_due();
     }

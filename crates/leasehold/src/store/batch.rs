@@ -9,8 +9,8 @@
 
 use std::future::Future;
 
+use super::{LeaseStore, LeaseWrite};
 use crate::error::StoreError;
-use crate::store::{LeaseStore, LeaseWrite};
 use crate::types::{GroupName, Version};
 
 /// One write's result in a batch.

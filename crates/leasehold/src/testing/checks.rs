@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::record::{LeaseRecord, LeaseState, MemberRecord, RecordKey};
+use crate::record::{LeaseRecord, LeaseState, MemberRecord};
 use crate::store::{LeaseStore, LeaseWrite, PutMode};
+use crate::types::RecordKey;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
 use super::{unique_group, Harness, Listed, Malformed, MALFORMED_FIRST_PARTITION};

@@ -7,8 +7,9 @@ use std::time::Duration;
 use crate::admin;
 use crate::error::StoreError;
 use crate::group::{GroupRecord, GroupTimings};
-use crate::record::{LeaseRecord, LeaseState, RecordKey};
+use crate::record::{LeaseRecord, LeaseState};
 use crate::store::{LeaseStore, PutMode};
+use crate::types::RecordKey;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId};
 
 use super::{unique_group, Harness};

@@ -28,8 +28,9 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::memory::MemoryStore;
-use crate::record::{LeaseRecord, MemberRecord, RecordKey};
+use crate::record::{LeaseRecord, MemberRecord};
 use crate::store::{LeaseStore, PutMode};
+use crate::types::RecordKey;
 use crate::types::{GroupName, NodeId, PartitionId};
 
 pub use checks::*;

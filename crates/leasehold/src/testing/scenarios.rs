@@ -20,9 +20,10 @@ use crate::admin;
 use crate::config::ParticipantConfig;
 use crate::error::StoreError;
 use crate::group::LeaseMode;
-use crate::participant::{Callbacks, LeaseGuard, Loss, LossReason, Participant};
+use crate::participant::{Callbacks, LeaseGuard, Loss, Participant};
 use crate::record::LeaseState;
 use crate::store::LeaseStore;
+use crate::types::LossReason;
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 /// Short real-time timings for scenarios: renew every 200 ms, validity 800 ms, take over after

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::record::{LeaseRecord, LeaseState, MemberRecord, RecordKey};
+use crate::record::{LeaseRecord, LeaseState, MemberRecord};
 use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite, MAX_TRANSACTION_WRITES};
+use crate::types::RecordKey;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
 use super::unique_group;

@@ -3,6 +3,7 @@ use leasehold::{
 };
 
 use super::*;
+use leasehold::LeaseState;
 
 const STALE: Duration = Duration::from_secs(10);
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use crate::record::LeaseState;
 use crate::types::NodeId;
 
-use super::view::SeenLease;
+use super::SeenLease;
 
 /// One holder's share of the rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
