@@ -40,10 +40,11 @@ cargo mutants \
   --package leasehold \
   --features testing \
   --file 'crates/leasehold/src/planner.rs' \
-  --file 'crates/leasehold/src/planner/*.rs' \
+  --file 'crates/leasehold/src/planner/**/*.rs' \
   --file 'crates/leasehold/src/participant/*.rs' \
   --file 'crates/leasehold/src/group.rs' \
   --file 'crates/leasehold/src/config.rs' \
+  --file 'crates/leasehold/src/config/*.rs' \
   --file 'crates/leasehold/src/router/*.rs' \
   --file 'crates/leasehold/src/admin.rs' \
   --file 'crates/leasehold/src/admin/*.rs' \

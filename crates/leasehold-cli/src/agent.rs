@@ -25,13 +25,13 @@ use leasehold::{Callbacks, GroupName, LeaseStore, Participant, PartitionId, Rout
 use serde_json::json;
 
 use crate::cli::{AgentArgs, Cli};
-use crate::http::authorized;
+use crate::http::{authorized, error};
 use crate::node::{self, Announcement, StoreWait};
 use crate::Outcome;
 
 mod api;
 mod events;
-use api::{routes, Refusal};
+use api::routes;
 use events::{EventCallbacks, Events, Loads};
 
 /// Permits outstanding at once: each holds a lease's hand-off open.
@@ -44,6 +44,15 @@ const EVENTS_KEPT: usize = 1024;
 const REAP_EVERY: Duration = Duration::from_millis(250);
 /// How often the agent's router reloads the whole map besides following change notices.
 const ROUTER_POLL: Duration = Duration::from_secs(5);
+
+/// A request refused: its status and what was wrong.
+struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
+}
 
 /// What the handlers share.
 struct Agent {

@@ -15,17 +15,8 @@ use leasehold::{admin, LeaseGuard, PartitionId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{events, Agent, MAX_PERMITS};
+use super::{events, Agent, Refusal, MAX_PERMITS};
 use crate::http::{error, scrape};
-
-/// A request refused: its status and what was wrong.
-pub(super) struct Refusal(pub(super) StatusCode, pub(super) String);
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        error(self.0, self.1)
-    }
-}
 
 /// The one parameter of a route's path, as text. Axum refuses a segment that is not UTF-8
 /// in plain text; this answers with the JSON error every other refusal has.

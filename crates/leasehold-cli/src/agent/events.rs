@@ -15,8 +15,7 @@ use leasehold::{Callbacks, LeaseGuard, Loss, LossReason, PartitionId};
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::api::Refusal;
-use super::{Agent, EVENTS_KEPT, MAX_STREAMS};
+use super::{Agent, Refusal, EVENTS_KEPT, MAX_STREAMS};
 use crate::http::error;
 
 /// The lease events a worker follows, kept for resuming readers and sent to live ones.
