@@ -547,9 +547,31 @@ fn a_monitor_without_a_token_file_is_read_only() {
     let page = http::get(&fleet.monitor_at, "/");
     assert_eq!(page.status, 200);
     assert!(page.body.contains("<canvas"), "the page draws on a canvas");
-    for asset in ["/assets/map.js", "/assets/style.css"] {
-        assert_eq!(http::get(&fleet.monitor_at, asset).status, 200, "{asset}");
+    assert_eq!(
+        http::get(&fleet.monitor_at, "/assets/style.css").status,
+        200
+    );
+    // The page's script is ES modules: every module the page imports, and every one those
+    // import, is served.
+    let mut pending = vec!["/assets/main.js".to_string()];
+    let mut served = BTreeSet::new();
+    while let Some(path) = pending.pop() {
+        if !served.insert(path.clone()) {
+            continue;
+        }
+        let module = http::get(&fleet.monitor_at, &path);
+        assert_eq!(module.status, 200, "{path}");
+        for line in module.body.lines() {
+            if let Some(name) = line
+                .split(" from './")
+                .nth(1)
+                .and_then(|rest| rest.split('\'').next())
+            {
+                pending.push(format!("/assets/{name}"));
+            }
+        }
     }
+    assert!(served.len() > 1, "main.js imports nothing: {served:?}");
 }
 
 #[test]

@@ -24,22 +24,35 @@ use super::{App, Item};
 use crate::http::{authorized, error, scrape};
 
 const INDEX: &str = include_str!("assets/index.html");
-const SCRIPT: &str = include_str!("assets/map.js");
+/// The map page's script, as ES modules the page imports from `main.js` (no build step).
+pub(super) const SCRIPTS: [(&str, &str); 9] = [
+    ("/assets/main.js", include_str!("assets/main.js")),
+    ("/assets/state.js", include_str!("assets/state.js")),
+    ("/assets/dom.js", include_str!("assets/dom.js")),
+    ("/assets/canvas.js", include_str!("assets/canvas.js")),
+    ("/assets/plot.js", include_str!("assets/plot.js")),
+    ("/assets/feed.js", include_str!("assets/feed.js")),
+    ("/assets/actions.js", include_str!("assets/actions.js")),
+    ("/assets/panels.js", include_str!("assets/panels.js")),
+    ("/assets/stream.js", include_str!("assets/stream.js")),
+];
 const STYLE: &str = include_str!("assets/style.css");
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Every route of the monitor.
 pub(super) fn routes(app: Arc<App>, registry: Arc<Registry>) -> Router {
-    Router::new()
-        .route(
-            "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
-        )
-        .route(
-            "/assets/map.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
-        )
+    let mut router = Router::new().route(
+        "/",
+        get(|| async { asset("text/html; charset=utf-8", INDEX) }),
+    );
+    for (path, script) in SCRIPTS {
+        router = router.route(
+            path,
+            get(move || async move { asset("text/javascript; charset=utf-8", script) }),
+        );
+    }
+    router
         .route(
             "/assets/style.css",
             get(|| async { asset("text/css; charset=utf-8", STYLE) }),
