@@ -6,7 +6,10 @@
   parent declares and re-exports its children, a child uses what its parent shares), so only
   edges between modules of different branches count;
 - no function of the planner (crates/leasehold/src/planner*) over 120 lines, so that each
-  rule reads on its own.
+  rule reads on its own;
+- no source file (Rust or the monitor's script) over 700 lines in crates/*/src and
+  examples/*/src, the test suites aside (tests.rs, tests/, the stores' conformance suite in
+  crates/leasehold/src/testing/).
 
     scripts/structure.py            checks the workspace; exit status 1 on any finding
 """
@@ -168,6 +171,25 @@ def long_functions(path, limit):
     return findings
 
 
+def long_files(limit):
+    """Source files over `limit` lines, the test suites aside."""
+    findings = []
+    for parent in ('crates', 'examples'):
+        for name in sorted(os.listdir(parent)):
+            for folder, _, files in os.walk(os.path.join(parent, name, 'src')):
+                parts = folder.split(os.sep)
+                if 'tests' in parts or 'testing' in parts:
+                    continue
+                for f in sorted(files):
+                    if not f.endswith(('.rs', '.js')) or f == 'tests.rs':
+                        continue
+                    path = os.path.join(folder, f)
+                    count = sum(1 for _ in open(path))
+                    if count > limit:
+                        findings.append(f"{path}: {count} lines (at most {limit})")
+    return findings
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
     os.chdir(root)
@@ -182,11 +204,12 @@ def main():
         planner += [os.path.join(folder, f) for f in files if f.endswith('.rs') and f != 'tests.rs']
     for path in sorted(planner):
         findings += long_functions(path, 120)
+    findings += long_files(700)
     for finding in findings:
         print(finding)
     if findings:
         sys.exit(1)
-    print('structure: no import circle; no planner function over 120 lines')
+    print('structure: no import circle; no planner function over 120 lines; no file over 700')
 
 
 if __name__ == '__main__':
