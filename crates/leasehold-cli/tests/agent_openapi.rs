@@ -1,5 +1,5 @@
 //! `docs/agent-openapi.yaml` describes the agent as it runs: the same (method, path) pairs as
-//! the router in `src/agent.rs` builds, each served by a real agent and no other method
+//! the router in `src/agent/api.rs` builds, each served by a real agent and no other method
 //! served, and live answers whose JSON has the fields the document declares, no more and
 //! none missing.
 
@@ -67,20 +67,20 @@ fn documented(doc: &Value) -> BTreeSet<Route> {
     routes
 }
 
-/// The routes `src/agent.rs` gives its router in `fn routes`, where it is assembled: each
+/// The routes `src/agent/api.rs` gives its router in `fn routes`, where it is assembled: each
 /// `.route("PATH", get(..).post(..))`, read for the method calls at the top level of its
 /// second argument.
 fn served_by_the_source() -> BTreeSet<Route> {
-    let file = include_str!("../src/agent.rs");
+    let file = include_str!("../src/agent/api.rs");
     let start = file
-        .find("\nfn routes(")
-        .expect("fn routes in src/agent.rs");
+        .find("\npub(super) fn routes(")
+        .expect("fn routes in src/agent/api.rs");
     let length = file[start..].find("\n}\n").expect("the end of fn routes");
     let source = &file[start..start + length];
     for unread in [".nest(", ".merge(", ".route_service(", ".nest_service("] {
         assert!(
             !source.contains(unread),
-            "src/agent.rs uses {unread}, which this test cannot read for routes"
+            "src/agent/api.rs uses {unread}, which this test cannot read for routes"
         );
     }
     let mut routes = BTreeSet::new();
@@ -326,7 +326,7 @@ fn the_document_names_exactly_the_routes_the_source_builds() {
     ] {
         assert!(
             served.contains(&(route.0.to_owned(), route.1.to_owned())),
-            "{route:?} not read from src/agent.rs: {served:?}"
+            "{route:?} not read from src/agent/api.rs: {served:?}"
         );
     }
 }
