@@ -24,10 +24,12 @@ use leasehold::metrics::Registry;
 use leasehold::{Callbacks, GroupName, LeaseStore, Participant, PartitionId, Router, WorkPermit};
 use serde_json::json;
 
+use crate::announce::{announcing, Announcement};
 use crate::cli::{AgentArgs, Cli};
 use crate::http::{authorized, error};
-use crate::node::{self, Announcement, StoreWait};
+use crate::node_process;
 use crate::Outcome;
+use leasehold_process::{Process, StoreWait};
 
 mod api;
 mod events;
@@ -59,7 +61,7 @@ struct Agent {
     /// Set once the store is reached and the node started; until then `/v1` answers 503.
     node: OnceLock<Node>,
     /// How the wait for the store is going, for the 503 answers meanwhile.
-    wait: StoreWait,
+    wait: Arc<StoreWait>,
     permits: Mutex<BTreeMap<u64, WorkPermit>>,
     /// Loads reported by workers, shared with the node's callbacks.
     loads: Arc<Loads>,
@@ -109,20 +111,21 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
              holders of the token can release leases or drain the node"
         );
     }
-    let prepared = node::prepare(cli, &args.node, true)?;
-    let (listener, bound) = crate::http::bind(&args.listen, "the agent").await?;
     let events = Arc::new(Events::new());
     let loads: Arc<Loads> = Arc::default();
     let callbacks: Arc<dyn Callbacks> =
         Arc::new(EventCallbacks(Arc::clone(&events), Arc::clone(&loads)));
+    let (process, work) = node_process::prepare(cli, &args.node, Some(callbacks))?;
+    let process = process.metrics().follow_router(ROUTER_POLL);
+    let (listener, bound) = crate::http::bind(&args.listen, "the agent").await?;
     let agent = Arc::new(Agent {
         node: OnceLock::new(),
-        wait: StoreWait::default(),
+        wait: process.store_wait(),
         permits: Mutex::new(BTreeMap::new()),
         next_permit: AtomicU64::new(1),
         granting: AtomicBool::new(true),
         token,
-        registry: prepared.registry.clone().unwrap_or_default(),
+        registry: process.registry().cloned().unwrap_or_default(),
         events,
         loads,
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
@@ -130,8 +133,8 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
     let reaper = tokio::spawn(reap(Arc::clone(&agent)));
     crate::http::spawn(listener, routes(Arc::clone(&agent)), "agent");
     let announcement = Announcement::new(format!("listening on http://{bound}/"));
-    let serving = serve(cli, args, prepared, callbacks, &agent, &announcement);
-    let outcome = node::announcing(&agent.wait, &announcement, serving).await;
+    let serving = serve(cli, process, work, &agent, &announcement);
+    let outcome = announcing(&agent.wait, &announcement, serving).await;
     reaper.abort();
     outcome
 }
@@ -140,50 +143,33 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
 /// and runs it until a signal.
 async fn serve(
     cli: &Cli,
-    args: &AgentArgs,
-    prepared: node::Prepared,
-    callbacks: Arc<dyn Callbacks>,
+    process: Process,
+    work: node_process::Work,
     agent: &Agent,
     announcement: &Announcement,
 ) -> anyhow::Result<Outcome> {
-    let connected = prepared
-        .connect(cli, &args.node, Some(callbacks), &agent.wait)
-        .await?;
-    let Some(mut started) = connected else {
+    let Some(mut running) = process.start().await.map_err(node_process::explain)? else {
         return Ok(Outcome::Success);
     };
-    let (store, group) = (
-        Arc::clone(&started.table.store),
-        started.table.group.clone(),
-    );
-    let partitions = started.partitions;
-    let following = started
-        .retry(cli.timeout, &agent.wait, || {
-            let (store, group) = (Arc::clone(&store), group.clone());
-            async move {
-                Router::follow(store, group, partitions, ROUTER_POLL)
-                    .await
-                    .context("cannot read the lease table for routing")
-            }
-        })
-        .await?;
-    if let Some(router) = following {
-        let node = Node {
-            participant: started.participant.clone(),
-            router,
-            store,
-            group,
-            partitions,
-        };
-        if agent.node.set(node).is_err() {
-            unreachable!("the agent's node is set once");
-        }
-        announcement.say()?;
-        let served = started.serve_until_signal(&args.node).await;
-        agent.granting.store(false, Ordering::SeqCst);
-        served?;
+    let node = Node {
+        participant: running.participant().clone(),
+        router: running
+            .router()
+            .cloned()
+            .expect("the process follows the router"),
+        store: Arc::clone(running.store()),
+        group: cli.group.clone(),
+        partitions: running.partitions(),
+    };
+    if agent.node.set(node).is_err() {
+        unreachable!("the agent's node is set once");
     }
-    started.stop().await;
+    announcement.say()?;
+    let beside = work.start(&running);
+    let reason = running.wait().await;
+    agent.granting.store(false, Ordering::SeqCst);
+    node_process::stop(running, beside).await;
+    reason.into_result()?;
     Ok(Outcome::Success)
 }
 

@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use leasehold::{GroupName, NodeId};
 use leasehold_sim::FaultProfile;
 
-use crate::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 use leasehold::duration::{self, parse_duration};
+use leasehold_process::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 
 /// Lease-based partitioning: divide N partitions among servers so that no partition is ever
 /// served by two at once.
@@ -284,7 +284,7 @@ pub struct MonitorArgs {
 }
 
 /// Options of `node`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
     /// This node's name, unique in the group.
     #[arg(long)]

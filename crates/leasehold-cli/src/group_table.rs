@@ -8,7 +8,7 @@ use leasehold::admin::AdminError;
 use leasehold::{GroupName, LeaseStore, Listing, StoredLease, TimeoutStore};
 
 use crate::cli::Cli;
-use crate::store_url;
+use leasehold_process::store_url;
 
 /// A group's table in an opened store, every call bounded by `--timeout`.
 pub struct GroupTable {

@@ -1,17 +1,14 @@
 //! What the HTTP endpoints of `node --metrics-listen` and `monitor` share: binding with a
 //! clear error, JSON errors, a small body limit, and the Prometheus scrape.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use anyhow::Context;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::{Json, Router};
-use leasehold::metrics::Registry;
 use tokio::net::TcpListener;
+
+pub use leasehold_process::{bind, not_found, scrape};
 
 /// The largest request body any endpoint reads: actions carry a node name or a partition.
 pub const MAX_BODY: usize = 16 * 1024;
@@ -20,53 +17,6 @@ pub const MAX_BODY: usize = 16 * 1024;
 pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": message.into() });
     (status, Json(body)).into_response()
-}
-
-/// The answer to a path no route has.
-pub async fn not_found(uri: Uri) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        format!("no such endpoint: {}", uri.path()),
-    )
-}
-
-/// `/metrics` for `registry`: OpenMetrics when the scraper accepts it (Prometheus does),
-/// the older Prometheus text format otherwise.
-pub fn scrape(registry: &Registry, headers: &HeaderMap) -> Response {
-    let openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .any(|accept| accept.contains("application/openmetrics-text"));
-    let (content_type, text) = if openmetrics {
-        let text = leasehold::metrics::encode(registry);
-        (leasehold::metrics::CONTENT_TYPE, text)
-    } else {
-        let text = leasehold::metrics::encode_text(registry);
-        (leasehold::metrics::TEXT_CONTENT_TYPE, text)
-    };
-    ([(header::CONTENT_TYPE, content_type)], text).into_response()
-}
-
-/// `/metrics` and `/healthz` over `registry`, for a node.
-pub fn metrics_routes(registry: Arc<Registry>) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(move |headers: HeaderMap| async move { scrape(&registry, &headers) }),
-        )
-        .route("/healthz", get(|| async { "ok\n" }))
-}
-
-/// Binds `address` (`HOST:PORT`; port 0 picks a free one), naming it in the error.
-pub async fn bind(address: &str, what: &str) -> anyhow::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen on {address} for {what}"))?;
-    let bound = listener
-        .local_addr()
-        .with_context(|| format!("cannot read the address bound for {what}"))?;
-    Ok((listener, bound))
 }
 
 /// Serves `router` on `listener` in the background, with the body limit and JSON 404s. A

@@ -19,6 +19,7 @@
 
 mod admin_commands;
 mod agent;
+mod announce;
 mod append_log;
 mod bench;
 mod cli;
@@ -29,11 +30,11 @@ mod group_table;
 mod http;
 mod monitor;
 mod node;
+mod node_process;
 mod output;
 mod sim;
 mod stale;
 mod status;
-mod store_url;
 mod table;
 mod work;
 

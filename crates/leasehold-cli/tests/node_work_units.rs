@@ -56,13 +56,17 @@ fn log_tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Whether a node's log (`stderr`) says it lost the tenure `epoch` of `partition` because the
-/// lease expired: its renewals did not land in time. A hand-off ends a tenure as released.
-fn expired_under(stderr: &str, partition: u32, epoch: u64) -> bool {
-    let tenure = format!("partition={partition} epoch={epoch} reason=\"expired\"");
-    stderr
-        .lines()
-        .any(|line| line.contains("lease lost") && line.contains(&tenure))
+/// Whether a node's log (`stderr`) says it lost the tenure `epoch` of `partition` other than
+/// by handing it off: the lease expired (its renewals did not land in time), or a renewal
+/// whose outcome was unknown landed late and the next found the record changed (a conflict).
+/// A hand-off ends a tenure as released, and only after the units under it.
+fn lost_under(stderr: &str, partition: u32, epoch: u64) -> bool {
+    let tenure = format!("partition={partition} epoch={epoch} reason=");
+    stderr.lines().any(|line| {
+        line.contains("lease lost")
+            && line.contains(&tenure)
+            && !line.contains("reason=\"released\"")
+    })
 }
 
 fn done_units(log: &std::path::Path, node: &str) -> usize {
@@ -162,13 +166,13 @@ fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
                 .end
                 .as_ref()
                 .unwrap_or_else(|| panic!("partition {partition}: {unit:?} never ended"));
-            // A hand-off waits for the unit; only a lease that expired under it, its
-            // renewals kept from landing in time (a store a loaded machine kept from
-            // answering), ends it early, as the safety rule requires.
+            // A hand-off waits for the unit; only a lease lost under it otherwise (a store a
+            // loaded machine kept from answering in time) ends it early, as the safety rule
+            // requires.
             let stderr = site.node_stderr(&unit.node);
             assert!(
                 how == "done"
-                    || (how == "abandoned" && expired_under(&stderr, partition, unit.epoch)),
+                    || (how == "abandoned" && lost_under(&stderr, partition, unit.epoch)),
                 "partition {partition}: {unit:?}; {}'s log ends:\n{}",
                 unit.node,
                 log_tail(&stderr, 40)

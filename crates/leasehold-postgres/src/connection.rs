@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backoff::Backoff;
 use leasehold::StoreError;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -148,7 +149,7 @@ impl Drop for DriverGuard {
 pub(crate) struct Slot {
     session: Option<Arc<Session>>,
     retry_at: Option<Instant>,
-    delay: Duration,
+    retries: Backoff,
 }
 
 impl Slot {
@@ -156,7 +157,7 @@ impl Slot {
         Slot {
             session: first.map(Arc::new),
             retry_at: None,
-            delay: options.min_reconnect_delay,
+            retries: Backoff::new(options.min_reconnect_delay, options.max_reconnect_delay),
         }
     }
 
@@ -184,12 +185,11 @@ impl Slot {
             match Session::open(target, names, options).await {
                 Ok(session) => {
                     self.retry_at = None;
-                    self.delay = options.min_reconnect_delay;
+                    self.retries.succeeded();
                     self.session = Some(Arc::new(session));
                 }
                 Err(error) => {
-                    self.retry_at = Some(Instant::now() + self.delay);
-                    self.delay = (self.delay * 2).min(options.max_reconnect_delay);
+                    self.retry_at = Some(Instant::now() + self.retries.failed());
                     return Err(error);
                 }
             }

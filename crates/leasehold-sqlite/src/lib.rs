@@ -162,8 +162,3 @@ mod watch;
 
 pub use options::{SqliteOptions, Synchronous};
 pub use store::SqliteStore;
-
-/// The repository README's examples, compiled as doctests so they stay true.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeExamples;

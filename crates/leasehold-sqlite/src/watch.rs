@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use leasehold::backoff::Backoff;
 use leasehold::{Change, ChangeFeed, GroupName, LeaseState, StoreError};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -115,7 +116,7 @@ fn spawn<S: Source>(
         source,
         outbox: Outbox::new(sender),
         interval,
-        backoff: Backoff::default(),
+        retries: Retries::default(),
         label,
     };
     let thread = std::thread::Builder::new()
@@ -129,7 +130,7 @@ struct Poller<S> {
     source: S,
     outbox: Outbox,
     interval: Duration,
-    backoff: Backoff,
+    retries: Retries,
     label: String,
 }
 
@@ -149,40 +150,35 @@ impl<S: Source> Poller<S> {
             }
             match self.source.changes() {
                 Ok(changes) => {
-                    self.backoff.succeeded(&self.label);
+                    self.retries.succeeded(&self.label);
                     if !self.outbox.deliver(changes) {
                         return;
                     }
                     next_look = Instant::now() + started.elapsed() * (LOOK_SHARE_DIVISOR - 1);
                 }
                 Err(error) => {
-                    next_look = Instant::now() + self.backoff.failed(&self.label, &error);
+                    next_look = Instant::now() + self.retries.failed(&self.label, &error);
                 }
             }
         }
     }
 }
 
-/// Capped exponential waits between failed polls.
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
+/// Failed polls in a row, logged once per outage, and the waits they call for.
+#[derive(Debug)]
+struct Retries(Backoff);
+
+impl Default for Retries {
+    fn default() -> Retries {
+        Retries(Backoff::new(FIRST_RETRY_DELAY, MAX_RETRY_DELAY))
+    }
 }
 
-impl Backoff {
-    /// The wait after the `failures`-th failure in a row (counting from 1).
-    fn delay(failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(16);
-        FIRST_RETRY_DELAY
-            .saturating_mul(1 << doublings)
-            .min(MAX_RETRY_DELAY)
-    }
-
+impl Retries {
     fn failed(&mut self, label: &str, error: &StoreError) -> Duration {
-        self.failures = self.failures.saturating_add(1);
-        let delay = Self::delay(self.failures);
+        let delay = self.0.failed();
         // One warning per outage: while it lasts, the store's own calls fail and say so.
-        if self.failures == 1 {
+        if self.0.failures() == 1 {
             tracing::warn!(
                 watch = label,
                 %error,
@@ -193,7 +189,7 @@ impl Backoff {
             tracing::debug!(
                 watch = label,
                 %error,
-                failures = self.failures,
+                failures = self.0.failures(),
                 ?delay,
                 "polling for changes failed again"
             );
@@ -202,13 +198,13 @@ impl Backoff {
     }
 
     fn succeeded(&mut self, label: &str) {
-        if self.failures > 0 {
+        if self.0.failures() > 0 {
             tracing::info!(
                 watch = label,
-                failures = self.failures,
+                failures = self.0.failures(),
                 "polling for changes works again"
             );
-            self.failures = 0;
+            self.0.succeeded();
         }
     }
 }
@@ -311,13 +307,16 @@ mod tests {
 
     #[test]
     fn retries_back_off_exponentially_up_to_the_cap() {
-        let delays: Vec<_> = (1..=8).map(Backoff::delay).collect();
+        let mut retries = Retries::default();
+        let error = StoreError::Timeout(Duration::from_secs(1));
+        let delays: Vec<_> = (1..=8).map(|_| retries.failed("test", &error)).collect();
         let millis = |ms| Duration::from_millis(ms);
         assert_eq!(
             delays,
             [50, 100, 200, 400, 800, 1600, 2000, 2000].map(millis)
         );
-        assert_eq!(Backoff::delay(u32::MAX), MAX_RETRY_DELAY);
+        retries.succeeded("test");
+        assert_eq!(retries.failed("test", &error), FIRST_RETRY_DELAY);
     }
 
     #[test]

@@ -61,6 +61,7 @@
 //! their URLs) and, with feature `testing`, the store conformance suite.
 
 pub mod admin;
+pub mod backoff;
 mod clock;
 pub mod codec;
 mod config;

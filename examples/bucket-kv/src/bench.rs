@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use leasehold::ROUTER_STORE_TIMEOUT;
 use leasehold::{admin, GroupName, LeaseStore, Router};
-use leasehold_sqlite::SqliteStore;
+use leasehold_process::store_url;
 use serde::Serialize;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
@@ -246,7 +247,8 @@ impl Fleet {
     async fn new(config: &BenchConfig, directory: &Path) -> anyhow::Result<Fleet> {
         let lease_path = directory.join("leases.db");
         let store_url = format!("sqlite://{}", lease_path.display());
-        let store: Arc<dyn LeaseStore> = Arc::new(SqliteStore::from_url(&store_url).await?);
+        let store: Arc<dyn LeaseStore> =
+            store_url::open_url(&store_url, ROUTER_STORE_TIMEOUT).await?;
         admin::init(&*store, &GroupName::new(GROUP)?, config.buckets).await?;
         Ok(Fleet {
             exe: config.exe.clone(),

@@ -12,9 +12,9 @@ use bucket_kv::load::{self, LoadConfig};
 use bucket_kv::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
 use leasehold::duration::parse_duration;
+use leasehold::ROUTER_STORE_TIMEOUT;
 use leasehold::{LeaseStore, NodeId};
-use leasehold_sqlite::SqliteStore;
-use tokio::signal::unix::{signal, SignalKind};
+use leasehold_process::store_url;
 
 /// A key-value service over a bucket map, one leasehold partition per bucket.
 #[derive(Parser)]
@@ -37,7 +37,7 @@ enum Commands {
         /// The URL clients reach this server at (default: http://LISTEN).
         #[arg(long)]
         advertise: Option<String>,
-        /// The lease store (sqlite:PATH).
+        /// The lease store's URL (sqlite:PATH here; any store leasehold reads).
         #[arg(long, default_value = "sqlite:bucket-kv-leases.db")]
         store: String,
         /// The data file, shared by every server of the host.
@@ -68,7 +68,7 @@ enum Commands {
         /// How long to run, e.g. 10s, 500ms, 2m.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         duration: Duration,
-        /// The lease store (sqlite:PATH).
+        /// The lease store's URL (sqlite:PATH here; any store leasehold reads).
         #[arg(long, default_value = "sqlite:bucket-kv-leases.db")]
         store: String,
         /// How many buckets the key space has.
@@ -138,14 +138,7 @@ async fn main() -> anyhow::Result<()> {
                 data_timeout: Duration::from_secs(2),
                 max_acquires_per_scan,
             };
-            let mut terminate = signal(SignalKind::terminate())?;
-            let shutdown = async move {
-                tokio::select! {
-                    _ = terminate.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            };
-            server::run(config, shutdown).await
+            server::run(config).await
         }
         Commands::Load {
             servers,
@@ -156,7 +149,8 @@ async fn main() -> anyhow::Result<()> {
             buckets,
             json,
         } => {
-            let store: Arc<dyn LeaseStore> = Arc::new(SqliteStore::from_url(&store).await?);
+            let store: Arc<dyn LeaseStore> =
+                store_url::open_url(&store, ROUTER_STORE_TIMEOUT).await?;
             let client = Client::connect(store, buckets, servers, RetryPolicy::default()).await?;
             let config = LoadConfig {
                 clients,

@@ -1,6 +1,5 @@
 //! The server: serves the buckets it holds a lease on, and answers `not owner` for the rest.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,10 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
 use leasehold::{
-    admin, GroupName, LeaseStore, NodeId, Participant, ParticipantConfig, PartitionId, Router,
-    WorkPermit,
+    GroupName, NodeId, Participant, ParticipantConfig, PartitionId, Router, WorkPermit,
 };
-use leasehold_sqlite::SqliteStore;
+use leasehold_process::Process;
 
 use crate::api::{ErrorBody, Read, ServerStats, Written, GROUP, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::data::{DataError, DataStore, WriteOutcome};
@@ -27,9 +25,6 @@ use crate::data::{DataError, DataStore, WriteOutcome};
 /// How often the server's own router re-reads the whole lease table, besides following the
 /// store's change notices. It only feeds the owner hints of `not owner` answers.
 const ROUTER_POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The longest the server waits for its group to admit it.
-const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest the HTTP side waits for requests in flight once the leases are handed off.
 const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +38,7 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// The URL it advertises to clients; `http://{listen}` if unset.
     pub advertise: Option<String>,
-    /// The lease store's `sqlite:` URL.
+    /// The lease store's URL (any scheme `leasehold-process` reads; `sqlite:` in the demos).
     pub store_url: String,
     /// The shared data file.
     pub data_path: PathBuf,
@@ -103,56 +98,27 @@ impl From<DataError> for ApiError {
     }
 }
 
-/// How many times a server tries to create the bucket leases before giving up.
-const INIT_ATTEMPTS: u32 = 8;
-
-/// Runs a server until `shutdown` resolves, then hands its buckets off and returns. Returns an
+/// Runs a server until SIGTERM or SIGINT, then hands its buckets off and returns. While the
+/// lease store cannot be reached it waits for it, trying again with back-off. Returns an
 /// error if it cannot start, or if its lease loop ends on its own.
-pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let group = GroupName::new(GROUP).context("group name")?;
-    let store: Arc<dyn LeaseStore> = Arc::new(
-        SqliteStore::from_url(&config.store_url)
-            .await
-            .with_context(|| format!("opening the lease store {}", config.store_url))?,
-    );
-    // Servers restarted while others write the same SQLite file can find it busy: the
-    // build-out is retried a few times (capped, with back-off) rather than failing the start.
-    let mut delay = Duration::from_millis(100);
-    let mut attempt = 1;
-    loop {
-        match admin::init(&*store, &group, config.buckets).await {
-            Ok(_) => break,
-            Err(error) if attempt < INIT_ATTEMPTS => {
-                tracing::warn!(%error, attempt, "creating the bucket leases failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
-                attempt += 1;
-            }
-            Err(error) => return Err(error).context("creating the bucket leases"),
-        }
-    }
     let data = DataStore::open(&config.data_path, config.data_timeout)
         .with_context(|| format!("opening the data file {}", config.data_path.display()))?;
-
-    let participant_config = participant_config(&config, group.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
-    let participant = tokio::time::timeout(
-        JOIN_TIMEOUT,
-        Participant::join(Arc::clone(&store), participant_config, ()),
-    )
-    .await
-    .context("timed out joining the group")??;
-    let router = Router::follow(store, group, config.buckets, ROUTER_POLL_INTERVAL)
-        .await
-        .context("reading the bucket map")?;
-
+    let process = Process::new(&config.store_url, participant_config(&config, group))?
+        .create_records()
+        .follow_router(ROUTER_POLL_INTERVAL);
+    let Some(mut running) = process.start().await? else {
+        return Ok(());
+    };
     let state = Arc::new(AppState {
         node: config.id.clone(),
         buckets: config.buckets,
-        participant: participant.clone(),
-        router,
+        participant: running.participant().clone(),
+        router: running.router().cloned().context("the bucket map")?,
         data,
         shutting_down: AtomicBool::new(false),
         served: AtomicU64::new(0),
@@ -176,27 +142,19 @@ pub async fn run(config: ServerConfig, shutdown: impl Future<Output = ()>) -> an
             .await
     });
 
-    let crashed = tokio::select! {
-        () = shutdown => None,
-        halt = participant.stopped() => Some(halt),
-    };
+    let reason = running.wait().await;
     state.shutting_down.store(true, Ordering::SeqCst);
     // The HTTP side keeps answering while the leases are handed off, so that requests for
     // buckets being given up get `not owner` (and a retry elsewhere) rather than a refused
     // connection.
-    participant.shutdown().await;
+    running.stop().await;
     let _ = stop_http.send(());
     match tokio::time::timeout(HTTP_DRAIN_TIMEOUT, http).await {
         Ok(Ok(result)) => result.context("serving HTTP")?,
         Ok(Err(error)) => return Err(error).context("the HTTP task failed"),
         Err(_) => tracing::warn!("requests still in flight after the drain timeout"),
     }
-    match crashed {
-        Some(Some(halt)) => anyhow::bail!("the lease loop stopped on its own: {halt}"),
-        Some(None) => anyhow::bail!("the lease loop stopped on its own"),
-        None => {}
-    }
-    Ok(())
+    reason.into_result()
 }
 
 /// The participant's settings for `config`.

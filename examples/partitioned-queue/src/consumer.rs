@@ -15,9 +15,9 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties};
 use leasehold::{
-    admin, Callbacks, GroupName, LeaseGuard, LeaseStore, Loss, NodeId, Participant,
-    ParticipantConfig, PartitionId,
+    Callbacks, GroupName, LeaseGuard, Loss, NodeId, Participant, ParticipantConfig, PartitionId,
 };
+use leasehold_process::Process;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -179,33 +179,11 @@ struct State {
     amqp: AmqpLink,
 }
 
-/// Opens the lease store named by `url`: `sqlite:…` or `postgres://…`.
-pub async fn open_store(url: &str) -> anyhow::Result<Arc<dyn LeaseStore>> {
-    if url.starts_with("sqlite:") {
-        Ok(Arc::new(
-            leasehold_sqlite::SqliteStore::from_url(url).await?,
-        ))
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(
-            leasehold_postgres::PostgresStore::from_url(url).await?,
-        ))
-    } else {
-        anyhow::bail!("--store takes a sqlite: or postgres:// URL")
-    }
-}
-
-/// Runs a consumer until `shutdown` resolves, then hands every partition off and returns.
+/// Runs a consumer until SIGTERM or SIGINT, then hands every partition off and returns.
+/// While the lease store cannot be reached it waits for it, trying again with back-off.
 /// Returns an error if the participant stops by itself.
-pub async fn run(
-    options: Options,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    let store = open_store(&options.store_url).await?;
+pub async fn run(options: Options) -> anyhow::Result<()> {
     let partitions = options.layout.partitions();
-    // Creating what is missing is idempotent, so every consumer may do it.
-    admin::init(&*store, &options.group, partitions)
-        .await
-        .context("cannot create the lease records")?;
     let config = if options.fast {
         ParticipantConfig::fast(options.id.clone(), partitions)
     } else {
@@ -213,9 +191,15 @@ pub async fn run(
     }
     .with_group(options.group.clone());
     let hooks = Arc::new(Hooks::default());
-    let participant = Participant::join(store, config, SharedHooks(Arc::clone(&hooks)))
-        .await
-        .context("the group did not admit this consumer")?;
+    // Every consumer may build out the records: nodes started together on a new table each
+    // finish what the others have not.
+    let process = Process::new(&options.store_url, config)?
+        .create_records()
+        .callbacks(SharedHooks(Arc::clone(&hooks)));
+    let Some(mut running) = process.start().await? else {
+        return Ok(());
+    };
+    let participant = running.participant().clone();
     let context = Arc::new(State {
         amqp: AmqpLink::new(&options.amqp_url),
         options,
@@ -225,14 +209,9 @@ pub async fn run(
     let mut workers: HashMap<PartitionId, JoinHandle<()>> = HashMap::new();
     let mut tick = tokio::time::interval(RECONCILE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    let outcome = loop {
+    let reason = loop {
         tokio::select! {
-            () = &mut shutdown => break Ok(()),
-            halt = participant.stopped() => break Err(match halt {
-                Some(halt) => anyhow::anyhow!("the participant stopped: {halt}"),
-                None => anyhow::anyhow!("the participant stopped"),
-            }),
+            reason = running.wait() => break reason,
             () = context.hooks.acquired.notified() => {}
             _ = tick.tick() => {}
         }
@@ -246,7 +225,7 @@ pub async fn run(
     };
     tracing::info!("shutting down");
     // Hand-offs wait for the permits in flight; the workers see their leases go and stop.
-    participant.shutdown().await;
+    running.stop().await;
     for (_, worker) in workers.drain() {
         if tokio::time::timeout(WORKER_STOP_TIMEOUT, worker)
             .await
@@ -256,7 +235,7 @@ pub async fn run(
         }
     }
     context.amqp.close().await;
-    outcome
+    reason.into_result()
 }
 
 /// Consumes `partition`'s queue for as long as this node holds it; on an error, waits a

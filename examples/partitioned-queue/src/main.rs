@@ -18,11 +18,15 @@ use clap::{Args, Parser, Subcommand};
 use lapin::options::QueueDeleteOptions;
 use lapin::{Connection, ConnectionProperties};
 use leasehold::{GroupName, NodeId};
+use leasehold_process::store_url;
 
 use crate::event::Layout;
 
 /// How long to wait for the broker.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The limit on each call to the lease store from a one-off command.
+const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Parser)]
 #[command(
@@ -177,19 +181,6 @@ async fn connect(url: &str) -> anyhow::Result<Connection> {
     .context("cannot connect to the broker")
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn termination() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    })
-}
-
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Producer { queues, plan } => {
@@ -231,7 +222,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 unsafe_skip_sequence_check,
                 unsafe_skip_epoch_check,
             };
-            consumer::run(options, termination().await?).await?;
+            consumer::run(options).await?;
         }
         Command::Check { ledger, plan } => {
             let connection = ledger::Ledger::connect(&ledger.pg, &ledger.schema).await?;
@@ -247,7 +238,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             id,
             undo,
         } => {
-            let store = consumer::open_store(&store).await?;
+            let store = store_url::open_url(&store, STORE_TIMEOUT).await?;
             let group = GroupName::new(&group).context("--group")?;
             let node = NodeId::new(&id).context("--id")?;
             leasehold::admin::set_draining(&*store, &group, &node, !undo).await?;

@@ -27,8 +27,8 @@ use self::steady::{Scrape, SteadyFigures};
 use self::timeline::{Figures, Window};
 use crate::cli::{BenchArgs, Change, Cli};
 use crate::group_table::GroupTable;
-use crate::store_url::DEFAULT_STORE;
 use crate::Outcome;
+use leasehold_process::store_url::DEFAULT_STORE;
 
 /// The settings of a bench, checked.
 #[derive(Debug, Clone)]

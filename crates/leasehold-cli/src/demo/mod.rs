@@ -22,9 +22,9 @@ use tokio::time::Instant;
 use self::checker::Checker;
 use self::screen::{letter, Frame, NodeState, Screen};
 use crate::cli::{Cli, DemoArgs};
-use crate::store_url;
 use crate::Outcome;
 use leasehold::duration::format_duration;
+use leasehold_process::store_url;
 
 /// How often the live map is redrawn and conditions are polled.
 const POLL: Duration = Duration::from_millis(50);

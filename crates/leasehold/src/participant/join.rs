@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::admin::{self, AdminError};
+use crate::backoff::Backoff;
 use crate::error::StoreError;
 use crate::group::{GroupMismatch, GroupRecord, GroupTimings};
 
@@ -39,7 +40,7 @@ impl Runner {
         // Store calls here are made directly: nothing is held yet, and no heartbeat may write
         // the member record before the first check.
         self.beating = true;
-        let mut pause = self.config.scan_interval;
+        let mut backoff = Backoff::new(self.config.scan_interval, self.config.max_scan_backoff());
         let outcome = loop {
             let checked = self.check_and_register().await;
             if let Some(halt) = self.halted.take() {
@@ -56,8 +57,7 @@ impl Runner {
                     tracing::warn!(node = %self.config.node, %error, "could not read the group record; trying again");
                 }
             }
-            let wait = self.clock.sleep_until(self.clock.now() + pause);
-            pause = (pause * 2).min(self.config.max_scan_backoff());
+            let wait = self.clock.sleep_until(self.clock.now() + backoff.failed());
             tokio::select! {
                 command = self.commands.recv() => {
                     if let Some(Command::Shutdown(done)) = command {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backoff::{Backoff, Jitter};
 use crate::clock::SeededRng;
 use crate::config::ParticipantConfig;
 use crate::record::LeaseState;
@@ -265,11 +266,15 @@ impl ScanSchedule {
         config: &ParticipantConfig,
         rng: &mut SeededRng,
     ) -> Duration {
-        self.failures = self.failures.saturating_add(1);
-        let factor = 2u32.saturating_pow(self.failures.min(8));
-        let backoff = (config.scan_interval * factor).min(config.max_scan_backoff());
-        self.next_scan = now + rng.spread(backoff, config.jitter);
-        backoff
+        let mut backoff = Backoff::new(
+            config.scan_interval.saturating_mul(2),
+            config.max_scan_backoff(),
+        )
+        .jitter(Jitter::Spread(config.jitter))
+        .after_failures(self.failures);
+        self.next_scan = now + backoff.failed_jittered(rng);
+        self.failures = backoff.failures();
+        backoff.ceiling(self.failures)
     }
 
     /// A write of the member record failed.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::error::StoreError;
 use crate::record::LeaseState;
 use crate::store::{Change, ChangeFeed};
@@ -47,7 +48,8 @@ pub(super) struct Follower {
     pub(super) last_reload: Instant,
     /// After failed store calls: no store call before this instant.
     pub(super) backoff_until: Option<Instant>,
-    pub(super) failures: u32,
+    /// Store calls failed in a row, and the waits they call for.
+    pub(super) retries: Backoff,
 }
 
 impl Follower {
@@ -70,7 +72,7 @@ impl Follower {
             members_due: false,
             last_reload: loaded_at,
             backoff_until: None,
-            failures: 0,
+            retries: Backoff::new(Router::MIN_RELOAD_INTERVAL, Router::MAX_BACKOFF),
         }
     }
 
@@ -209,12 +211,11 @@ impl Follower {
         };
         match outcome {
             Ok(()) => {
-                self.failures = 0;
+                self.retries.succeeded();
                 self.backoff_until = None;
             }
             Err(error) => {
-                self.failures = self.failures.saturating_add(1);
-                let backoff = backoff(self.failures);
+                let backoff = self.retries.failed();
                 tracing::warn!(group = %self.table.group, %error, ?backoff, "router: could not read the lease table");
                 self.backoff_until = Some(Instant::now() + backoff);
             }
@@ -254,15 +255,6 @@ impl Follower {
             }
         }
     }
-}
-
-/// The wait after `failures` failed store calls in a row: [`Router::MIN_RELOAD_INTERVAL`],
-/// doubling up to [`Router::MAX_BACKOFF`].
-pub(super) fn backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    Router::MIN_RELOAD_INTERVAL
-        .saturating_mul(1 << doublings)
-        .min(Router::MAX_BACKOFF)
 }
 
 pub(super) async fn next_change(feed: &mut Option<ChangeFeed>) -> Option<Change> {

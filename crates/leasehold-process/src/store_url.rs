@@ -180,6 +180,11 @@ pub async fn open(url: &StoreUrl, call_limit: Duration) -> anyhow::Result<Arc<dy
         .with_context(|| format!("cannot open store {url}"))
 }
 
+/// Reads `url` and opens the store it names: [`StoreUrl::parse`], then [`open`].
+pub async fn open_url(url: &str, call_limit: Duration) -> anyhow::Result<Arc<dyn LeaseStore>> {
+    open(&StoreUrl::parse(url)?, call_limit).await
+}
+
 /// Opens a throwaway SQLite file (the demo's, in a temporary directory). Commits are not
 /// flushed to disk one by one: nothing needs to survive a machine crash, and per-commit
 /// flushes on a busy disk would slow the demo's fast timings into spurious expiries.
