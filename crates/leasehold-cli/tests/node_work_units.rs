@@ -171,8 +171,7 @@ fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
             // requires.
             let stderr = site.node_stderr(&unit.node);
             assert!(
-                how == "done"
-                    || (how == "abandoned" && lost_under(&stderr, partition, unit.epoch)),
+                how == "done" || (how == "abandoned" && lost_under(&stderr, partition, unit.epoch)),
                 "partition {partition}: {unit:?}; {}'s log ends:\n{}",
                 unit.node,
                 log_tail(&stderr, 40)

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, WatchOptions, WatchStream};
+use leasehold::backoff::Backoff;
 use leasehold::{Change, ChangeFeed, LeaseRecord, StoreError};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -83,13 +84,13 @@ async fn run(
 }
 
 async fn reopen(client: &Client, prefix: &str, limit: Duration) -> Option<WatchStream> {
-    let mut delay = FIRST_REOPEN_DELAY;
+    // Each attempt follows a pause, the first included: the watch has just failed.
+    let mut retries = Backoff::new(FIRST_REOPEN_DELAY, MAX_REOPEN_DELAY);
     for _ in 0..MAX_REOPEN_ATTEMPTS {
-        tokio::time::sleep(delay).await;
+        tokio::time::sleep(retries.failed()).await;
         if let Ok(stream) = open(client, prefix, limit).await {
             return Some(stream);
         }
-        delay = (delay * 2).min(MAX_REOPEN_DELAY);
     }
     None
 }

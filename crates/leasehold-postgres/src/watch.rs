@@ -1,6 +1,7 @@
 //! Change hints from `LISTEN` on the store's channel, over a connection of their own.
 
 use futures_util::StreamExt;
+use leasehold::backoff::Backoff;
 use leasehold::{Change, ChangeFeed, GroupName, LeaseState, NodeId, PartitionId, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::AsyncMessage;
@@ -80,8 +81,10 @@ impl Ended {
 impl Listener {
     async fn run(self, ready: oneshot::Sender<Result<(), StoreError>>) {
         let mut ready = Some(ready);
-        let mut failures = 0;
-        let mut delay = self.options.min_reconnect_delay;
+        let mut retries = Backoff::new(
+            self.options.min_reconnect_delay,
+            self.options.max_reconnect_delay,
+        );
         loop {
             let (error, was_listening) = match self.listen_once(&mut ready).await {
                 Ended::ReaderGone => return,
@@ -97,8 +100,7 @@ impl Listener {
             }
             if was_listening {
                 tracing::debug!(%error, channel = %self.channel, "listening connection lost");
-                failures = 0;
-                delay = self.options.min_reconnect_delay;
+                retries.succeeded();
                 // Changes may be missed from now on: whatever the reader knows may be stale.
                 if let Err(mpsc::error::TrySendError::Closed(_)) =
                     self.sender.try_send(Change::Unknown)
@@ -106,13 +108,12 @@ impl Listener {
                     return;
                 }
             }
-            failures += 1;
-            if failures > MAX_REOPEN_ATTEMPTS {
+            let delay = retries.failed();
+            if retries.failures() > MAX_REOPEN_ATTEMPTS {
                 tracing::warn!(channel = %self.channel, "cannot listen again; change hints end");
                 return;
             }
             tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(self.options.max_reconnect_delay);
         }
     }
 

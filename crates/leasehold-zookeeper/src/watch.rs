@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backoff::Backoff;
 use leasehold::{Change, ChangeFeed, GroupName, NodeId, StoreError};
 use tokio::sync::mpsc;
 use zookeeper_client::{AddWatchMode, EventType, PersistentWatcher, WatchedEvent};
@@ -83,14 +84,13 @@ fn offer(sender: &mpsc::Sender<Change>, change: Change) -> bool {
 
 /// Sets the watch up again on a new session, backing off between attempts.
 async fn rewatch(shared: &Shared, path: &str) -> Option<PersistentWatcher> {
-    let mut delay = REWATCH_FIRST_DELAY;
+    let mut retries = Backoff::new(REWATCH_FIRST_DELAY, REWATCH_MAX_DELAY);
     for attempt in 1..=REWATCH_ATTEMPTS {
         match add_watch(shared, path).await {
             Ok(watcher) => return Some(watcher),
             Err(error) => {
                 tracing::warn!(%error, attempt, "cannot watch {path} again");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(REWATCH_MAX_DELAY);
+                tokio::time::sleep(retries.failed()).await;
             }
         }
     }

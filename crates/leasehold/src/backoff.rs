@@ -87,6 +87,11 @@ impl Backoff {
         self.first.saturating_mul(1 << doublings).min(self.max)
     }
 
+    /// The wait the next failure will call for, at its ceiling, without counting it.
+    pub fn next(&self) -> Duration {
+        self.ceiling(self.failures.saturating_add(1))
+    }
+
     /// Counts a failure and returns the wait before the next try, at its ceiling.
     pub fn failed(&mut self) -> Duration {
         self.failures = self.failures.saturating_add(1);
@@ -143,8 +148,15 @@ mod tests {
     #[test]
     fn a_success_starts_the_count_again() {
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        assert_eq!(backoff.next(), Duration::from_secs(1));
         backoff.failed();
         backoff.failed();
+        assert_eq!(backoff.failures(), 2);
+        assert_eq!(
+            backoff.next(),
+            Duration::from_secs(4),
+            "the third, not counted"
+        );
         assert_eq!(backoff.failures(), 2);
         backoff.succeeded();
         assert_eq!(backoff.failures(), 0);

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold::backoff::Backoff;
 use leasehold::{GroupName, LeaseStore, NodeId, NotOwner, PartitionId, Router};
 use reqwest::{Method, StatusCode};
 
@@ -159,7 +160,7 @@ impl Client {
     ) -> Result<Outcome<T>, ClientError> {
         check_key(key)?;
         let partition = self.router.partition_of(key);
-        let mut backoff = self.policy.first_backoff;
+        let mut backoff = Backoff::new(self.policy.first_backoff, self.policy.max_backoff);
         let mut redirect: Option<String> = None;
         let mut redirected = false;
         let mut misroutes = 0;
@@ -172,11 +173,10 @@ impl Client {
                 Some(address) => Some(address),
                 None => {
                     if attempts > 1 {
-                        if tokio::time::Instant::now() + backoff > give_up_at {
+                        if tokio::time::Instant::now() + backoff.next() > give_up_at {
                             break;
                         }
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(self.policy.max_backoff);
+                        tokio::time::sleep(backoff.failed()).await;
                     }
                     self.address(key)
                 }
