@@ -114,6 +114,12 @@
 //!   bounded by the call timeout ([`SqliteOptions::call_timeout`], default the busy
 //!   timeout), which should not exceed the callers' own limit: a call never commits after
 //!   its time is up ([time limits](SqliteOptions#time-limits)).
+//! - A file deleted or replaced under a running store (a redeploy that recreates it, a
+//!   cleanup script) is a store that failed: every call checks that the file at the path is
+//!   still the one opened (its device and inode) and, once it is not, fails for good with
+//!   [`StoreError::Invalid`](leasehold::StoreError::Invalid). Leases held on the old file then
+//!   expire on schedule rather than being served beside a holder of the same partitions in
+//!   the new file, which starts its epochs again; restart the process to open the new file.
 //!
 //! # Change notifications
 //!

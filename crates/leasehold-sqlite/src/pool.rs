@@ -1,7 +1,9 @@
 //! A small pool of connections, used from blocking threads so the async runtime never waits
 //! on SQLite.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,27 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<Connection>>,
     /// One permit per connection that may be in use at once.
     permits: Arc<Semaphore>,
+    /// The file opened: its device and inode.
+    identity: Option<FileIdentity>,
+    /// Set for good once the file at `path` is found not to be the one opened.
+    moved: AtomicBool,
+}
+
+/// A file's device and inode: what tells the file opened from another put at its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    device: u64,
+    inode: u64,
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> std::io::Result<FileIdentity> {
+        let metadata = std::fs::metadata(path)?;
+        Ok(FileIdentity {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+        })
+    }
 }
 
 impl std::fmt::Debug for Pool {
@@ -57,11 +80,16 @@ impl Pool {
             })??,
             Err(_) => return Err(StoreError::Timeout(limit)),
         };
+        // Read once the file exists; a path that cannot be read (a special file) goes
+        // unchecked rather than failing every call.
+        let identity = FileIdentity::of(&path).ok();
         Ok(Pool {
             permits: Arc::new(Semaphore::new(options.connection_limit())),
             idle: Mutex::new(vec![connection]),
             path,
             options,
+            identity,
+            moved: AtomicBool::new(false),
         })
     }
 
@@ -108,6 +136,29 @@ impl Pool {
         }
     }
 
+    /// Fails, for good, once the file at the path is not the one opened: deleted, or
+    /// replaced by another. Writes to the old file would reach no other process, and a new
+    /// file holds another table whose records know nothing of this one's leases; every
+    /// call fails instead, so that the leases held here expire on schedule.
+    fn check_file(&self) -> Result<(), StoreError> {
+        let Some(opened) = self.identity else {
+            return Ok(());
+        };
+        let moved = self.moved.load(Ordering::Relaxed)
+            || FileIdentity::of(&self.path).map_or(true, |now| now != opened);
+        if !moved {
+            return Ok(());
+        }
+        if !self.moved.swap(true, Ordering::Relaxed) {
+            tracing::error!(path = %self.path.display(), "the database file was deleted or replaced since it was opened; every call fails from now on: restart to open the file now at this path");
+        }
+        Err(StoreError::Invalid(format!(
+            "the database file {} was deleted or replaced since it was opened; restart to \
+             open the file now at this path",
+            self.path.display()
+        )))
+    }
+
     fn lock_idle(&self) -> MutexGuard<'_, Vec<Connection>> {
         // The list is only pushed to and popped from, so a panic cannot leave it half-changed.
         self.idle
@@ -126,6 +177,12 @@ impl Pool {
             Some(connection) => connection,
             None => schema::connect(&self.path, &self.options)?,
         };
+        // Checked after connecting: a connection opened before a move is to the file this
+        // pool opened, and one opened after it is refused here.
+        if let Err(error) = self.check_file() {
+            self.lock_idle().push(connection);
+            return Err(error);
+        }
         // What is left of the call, less the write's own allowance, bounds the lock wait: a
         // call that queued for a connection or a thread waits less, or not at all.
         let left = deadline.saturating_duration_since(Instant::now());
