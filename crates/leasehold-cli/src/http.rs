@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use tokio::net::TcpListener;
 
+use leasehold_process::serve;
 pub use leasehold_process::{bind, not_found, scrape};
 
 /// The largest request body any endpoint reads: actions carry a node name or a partition.
@@ -19,17 +20,19 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// Serves `router` on `listener` in the background, with the body limit and JSON 404s. A
-/// failure of the server is logged, never fatal to the process it reports on.
+/// Serves `router` on `listener` in the background, with the body limit, JSON 404s and the
+/// limits every server has ([`leasehold_process::serve`]: header and request timeouts, a
+/// connection cap). It runs for the life of the process.
 pub fn spawn(listener: TcpListener, router: Router, what: &'static str) {
     let router = router
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY));
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, router).await {
-            tracing::error!(%error, "the {what} server stopped");
-        }
-    });
+    drop(serve::spawn(
+        listener,
+        router,
+        serve::Limits::default(),
+        what,
+    ));
 }
 
 /// The longest bearer token read from a token file.

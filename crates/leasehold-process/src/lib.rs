@@ -35,6 +35,7 @@ mod partitions;
 mod process;
 mod retry;
 mod running;
+pub mod serve;
 mod shutdown;
 pub mod store_url;
 mod wait;

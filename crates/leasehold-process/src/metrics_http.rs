@@ -14,6 +14,8 @@ use axum::{Json, Router};
 use leasehold::metrics::Registry;
 use tokio::net::TcpListener;
 
+use crate::serve::Limits;
+
 /// The largest request body read: these endpoints take none.
 const MAX_BODY: usize = 16 * 1024;
 
@@ -63,18 +65,19 @@ pub async fn not_found(uri: Uri) -> Response {
     (StatusCode::NOT_FOUND, Json(body)).into_response()
 }
 
-/// Serves `/metrics` and `/healthz` over `registry` on `address` in the background; returns
-/// the address bound. A failure of the server once running is logged, never fatal to the
-/// process it reports on.
+/// Serves `/metrics` and `/healthz` over `registry` on `address` in the background, within
+/// the default [`Limits`]; returns the address bound. A failure of the server once running is
+/// logged, never fatal to the process it reports on.
 pub async fn serve_metrics(address: &str, registry: Arc<Registry>) -> anyhow::Result<SocketAddr> {
     let (listener, bound) = bind(address, "metrics").await?;
     let routes = metrics_routes(registry)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY));
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, routes).await {
-            tracing::error!(%error, "the metrics server stopped");
-        }
-    });
+    drop(crate::serve::spawn(
+        listener,
+        routes,
+        Limits::default(),
+        "metrics",
+    ));
     Ok(bound)
 }

@@ -17,7 +17,7 @@ use axum::Json;
 use leasehold::{
     GroupName, NodeId, Participant, ParticipantConfig, PartitionId, Router, WorkPermit,
 };
-use leasehold_process::Process;
+use leasehold_process::{serve, Process};
 
 use crate::api::{ErrorBody, Read, ServerStats, Written, GROUP, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use crate::data::{DataError, DataStore, WriteOutcome};
@@ -133,14 +133,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         .layer(DefaultBodyLimit::max(MAX_VALUE_BYTES))
         .with_state(Arc::clone(&state));
 
-    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = http_stopped.await;
-            })
-            .await
-    });
+    let http = serve::spawn(listener, app, serve::Limits::default(), "bucket-kv");
 
     let reason = running.wait().await;
     state.shutting_down.store(true, Ordering::SeqCst);
@@ -148,11 +141,8 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     // buckets being given up get `not owner` (and a retry elsewhere) rather than a refused
     // connection.
     running.stop().await;
-    let _ = stop_http.send(());
-    match tokio::time::timeout(HTTP_DRAIN_TIMEOUT, http).await {
-        Ok(Ok(result)) => result.context("serving HTTP")?,
-        Ok(Err(error)) => return Err(error).context("the HTTP task failed"),
-        Err(_) => tracing::warn!("requests still in flight after the drain timeout"),
+    if !http.shutdown(HTTP_DRAIN_TIMEOUT).await {
+        tracing::warn!("requests still in flight after the drain timeout");
     }
     reason.into_result()
 }

@@ -408,6 +408,11 @@ impl NodeProcess {
         }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         !self.exited && self.child.try_wait().expect("poll node").is_none()

@@ -1,0 +1,129 @@
+//! The agent and the monitor under clients that hold connections: thousands of idle
+//! connections and a client sending its headers a byte at a time. The server's file
+//! descriptors and memory stay bounded, `/healthz` answers again once the idle connections
+//! have been cut off by the header-read timeout, and the slow client is cut off by it too.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{http, NodeProcess, Site, FAST};
+
+/// Idle connections opened against each server.
+const FLOOD: usize = 2000;
+/// The servers' cap on connections (`leasehold_process::serve::Limits`'s default), and what
+/// the process holds open besides.
+const MAX_CONNECTIONS: usize = 512;
+const OTHER_FILES: usize = 128;
+/// The servers' header-read timeout, and a margin for a loaded machine.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const MARGIN: Duration = Duration::from_secs(20);
+
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| entries.count())
+        .unwrap_or(0)
+}
+
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The status code of `GET /healthz` on a new connection, if the server answered.
+fn healthz(at: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(at).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Sends a request's headers a byte every 200 ms; returns how long the server let it.
+fn slow_headers(at: String) -> Duration {
+    let mut stream = TcpStream::connect(&at).unwrap();
+    let started = Instant::now();
+    for byte in b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+        .iter()
+        .cycle()
+    {
+        if stream.write_all(&[*byte]).is_err() {
+            break;
+        }
+        let mut probe = [0u8; 64];
+        stream.set_nonblocking(true).unwrap();
+        let closed = matches!(stream.read(&mut probe), Ok(0));
+        stream.set_nonblocking(false).unwrap();
+        if closed {
+            break;
+        }
+        assert!(started.elapsed() < HEADER_TIMEOUT + MARGIN, "still served");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    started.elapsed()
+}
+
+fn holds_up(server: &NodeProcess, at: &str) {
+    let pid = server.pid();
+    assert_eq!(healthz(at), Some(200));
+    let resident_before = resident_kib(pid);
+    let slow = std::thread::spawn({
+        let at = at.to_owned();
+        move || slow_headers(at)
+    });
+    let flood: Vec<TcpStream> = (0..FLOOD)
+        .filter_map(|_| TcpStream::connect(at).ok())
+        .collect();
+    assert!(
+        flood.len() > FLOOD / 2,
+        "only {} connections opened",
+        flood.len()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let files = open_files(pid);
+    assert!(
+        files <= MAX_CONNECTIONS + OTHER_FILES,
+        "{files} files open with {} connections held",
+        flood.len()
+    );
+    let grown = resident_kib(pid).saturating_sub(resident_before);
+    assert!(grown < 64 * 1024, "resident memory grew by {grown} KiB");
+
+    // Answered again once the idle connections are cut off, while the flood still holds
+    // its sockets open.
+    let deadline = Instant::now() + HEADER_TIMEOUT + MARGIN;
+    while healthz(at) != Some(200) {
+        assert!(Instant::now() < deadline, "/healthz unanswered");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let cut = slow.join().unwrap();
+    eprintln!("{at}: {files} files open under the flood, resident memory +{grown} KiB, the slow client cut off after {cut:?}");
+    assert!(
+        cut < HEADER_TIMEOUT + MARGIN,
+        "the slow client was served {cut:?}"
+    );
+    drop(flood);
+}
+
+#[test]
+fn the_agent_and_the_monitor_hold_up_under_idle_and_slow_connections() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    let mut args = vec!["agent", "--id", "a", "--listen", "127.0.0.1:0"];
+    args.extend(FAST);
+    let agent = site.process("a", &args);
+    let agent_at = http::authority(&site.printed_url("a")).to_string();
+    holds_up(&agent, &agent_at);
+
+    let monitor = site.process("monitor", &["monitor", "--listen", "127.0.0.1:0"]);
+    let monitor_at = http::authority(&site.printed_url("monitor")).to_string();
+    holds_up(&monitor, &monitor_at);
+}

@@ -1,0 +1,227 @@
+//! Serving HTTP with limits, for every server of the project (the agent, the monitor, the
+//! metrics endpoint, the example applications): a client that is slow, idle or one of
+//! thousands cannot take the process's memory, its file descriptors, or the answers its
+//! supervisor's probes need.
+//!
+//! - Request headers must arrive within [`Limits::header_read_timeout`], counted from when
+//!   the connection is ready for a request: it cuts off a client sending a byte at a time,
+//!   and a connection kept open without a request, new or kept alive.
+//! - A handler must produce its response's head within [`Limits::request_timeout`] (503
+//!   otherwise); a streamed body (an event stream) is not limited.
+//! - At most [`Limits::max_connections`] connections are served at once; one more is closed
+//!   at once, logged (once a minute while it lasts) and counted ([`Server::refused`]).
+//! - Accept errors (out of file descriptors) are logged, and the loop pauses before
+//!   accepting again instead of spinning.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode};
+use axum::response::IntoResponse;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+/// How long the accept loop pauses after an accept error.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// How often the refusal of connections over the cap is logged while it lasts.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// The limits of one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a connection may take to send a request's headers, from when it is ready
+    /// for one (opened, or done with the previous request). Default 10 s.
+    pub header_read_timeout: Duration,
+    /// How long a handler may take to produce its response's head. Default 30 s.
+    pub request_timeout: Duration,
+    /// Connections served at once. Default 512.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// A server running in the background. Dropping it leaves the server running for the life
+/// of the process.
+#[derive(Debug)]
+pub struct Server {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    connections: Arc<Semaphore>,
+    max_connections: usize,
+    refused: Arc<AtomicU64>,
+}
+
+impl Server {
+    /// Connections refused because [`Limits::max_connections`] were open.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.max_connections - self.connections.available_permits()
+    }
+
+    /// Stops accepting, lets the requests in flight finish (each connection closes after
+    /// its current response), and returns once every connection has closed or `grace` has
+    /// passed, whichever comes first; whether all closed in time.
+    pub async fn shutdown(self, grace: Duration) -> bool {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        let all = u32::try_from(self.max_connections).unwrap_or(u32::MAX);
+        let closed = tokio::time::timeout(grace, self.connections.acquire_many(all)).await;
+        matches!(closed, Ok(Ok(_)))
+    }
+}
+
+/// Serves `router` on `listener` in the background, within `limits`; `what` names the
+/// server in the log.
+pub fn spawn(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    what: &'static str,
+) -> Server {
+    let (stop, stopped) = watch::channel(false);
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let refused = Arc::new(AtomicU64::new(0));
+    let accepting = accept(
+        listener,
+        router,
+        limits,
+        what,
+        stopped,
+        Arc::clone(&connections),
+        Arc::clone(&refused),
+    );
+    Server {
+        stop,
+        task: tokio::spawn(accepting),
+        connections,
+        max_connections: limits.max_connections,
+        refused,
+    }
+}
+
+async fn accept(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    what: &'static str,
+    mut stopped: watch::Receiver<bool>,
+    connections: Arc<Semaphore>,
+    refused: Arc<AtomicU64>,
+) {
+    let mut last_refusal_log: Option<tokio::time::Instant> = None;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop_requested(&mut stopped) => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(server = what, %error, "cannot accept a connection; pausing");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            let count = refused.fetch_add(1, Ordering::Relaxed) + 1;
+            let now = tokio::time::Instant::now();
+            if last_refusal_log.is_none_or(|at| now >= at + REFUSAL_LOG_EVERY) {
+                last_refusal_log = Some(now);
+                tracing::warn!(
+                    server = what,
+                    max_connections = limits.max_connections,
+                    refused = count,
+                    "connection limit reached; closing new connections until some close"
+                );
+            }
+            drop(stream);
+            continue;
+        };
+        let router = router.clone();
+        let stopped = stopped.clone();
+        tokio::spawn(async move {
+            serve_connection(stream, router, limits, stopped).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    router: axum::Router,
+    limits: Limits,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let router = router.clone();
+        async move {
+            let handling = router.oneshot(request.map(Body::new));
+            match tokio::time::timeout(limits.request_timeout, handling).await {
+                Ok(response) => response,
+                Err(_) => Ok::<Response<Body>, Infallible>(too_slow()),
+            }
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        // A failed connection (a client gone, headers too slow) concerns that client only.
+        _ = &mut connection => {}
+        () = stop_requested(&mut stopped) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
+
+/// Resolves once a stop is asked for; never, once the [`Server`] was dropped (the server
+/// then runs for the life of the process).
+async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
+    if stopped.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn too_slow() -> Response<Body> {
+    let body = serde_json::json!({ "error": "the request took too long" });
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, within `limits`, then stops
+/// as [`Server::shutdown`] does, giving requests in flight `grace`.
+pub async fn serve_until(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    what: &'static str,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> bool {
+    let server = spawn(listener, router, limits, what);
+    shutdown.await;
+    server.shutdown(grace).await
+}
