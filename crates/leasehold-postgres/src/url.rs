@@ -26,14 +26,20 @@ pub(crate) fn parse(url: &str) -> Result<Config, UrlError> {
             "the server is missing: expected postgres://USER@HOST:PORT/DATABASE",
         ));
     };
-    let (authority, path) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
-    let hosts = match authority.split_once('@') {
-        Some((_, hosts)) if hosts.contains('@') => {
+    // The userinfo ends at the last `@` that is not in a query value: a password holding an
+    // unencoded `/`, `?` or `@` would otherwise be read as a path, a query or a host, and
+    // quoted as one.
+    if let Some(at) = after.rfind('@').filter(|at| !after[..*at].contains('=')) {
+        if after[..at].contains(['@', '/', '?', '#']) {
             return Err(UrlError::new(
                 UrlPart::User,
-                "the user or password holds an '@': write it as %40",
-            ))
+                "the user or password holds an '@', '/', '?' or '#': percent-encode it \
+                 (%40, %2F, %3F, %23)",
+            ));
         }
+    }
+    let (authority, path) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
+    let hosts = match authority.split_once('@') {
         Some((_, hosts)) => hosts,
         None => authority,
     };

@@ -75,7 +75,8 @@ impl std::error::Error for InvalidStoreUrl {
 impl StoreUrl {
     /// Hands `url` to the crate its scheme names, which reads it without connecting.
     pub fn parse(url: &str) -> Result<StoreUrl, InvalidStoreUrl> {
-        let malformed = |error| InvalidStoreUrl::Malformed(redact(url), error);
+        let malformed =
+            |error: UrlError| InvalidStoreUrl::Malformed(redact(url), error.scrubbed(url));
         let unknown = |detail: String| {
             let message = format!("{detail}; supported: {SUPPORTED}");
             malformed(UrlError::new(UrlPart::Scheme, message))

@@ -76,6 +76,31 @@ impl SqliteStore {
                 format!("scheme {scheme:?} is not sqlite"),
             ));
         }
+        // A `?` may be part of a file name; `?name=value` is a query, which may hold a
+        // password meant for another store.
+        if rest
+            .split_once('?')
+            .is_some_and(|(_, query)| query.contains('='))
+        {
+            return Err(UrlError::new(
+                UrlPart::Query,
+                "sqlite: URLs take no query parameters (`?name=value`): expected sqlite:PATH",
+            ));
+        }
+        if let Some(authority) = rest.strip_prefix("//") {
+            let first = authority.split('/').next().unwrap_or_default();
+            let userinfo = authority
+                .rfind('@')
+                .is_some_and(|at| authority[..at].contains(':'));
+            if first.contains('@') || userinfo {
+                // A server's URL under the wrong scheme: its userinfo may hold a password.
+                return Err(UrlError::new(
+                    UrlPart::Path,
+                    "sqlite: URLs name a file, not a server: this one has a user or password \
+                     before an `@`; expected sqlite:PATH",
+                ));
+            }
+        }
         match rest.strip_prefix("//").unwrap_or(rest) {
             "" => Err(UrlError::new(
                 UrlPart::Path,
@@ -395,6 +420,8 @@ mod tests {
     fn bad_sqlite_urls_name_the_part() {
         let cases = [
             ("sqlite:", UrlPart::Path, "path is empty"),
+            ("sqlite:a.db?mode=ro", UrlPart::Query, "no query parameters"),
+            ("sqlite://u:pw@host/a.db", UrlPart::Path, "not a server"),
             ("sqlite://", UrlPart::Path, "path is empty"),
             ("leases.db", UrlPart::Scheme, "no scheme"),
             ("sqlite3:leases.db", UrlPart::Scheme, "\"sqlite3\""),

@@ -292,26 +292,154 @@ pub fn hosts_and_prefix(
     Ok((hosts, prefix.to_owned()))
 }
 
-/// `url` with the password of `scheme://user:password@host…` replaced by `***`, for
-/// messages about a URL that may not even parse.
+/// `url` with its secrets replaced by `***`, for messages about a URL that may not even
+/// parse: the userinfo's password (everything up to the authority's last `@`, whatever
+/// characters the password holds, the user name too when it holds a separator), and the
+/// value of every query parameter whose name holds `password`, `secret`, `token` or ends in
+/// `key`.
 ///
 /// ```
 /// use leasehold::store_url::redact;
 /// assert_eq!(redact("postgres://app:s3cret@db/leases"), "postgres://app:***@db/leases");
+/// assert_eq!(redact("postgres://app:s3/cr?t@db/leases"), "postgres://app:***@db/leases");
+/// assert_eq!(redact("postgres://db/leases?password=s3cret&x=1"), "postgres://db/leases?password=***&x=1");
 /// assert_eq!(redact("zk://h:2181"), "zk://h:2181");
 /// ```
 pub fn redact(url: &str) -> String {
+    let (shown, _) = redacted(url);
+    shown
+}
+
+/// The secrets [`redact`] hides in `url`, as given and percent-decoded, and the pieces of
+/// each between URL separators (a parser that splits the URL at a `/` in a password quotes
+/// a piece of it): what no message about the URL may contain.
+pub fn secrets(url: &str) -> Vec<String> {
+    /// Pieces shorter than this are left: they would hide ordinary words of a message.
+    const SHORTEST_PIECE: usize = 4;
+    let (_, found) = redacted(url);
+    let mut all = Vec::new();
+    for secret in found.into_iter().filter(|s| !s.is_empty()) {
+        let decoded = percent_decode(&secret);
+        for text in [secret, decoded] {
+            let pieces = text
+                .split(['/', '?', '#', '@', ':', '&', '=', ','])
+                .filter(|piece| piece.len() >= SHORTEST_PIECE && *piece != text)
+                .map(str::to_owned)
+                .collect::<Vec<_>>();
+            all.push(text);
+            all.extend(pieces);
+        }
+    }
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// `message` with every secret of `url` in it replaced by `***`.
+pub fn scrub(message: &str, url: &str) -> String {
+    let mut scrubbed = message.to_owned();
+    let mut secrets = secrets(url);
+    // The longest first, so that a secret containing another is hidden whole.
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    for secret in secrets {
+        scrubbed = scrubbed.replace(&secret, "***");
+    }
+    scrubbed
+}
+
+impl UrlError {
+    /// This error with every secret of `url` in its message replaced by `***`: parsers quote
+    /// the parts they refuse, and a part may hold a password.
+    pub fn scrubbed(self, url: &str) -> UrlError {
+        UrlError {
+            part: self.part,
+            message: scrub(&self.message, url),
+        }
+    }
+}
+
+/// `url` redacted, and the secrets taken out of it.
+fn redacted(url: &str) -> (String, Vec<String>) {
+    let mut secrets = Vec::new();
+    let url = redact_query(url, &mut secrets);
     let Some((scheme, rest)) = url.split_once("://") else {
+        return (url, secrets);
+    };
+    // The authority's last `@` ends the userinfo whatever the password holds (`/`, `?`, `#`,
+    // `@`); query values, where an `@` may also appear, are redacted already.
+    let Some(at) = rest.rfind('@') else {
+        return (url, secrets);
+    };
+    let (credentials, host) = (&rest[..at], &rest[at + 1..]);
+    let Some((user, password)) = credentials.split_once(':') else {
+        return (url, secrets);
+    };
+    secrets.push(password.to_owned());
+    let shown = if user.is_empty() || user.contains(['/', '?', '#', '@']) {
+        secrets.push(credentials.to_owned());
+        format!("{scheme}://***@{host}")
+    } else {
+        format!("{scheme}://{user}:***@{host}")
+    };
+    (shown, secrets)
+}
+
+/// `url` with the values of secret-looking query parameters replaced by `***`, each value
+/// added to `secrets`.
+fn redact_query(url: &str, secrets: &mut Vec<String>) -> String {
+    let Some(start) = url.find('?') else {
         return url.to_owned();
     };
-    let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) if credentials.contains(':') => {
-            let user = credentials.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{path}")
+    let (base, query) = url.split_at(start + 1);
+    let (query, fragment) = query.split_at(query.find('#').unwrap_or(query.len()));
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if is_secret_name(name) && !value.is_empty() => {
+                secrets.push(value.to_owned());
+                format!("{name}=***")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    // No store URL has a fragment: a `#` there is one in a password's value, cut in two.
+    let fragment = match fragment.strip_prefix('#') {
+        Some(rest) if !rest.is_empty() => {
+            secrets.push(rest.to_owned());
+            "#***"
         }
-        _ => url.to_owned(),
+        _ => fragment,
+    };
+    format!("{base}{}{fragment}", pairs.join("&"))
+}
+
+/// Whether a query parameter named `name` holds a secret.
+fn is_secret_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["password", "passwd", "secret", "token"]
+        .iter()
+        .any(|word| name.contains(word))
+        || name.ends_with("key")
+}
+
+/// `text` with `%XX` escapes decoded (bytes that do not form UTF-8 shown as U+FFFD).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                decoded.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        decoded.push(bytes[i]);
+        i += 1;
     }
+    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 /// The file named by the environment variable `variable` (a CA, a certificate, a key), if it

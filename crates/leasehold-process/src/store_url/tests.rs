@@ -113,3 +113,80 @@ fn a_store_left_out_of_the_build_names_its_feature() {
         "{shown}"
     );
 }
+
+/// Every URL shape a careless or unlucky user may give, each holding `secret` where a
+/// password goes: in the userinfo (unencoded `/`, `?`, `#`, `@`, `:` included), as a
+/// `password=`-like query value, beside another mistake.
+fn shapes(secret: &str) -> Vec<String> {
+    let schemes = [
+        "postgres",
+        "postgresql",
+        "etcd",
+        "etcd+https",
+        "zk",
+        "azure",
+        "azure+http",
+        "azure+https",
+        "sqlite",
+        "memory",
+        "bogus",
+    ];
+    let users = ["app", "", "ap/p", "ap?p", "a@p"];
+    let hosts = [
+        "db:5432",
+        "db:notaport",
+        "db",
+        "[::1]:2379",
+        "h1:1,h2:2",
+        "",
+    ];
+    let paths = ["/leases", "", "/", "/a/b/c", "/acct/table"];
+    let mut urls = Vec::new();
+    for scheme in schemes {
+        for user in users {
+            for host in hosts {
+                for path in paths {
+                    urls.push(format!("{scheme}://{user}:{secret}@{host}{path}"));
+                }
+            }
+            let query = [
+                format!("?password={secret}"),
+                format!("?sslmode=require&password={secret}"),
+                format!("?bogus=1&password={secret}&x=y"),
+                format!("?sslpassword={secret}"),
+                format!("?PASSWORD={secret}"),
+            ];
+            for query in query {
+                urls.push(format!("{scheme}://{user}@db:5432/leases{query}"));
+                urls.push(format!("{scheme}://db:notaport/leases{query}"));
+                urls.push(format!("{scheme}:db{query}"));
+            }
+        }
+    }
+    urls
+}
+
+#[test]
+fn a_password_never_shows_whatever_the_url_looks_like() {
+    let mut tried = 0;
+    for secret in [
+        "S3CRETPW",
+        "S3/CRETPW",
+        "S3?CRETPW",
+        "S3#CRETPW",
+        "S3@CRETPW",
+        "S3:CRETPW",
+    ] {
+        // The part a reader could recognise: the longest run without separators.
+        let needle = "CRETPW";
+        for url in shapes(secret) {
+            tried += 1;
+            let shown = match StoreUrl::parse(&url) {
+                Ok(parsed) => format!("{parsed} {parsed:?}"),
+                Err(_) => message(&url),
+            };
+            assert!(!shown.contains(needle), "{url} shows as: {shown}");
+        }
+    }
+    assert!(tried > 1000, "{tried}");
+}
