@@ -88,6 +88,10 @@ class Agent:
 
     def _request(self, method, path, headers=None):
         request = urllib.request.Request(self.base_url + path, method=method)
+        # No web page can send this header through a browser without the agent's consent,
+        # which it never gives: the agent refuses changes that lack it (or a JSON body, or
+        # a token).
+        request.add_header("X-Leasehold-Request", "1")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         for name, value in (headers or {}).items():

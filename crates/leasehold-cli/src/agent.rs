@@ -26,6 +26,7 @@ use serde_json::json;
 
 use crate::announce::{announcing, Announcement};
 use crate::cli::{AgentArgs, Cli};
+use crate::cross_site::Guard;
 use crate::http::{authorized, error};
 use crate::node_process;
 use crate::Outcome;
@@ -131,7 +132,12 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
     });
     let reaper = tokio::spawn(reap(Arc::clone(&agent)));
-    crate::http::spawn(listener, routes(Arc::clone(&agent)), "agent");
+    // Without a token the agent listens on loopback only (checked above).
+    let guard = Guard {
+        has_token: agent.token.is_some(),
+        loopback: bound.ip().is_loopback(),
+    };
+    crate::http::spawn(listener, routes(Arc::clone(&agent)), guard, "agent");
     let announcement = Announcement::new(format!("listening on http://{bound}/"));
     let serving = serve(cli, process, work, &agent, &announcement);
     let outcome = announcing(&agent.wait, &announcement, serving).await;

@@ -4,11 +4,14 @@
 use anyhow::Context;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use tokio::net::TcpListener;
 
 use leasehold_process::serve;
+
+use crate::cross_site::{self, Guard};
 pub use leasehold_process::{bind, not_found, scrape};
 
 /// The largest request body any endpoint reads: actions carry a node name or a partition.
@@ -20,13 +23,15 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// Serves `router` on `listener` in the background, with the body limit, JSON 404s and the
-/// limits every server has ([`leasehold_process::serve`]: header and request timeouts, a
-/// connection cap). It runs for the life of the process.
-pub fn spawn(listener: TcpListener, router: Router, what: &'static str) {
+/// Serves `router` on `listener` in the background, with the body limit, JSON 404s, the
+/// checks against cross-site use ([`crate::cross_site`]) and the limits every server has
+/// ([`leasehold_process::serve`]: header and request timeouts, a connection cap). It runs
+/// for the life of the process.
+pub fn spawn(listener: TcpListener, router: Router, guard: Guard, what: &'static str) {
     let router = router
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY));
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(guard, cross_site::guard));
     drop(serve::spawn(
         listener,
         router,

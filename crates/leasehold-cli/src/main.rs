@@ -23,6 +23,7 @@ mod announce;
 mod append_log;
 mod bench;
 mod cli;
+mod cross_site;
 mod demo;
 mod exclusions;
 mod group_commands;

@@ -127,3 +127,88 @@ fn the_agent_and_the_monitor_hold_up_under_idle_and_slow_connections() {
     let monitor_at = http::authority(&site.printed_url("monitor")).to_string();
     holds_up(&monitor, &monitor_at);
 }
+
+/// A request as a browser would send it for a page of `origin` (`None`: a plain program),
+/// with `host` as its Host header.
+fn browser_post(at: &str, host: &str, path: &str, extra: &[&str]) -> http::Response {
+    let mut text = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: 0\r\n"
+    );
+    for header in extra {
+        text.push_str(header);
+        text.push_str("\r\n");
+    }
+    text.push_str("\r\n");
+    http::raw(at, text.as_bytes()).expect("an answer")
+}
+
+#[test]
+fn web_pages_cannot_use_an_agent_without_a_token_through_a_browser() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "2"]);
+    let mut args = vec!["agent", "--id", "a", "--listen", "127.0.0.1:0"];
+    args.extend(FAST);
+    let _agent = site.process("a", &args);
+    let at = http::authority(&site.printed_url("a")).to_string();
+    site.wait_for(Duration::from_secs(60), "the agent ready", || {
+        http::get(&at, "/readyz").status == 200
+    });
+    let marker = "X-Leasehold-Request: 1";
+    // DNS rebinding: the page's own name, resolved to 127.0.0.1.
+    let rebound = browser_post(&at, "evil.example:7464", "/v1/drain", &[marker]);
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+    // A cross-site form post: no header a page could not send.
+    let form = browser_post(&at, &at, "/v1/drain", &["Content-Type: text/plain"]);
+    assert_eq!(form.status, 403, "{form:?}");
+    assert!(form.body.contains("X-Leasehold-Request"), "{form:?}");
+    // A fetch from another site that got past the other checks.
+    let other = browser_post(
+        &at,
+        &at,
+        "/v1/drain",
+        &[marker, "Origin: http://evil.example"],
+    );
+    assert_eq!(other.status, 403, "{other:?}");
+    let fetched = browser_post(
+        &at,
+        &at,
+        "/v1/drain",
+        &[marker, "Sec-Fetch-Site: cross-site"],
+    );
+    assert_eq!(fetched.status, 403, "{fetched:?}");
+    assert_eq!(http::get(&at, "/v1/leases").status, 200);
+    for refused in [rebound, form, other, fetched] {
+        assert_eq!(refused.header("x-frame-options"), Some("DENY"));
+    }
+    // A program's request passes, and the node was never drained before it.
+    let draining = || {
+        let status = site.status();
+        let members = status["members"].as_array().cloned().unwrap_or_default();
+        members
+            .iter()
+            .any(|m| m["node"] == "a" && m["draining"] == true)
+    };
+    assert!(!draining(), "a refused request drained the node");
+    let drained = browser_post(&at, &at, "/v1/drain", &[marker]);
+    assert_eq!(drained.status, 200, "{drained:?}");
+    site.wait_for(Duration::from_secs(30), "the drain in the table", draining);
+}
+
+#[test]
+fn the_monitors_page_is_served_with_a_policy_against_framing_and_foreign_code() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "2"]);
+    let _monitor = site.process("monitor", &["monitor", "--listen", "127.0.0.1:0"]);
+    let at = http::authority(&site.printed_url("monitor")).to_string();
+    let page = http::get(&at, "/");
+    assert_eq!(page.status, 200);
+    let policy = page.header("content-security-policy").unwrap_or_default();
+    assert!(policy.contains("default-src 'self'"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    let rebound = http::raw(
+        &at,
+        b"GET /api/map HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(rebound.expect("an answer").status, 403);
+}

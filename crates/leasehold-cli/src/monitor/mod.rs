@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, Semaphore};
 use tokio::time::Instant;
 
 use crate::cli::{Cli, MonitorArgs};
+use crate::cross_site::Guard;
 use crate::group_table::GroupTable;
 use crate::Outcome;
 use state::{Reading, Tracker};
@@ -136,9 +137,14 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
     });
     let mut registry = leasehold::metrics::Registry::default();
     registry.register_collector(Box::new(metrics::Health::new(Arc::clone(&app))));
+    let guard = Guard {
+        has_token: app.token.is_some(),
+        loopback: bound.ip().is_loopback(),
+    };
     crate::http::spawn(
         listener,
         server::routes(Arc::clone(&app), Arc::new(registry)),
+        guard,
         "monitor",
     );
     crate::say(&format!("listening on http://{bound}/"))?;
