@@ -28,6 +28,18 @@ impl GroupTable {
         })
     }
 
+    /// Opens `--store` for the group named by `--group`, trying again with back-off while the
+    /// store cannot be reached, for a long-running command; `None` if SIGTERM or SIGINT came
+    /// first.
+    pub async fn open_waiting(cli: &Cli) -> anyhow::Result<Option<GroupTable>> {
+        let wait = leasehold_process::StoreWait::default();
+        let opened = leasehold_process::open_waiting(&cli.store_url()?, cli.timeout, &wait).await?;
+        Ok(opened.map(|store| GroupTable {
+            store: Arc::new(TimeoutStore::new(store, cli.timeout)),
+            group: cli.group.clone(),
+        }))
+    }
+
     /// Every lease record of the group.
     pub async fn leases(&self) -> anyhow::Result<Listing<StoredLease>> {
         self.store

@@ -49,22 +49,47 @@ pub fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the token file {}", path.display()))?;
     let token = text.trim();
-    if token.is_empty() || token.len() > MAX_TOKEN || token.contains(char::is_whitespace) {
+    // Visible ASCII only: a header carries nothing else intact, so any other character
+    // would make a token that no request can match.
+    let visible = token.bytes().all(|byte| byte.is_ascii_graphic());
+    if token.is_empty() || token.len() > MAX_TOKEN || !visible {
         anyhow::bail!(
-            "the token file {} must hold one token of 1 to {MAX_TOKEN} characters without spaces",
+            "the token file {} must hold one token of 1 to {MAX_TOKEN} visible ASCII characters \
+             (no spaces, control or non-ASCII characters)",
             path.display()
         );
     }
+    warn_if_readable_by_others(path);
     Ok(token.to_string())
 }
 
-/// Whether the request carries `Authorization: Bearer <token>`, compared in time
-/// independent of where it differs.
+/// Warns when a token file can be read by other users than its owner: anyone who reads it
+/// can do what the token allows.
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let mode = metadata.permissions().mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                file = %path.display(), mode = format!("{:o}", mode & 0o777),
+                "the token file can be read by other users; `chmod 600` it"
+            );
+        }
+    }
+}
+
+/// Whether the request carries `Authorization: Bearer <token>` (the scheme in any case, as
+/// HTTP has it), compared in time independent of where it differs.
 pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
     let Some(given) = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
+        .and_then(|value| {
+            let (scheme, credentials) = value.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| credentials.trim_start())
+        })
     else {
         return false;
     };
@@ -75,4 +100,54 @@ pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
             .zip(token)
             .fold(0u8, |differ, (a, b)| differ | (a ^ b))
             == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn with_authorization(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case_and_the_token_exactly() {
+        for good in ["Bearer t0k", "bearer t0k", "BEARER t0k", "Bearer  t0k"] {
+            assert!(authorized(&with_authorization(good), "t0k"), "{good}");
+        }
+        for bad in [
+            "Basic t0k",
+            "Bearert0k",
+            "Bearer t0K",
+            "Bearer t0k0",
+            "t0k",
+            "Bearer ",
+        ] {
+            assert!(!authorized(&with_authorization(bad), "t0k"), "{bad}");
+        }
+        assert!(!authorized(&HeaderMap::new(), "t0k"));
+    }
+
+    #[test]
+    fn a_token_no_header_could_carry_is_refused_at_start() {
+        let directory = tempfile::tempdir().unwrap();
+        let file = directory.path().join("token");
+        for bad in [
+            "tök",
+            "a\u{7}b",
+            "two words",
+            "",
+            &"x".repeat(MAX_TOKEN + 1),
+        ] {
+            std::fs::write(&file, bad).unwrap();
+            let error = read_token(&file).expect_err(bad).to_string();
+            assert!(error.contains("visible ASCII"), "{bad:?}: {error}");
+        }
+        std::fs::write(&file, "s3cret-Token_1\n").unwrap();
+        assert_eq!(read_token(&file).unwrap(), "s3cret-Token_1");
+    }
 }

@@ -347,7 +347,15 @@ fn a_worker_reports_load_and_the_table_shows_it() {
         put("/v1/leases/1/load", false, r#"{"load": 1}"#).status,
         401
     );
-    for bad in [r#"{"load": -1}"#, r#"{"load": "x"}"#, "{}", "not json", ""] {
+    for bad in [
+        r#"{"load": -1}"#,
+        r#"{"load": "x"}"#,
+        r#"{"load": 1e13}"#,
+        r#"{"load": 1.7e308}"#,
+        "{}",
+        "not json",
+        "",
+    ] {
         let refused = put("/v1/leases/1/load", true, bad);
         assert_eq!(refused.status, 400, "{bad}: {refused:?}");
         assert!(refused.json()["error"].as_str().unwrap().contains("load"));

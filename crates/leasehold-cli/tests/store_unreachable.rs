@@ -487,3 +487,26 @@ fn an_agent_started_before_zookeeper_serves_meanwhile_and_takes_partitions_once_
     let store = format!("zk://127.0.0.1:{port}/{}", unique("zk-prefix"));
     agent_waits_for_the_store("zookeeper", port, upstream, &store);
 }
+
+#[test]
+fn a_monitor_waits_for_an_unreachable_store_and_shrugs_off_sighup() {
+    let url = format!("postgres://leasehold@127.0.0.1:{}/leases", free_port());
+    let args = ["monitor", "--listen", "127.0.0.1:0"];
+    let mut monitor = Process::start("monitor", &url, &args);
+    monitor.wait_for(WAIT, "two failed attempts", |monitor| {
+        monitor.retries_logged() >= 2
+    });
+    let kill = |signal: &str| {
+        let id = monitor.child.id().to_string();
+        Command::new("kill")
+            .args([signal, &id])
+            .status()
+            .expect("run kill")
+    };
+    assert!(kill("-HUP").success());
+    monitor.wait_for(WAIT, "one more attempt after SIGHUP", |monitor| {
+        monitor.retries_logged() >= 3
+    });
+    let (code, _) = monitor.stop("TERM");
+    assert_eq!(code, 0, "{}", monitor.stderr());
+}

@@ -43,7 +43,7 @@ mod wait;
 pub use metrics_http::{bind, metrics_routes, not_found, scrape, serve_metrics};
 pub use partitions::{CountMismatch, PartitionCount};
 pub use process::Process;
-pub use retry::{is_transient, FIRST_RETRY, MAX_RETRY};
+pub use retry::{is_transient, open_waiting, FIRST_RETRY, MAX_RETRY};
 pub use running::{Running, StopReason};
 pub use store_url::{InvalidStoreUrl, StoreUrl};
 pub use wait::StoreWait;

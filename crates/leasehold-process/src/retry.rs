@@ -2,13 +2,15 @@
 //! logged and counted, until the attempt succeeds, fails for good, or a stop is asked for.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::admin::AdminError;
 use leasehold::backoff::{Backoff, Jitter};
-use leasehold::{SeededRng, StoreError};
+use leasehold::{LeaseStore, SeededRng, StoreError};
 
 use crate::shutdown::Shutdown;
+use crate::store_url::{self, StoreUrl};
 use crate::wait::StoreWait;
 
 /// The first pause after a failed attempt to reach the store.
@@ -63,6 +65,22 @@ where
             cause = shutdown.requested() => return Ok(stopped_waiting(&cause)),
         }
     }
+}
+
+/// Opens the store `url` names, trying again with jittered back-off while it cannot be
+/// reached, as [`Process::start`](crate::Process::start) does, reporting each failure in
+/// `wait`; `None` if SIGTERM or SIGINT came first. For programs that read a store without
+/// taking part in a group (a monitor, say).
+pub async fn open_waiting(
+    url: &StoreUrl,
+    call_limit: Duration,
+    wait: &StoreWait,
+) -> anyhow::Result<Option<Arc<dyn LeaseStore>>> {
+    let mut shutdown = Shutdown::on_signals()?;
+    retrying(&mut shutdown, wait, call_limit, || {
+        store_url::open(url, call_limit)
+    })
+    .await
 }
 
 fn stopped_waiting<T>(cause: &str) -> Option<T> {

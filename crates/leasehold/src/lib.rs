@@ -101,5 +101,6 @@ pub use store::{
     TxnWrite, MAX_TRANSACTION_WRITES,
 };
 pub use types::{
-    Epoch, GroupName, InvalidName, LossReason, NodeId, PartitionId, RecordKey, Version,
+    is_valid_load, Epoch, GroupName, InvalidName, LossReason, NodeId, PartitionId, RecordKey,
+    Version, MAX_LOAD,
 };

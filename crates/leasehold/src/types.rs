@@ -357,6 +357,16 @@ impl LossReason {
     }
 }
 
+/// The largest load one partition may report ([`crate::Callbacks::load`]): far above any
+/// rate or size a partition carries, and small enough that the sum over the largest table
+/// stays finite. A load above it, negative or not a number is left out, as if unreported.
+pub const MAX_LOAD: f64 = 1e12;
+
+/// Whether `load` may be published: a number from 0 to [`MAX_LOAD`].
+pub fn is_valid_load(load: f64) -> bool {
+    (0.0..=MAX_LOAD).contains(&load)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

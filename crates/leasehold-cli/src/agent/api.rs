@@ -200,11 +200,11 @@ async fn report_load(
     let load = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|value| value.get("load").and_then(Value::as_f64))
-        .filter(|load| load.is_finite() && *load >= 0.0);
+        .filter(|load| leasehold::is_valid_load(*load));
     let Some(load) = load else {
         return error(
             StatusCode::BAD_REQUEST,
-            r#"the body must be {"load": X} with X a non-negative number"#,
+            r#"the body must be {"load": X} with X a number from 0 to 1e12"#,
         );
     };
     if node.participant.lease(partition).is_none() {

@@ -14,6 +14,7 @@ mod state;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
 
 use anyhow::Context;
 use leasehold::{unix_ms_now, Change, ChangeFeed, GroupName, LeaseState, LeaseStore, StoreError};
@@ -115,7 +116,14 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
         .as_deref()
         .map(crate::http::read_token)
         .transpose()?;
-    let table = GroupTable::open(cli).await?;
+    // SIGHUP, which would end the process by default, changes nothing here: watched from
+    // the start, and logged.
+    let mut hangup = signal(SignalKind::hangup()).context("cannot watch for SIGHUP")?;
+    // Under a supervisor, a monitor started before its store waits for it rather than
+    // exiting into a restart loop.
+    let Some(table) = GroupTable::open_waiting(cli).await? else {
+        return Ok(Outcome::Success);
+    };
     let (listener, bound) = crate::http::bind(&args.listen, "the monitor").await?;
     let (events, _) = broadcast::channel(STREAM_BACKLOG);
     let app = Arc::new(App {
@@ -155,12 +163,14 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
         args.interval,
         args.partitions,
     ));
-    use tokio::signal::unix::{signal, SignalKind};
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            _ = hangup.recv() => tracing::info!("SIGHUP: the monitor has nothing to reload"),
+        }
     }
     reader.abort();
     Ok(Outcome::Success)

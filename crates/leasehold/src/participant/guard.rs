@@ -386,8 +386,8 @@ pub trait Callbacks: Send + Sync + 'static {
 
     /// The current load of a held partition, in any unit the application chooses (requests
     /// per second, bytes, queue depth), published in its lease record at each renewal; the
-    /// node's member record carries the sum over its leases. Negative and non-finite values
-    /// are left out of the sum.
+    /// node's member record carries the sum over its leases. Values that are negative, not
+    /// numbers or above [`crate::MAX_LOAD`] are left out, as if unreported.
     fn load(&self, partition: PartitionId) -> Option<f64> {
         let _ = partition;
         None

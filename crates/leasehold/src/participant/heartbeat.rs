@@ -8,7 +8,7 @@ use crate::error::StoreError;
 use crate::metrics::Renewal;
 use crate::record::{MemberRecord, StoredLease};
 use crate::store::{LeaseWrite, PutMode};
-use crate::types::{PartitionId, Version};
+use crate::types::{is_valid_load, PartitionId, Version};
 
 use super::halt::Halt;
 use super::runner::{Handoff, Runner};
@@ -57,7 +57,7 @@ impl Runner {
                 record.load = self
                     .contain("load", |callbacks| callbacks.load(*partition))
                     .flatten()
-                    .filter(|load| load.is_finite() && *load >= 0.0);
+                    .filter(|load| is_valid_load(*load));
                 LeaseWrite {
                     partition: *partition,
                     record,
@@ -136,7 +136,7 @@ impl Runner {
             let load = self
                 .contain("load", |callbacks| callbacks.load(*partition))
                 .flatten()
-                .filter(|load| load.is_finite() && *load >= 0.0);
+                .filter(|load| is_valid_load(*load));
             let moved = match (holding.record.load, load) {
                 (Some(old), Some(new)) => (old - new).abs() > LOAD_CHANGE * old.max(new),
                 (old, new) => old.is_some() != new.is_some(),
@@ -244,7 +244,7 @@ impl Runner {
         self.holdings
             .values()
             .filter_map(|holding| holding.record.load)
-            .filter(|load| load.is_finite() && *load >= 0.0)
+            .filter(|load| is_valid_load(*load))
             .fold(None, |total, load| Some(total.unwrap_or(0.0) + load))
     }
 
