@@ -35,6 +35,13 @@ def main(url, token):
     except AgentError as error:
         assert error.status == 404, error
 
+    left = agent.permit(partition, ttl_ms=60000)
+    listed = agent.permits()
+    assert [p["id"] for p in listed] == [left.id], listed
+    assert 0 < listed[0]["ttl_ms_left"] <= 60000, listed
+    agent.end_permit(left.id)
+    assert agent.permits() == [], agent.permits()
+
     reported = agent.report_load(partition, 2.5)
     assert reported["load"] == 2.5, reported
 

@@ -118,17 +118,31 @@ class Agent:
         """The lease on `partition` if this node holds it; raises NotOwner otherwise."""
         return self._call("GET", f"/v1/leases/{int(partition)}")
 
-    def permit(self, partition):
-        """A work permit on `partition`; raises NotOwner if this node does not serve it."""
+    def permit(self, partition, ttl_ms=None):
+        """A work permit on `partition`; raises NotOwner if this node does not serve it.
+        With `ttl_ms`, the agent ends the permit by itself after that long if this worker
+        has not (it crashed, say), so that a hand-off does not wait the drain timeout."""
         sent_at = time.monotonic()
-        body = self._call("POST", f"/v1/leases/{int(partition)}/permits")
+        path = f"/v1/leases/{int(partition)}/permits"
+        if ttl_ms is not None:
+            path += f"?ttl_ms={int(ttl_ms)}"
+        body = self._call("POST", path)
         return Permit(self, body, sent_at)
+
+    def permits(self):
+        """The permits outstanding on this agent (id, partition, epoch, ms_left and, with a
+        time-to-live, ttl_ms_left): what a worker restarted after a crash may have left."""
+        return self._call("GET", "/v1/permits")["permits"]
+
+    def end_permit(self, permit_id):
+        """Ends the permit `permit_id` (one listed by `permits`)."""
+        self._call("DELETE", f"/v1/permits/{int(permit_id)}")
 
     def release(self, partition):
         return self._call("POST", f"/v1/leases/{int(partition)}/release")
 
     def report_load(self, partition, load):
-        """Reports the partition's load (a non-negative number, one unit across the group):
+        """Reports the partition's load (a number from 0 to 1e12, one unit across the group):
         published with the next renewal, so that the group balances by load."""
         return self._call("PUT", f"/v1/leases/{int(partition)}/load", {"load": float(load)})
 

@@ -63,7 +63,7 @@ struct Agent {
     node: OnceLock<Node>,
     /// How the wait for the store is going, for the 503 answers meanwhile.
     wait: Arc<StoreWait>,
-    permits: Mutex<BTreeMap<u64, WorkPermit>>,
+    permits: Mutex<BTreeMap<u64, Held>>,
     /// Loads reported by workers, shared with the node's callbacks.
     loads: Arc<Loads>,
     next_permit: AtomicU64,
@@ -74,6 +74,16 @@ struct Agent {
     events: Arc<Events>,
     streams: Arc<tokio::sync::Semaphore>,
 }
+
+/// A permit the agent holds for a worker, and when it ends by itself if the worker never
+/// ends it (a worker that crashed holding it).
+struct Held {
+    permit: WorkPermit,
+    expires: Option<tokio::time::Instant>,
+}
+
+/// The longest time-to-live a permit may be given.
+const MAX_PERMIT_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// The started node the handlers act on, and what it was started on.
 struct Node {
@@ -179,16 +189,25 @@ async fn serve(
     Ok(Outcome::Success)
 }
 
-/// Drops permits that no longer hold anything: their lease was lost, or ran out.
+/// Drops permits that no longer hold anything (their lease was lost, or ran out) and those
+/// past their time-to-live, whose worker never ended them.
 async fn reap(agent: Arc<Agent>) {
     loop {
         tokio::time::sleep(REAP_EVERY).await;
-        agent.permits().retain(|_, permit| permit.is_valid());
+        let now = tokio::time::Instant::now();
+        agent.permits().retain(|id, held| {
+            let expired = held.expires.is_some_and(|at| at <= now);
+            if expired {
+                let partition = held.permit.partition();
+                tracing::warn!(permit = id, %partition, "a permit reached its time-to-live without being ended; ending it");
+            }
+            held.permit.is_valid() && !expired
+        });
     }
 }
 
 impl Agent {
-    fn permits(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, WorkPermit>> {
+    fn permits(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Held>> {
         self.permits.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -35,6 +35,16 @@ fn agent(site: &Site, id: &str, token: &str) -> Agent {
     Agent { at, process }
 }
 
+/// Agent `a` with a token, on a new group of two partitions, once it holds both.
+fn agent_holding_two(site: &Site) -> Agent {
+    site.ok(&["init", "--partitions", "2"]);
+    let token = site.path("token");
+    std::fs::write(&token, "agent-token").unwrap();
+    let a = agent(site, "a", token.to_str().unwrap());
+    site.wait_for(WAIT, "a to hold both partitions", || held(&a).len() == 2);
+    a
+}
+
 fn held(agent: &Agent) -> Vec<u64> {
     let leases = http::get(&agent.at, "/v1/leases").json();
     leases["leases"]
@@ -233,11 +243,7 @@ fn the_python_client_drives_the_agent() {
 #[test]
 fn on_sigterm_the_agent_waits_for_outstanding_permits_then_exits() {
     let site = Site::new();
-    site.ok(&["init", "--partitions", "2"]);
-    let token = site.path("token");
-    std::fs::write(&token, "agent-token").unwrap();
-    let mut a = agent(&site, "a", token.to_str().unwrap());
-    site.wait_for(WAIT, "a to hold both partitions", || held(&a).len() == 2);
+    let mut a = agent_holding_two(&site);
     let permit = post(&a, "/v1/leases/0/permits", true);
     assert_eq!(permit.status, 201, "{permit:?}");
     let id = permit.json()["id"].as_u64().unwrap();
@@ -267,6 +273,39 @@ fn on_sigterm_the_agent_waits_for_outstanding_permits_then_exits() {
             .all(|p| p["state"] == "released"),
         "{status}"
     );
+}
+
+/// A permit given a time-to-live ends by itself when its worker never ends it (a worker
+/// that crashed holding it), and the release waiting for it then goes on; a worker restarted
+/// meanwhile finds it listed.
+#[test]
+fn a_permit_left_by_a_crashed_worker_ends_at_its_time_to_live() {
+    let site = Site::new();
+    let a = agent_holding_two(&site);
+    let left = post(&a, "/v1/leases/0/permits?ttl_ms=1500", true);
+    assert_eq!(left.status, 201, "{left:?}");
+    let id = left.json()["id"].as_u64().unwrap();
+    let listed = http::get(&a.at, "/v1/permits").json();
+    assert_eq!(listed["permits"][0]["id"].as_u64(), Some(id), "{listed}");
+    assert!(listed["permits"][0]["ttl_ms_left"].as_u64().unwrap() <= 1500);
+    for bad in ["0", "x", "-1", "86400001"] {
+        let refused = post(&a, &format!("/v1/leases/1/permits?ttl_ms={bad}"), true);
+        assert_eq!(refused.status, 400, "{bad}: {refused:?}");
+    }
+    // The release of partition 0 waits for the permit, which nobody ends.
+    assert_eq!(post(&a, "/v1/leases/0/release", true).status, 200);
+    site.wait_for(WAIT, "the permit to reach its time-to-live", || {
+        http::get(&a.at, "/v1/permits").json()["permits"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    });
+    // Released once the permit is gone, and taken again by the only node: a new tenure.
+    let epoch = left.json()["epoch"].as_u64().unwrap();
+    site.wait_for(WAIT, "partition 0 released and taken again", || {
+        site.status()["partitions"][0]["epoch"]
+            .as_u64()
+            .is_some_and(|now| now > epoch)
+    });
 }
 
 /// A worker resuming its event stream with an id from before the agent restarted is told
@@ -328,11 +367,7 @@ fn a_metrics_address_of_its_own_is_refused() {
 #[test]
 fn a_worker_reports_load_and_the_table_shows_it() {
     let site = Site::new();
-    site.ok(&["init", "--partitions", "2"]);
-    let token = site.path("token");
-    std::fs::write(&token, "agent-token").unwrap();
-    let a = agent(&site, "a", token.to_str().unwrap());
-    site.wait_for(WAIT, "a to hold both partitions", || held(&a).len() == 2);
+    let a = agent_holding_two(&site);
     let put = |path: &str, auth: bool, body: &str| {
         let headers: &[&str] = if auth { &[AUTH] } else { &[] };
         http::request(&a.at, "PUT", path, headers, body)

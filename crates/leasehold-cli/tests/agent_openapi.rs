@@ -419,6 +419,18 @@ fn live_answers_have_the_fields_the_document_declares() {
     let permit = check("POST", "/v1/leases/{partition}/permits", &grant, &[AUTH]);
     assert_eq!(permit.status, 201, "{permit:?}");
     let ended = format!("/v1/permits/{}", permit.json()["id"]);
+    let timed = format!("/v1/leases/{mine}/permits?ttl_ms=600000");
+    let timed = check("POST", "/v1/leases/{partition}/permits", &timed, &[AUTH]);
+    assert_eq!(timed.status, 201, "{timed:?}");
+    assert!(timed.json()["ttl_ms_left"].as_u64().is_some(), "{timed:?}");
+    let listed = check("GET", "/v1/permits", "/v1/permits", &[]);
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.json()["permits"].as_array().map(Vec::len), Some(2));
+    let untimed = format!("/v1/permits/{}", timed.json()["id"]);
+    assert_eq!(
+        check("DELETE", "/v1/permits/{id}", &untimed, &[AUTH]).status,
+        204
+    );
     assert_eq!(
         check("DELETE", "/v1/permits/{id}", &ended, &[AUTH]).status,
         204

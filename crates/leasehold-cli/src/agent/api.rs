@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequestParts, Path, Query, State};
@@ -15,7 +16,7 @@ use leasehold::{admin, LeaseGuard, PartitionId};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{events, Agent, Refusal, MAX_PERMITS};
+use super::{events, Agent, Held, Refusal, MAX_PERMITS, MAX_PERMIT_TTL};
 use crate::http::{error, scrape};
 
 /// The one parameter of a route's path, as text. Axum refuses a segment that is not UTF-8
@@ -58,6 +59,7 @@ pub(super) fn routes(agent: Arc<Agent>) -> Routes {
         .route("/v1/leases/{partition}/permits", post(grant))
         .route("/v1/leases/{partition}/release", post(release))
         .route("/v1/leases/{partition}/load", put(report_load))
+        .route("/v1/permits", get(permits))
         .route("/v1/permits/{id}", delete(end_permit))
         .route("/v1/drain", post(drain))
         .route("/v1/undrain", post(undrain))
@@ -106,14 +108,35 @@ async fn lease(State(agent): State<Arc<Agent>>, Segment(partition): Segment) -> 
     }
 }
 
+/// The query of `POST /v1/leases/{p}/permits`.
+#[derive(Deserialize)]
+struct GrantQuery {
+    /// Ends the permit by itself after this long, if the worker has not.
+    ttl_ms: Option<u64>,
+}
+
 async fn grant(
     State(agent): State<Arc<Agent>>,
     Segment(partition): Segment,
+    query: Result<Query<GrantQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
     let (node, partition) = match agent.mutating(&headers, &partition) {
         Ok(target) => target,
         Err(answer) => return *answer,
+    };
+    let max_ttl = MAX_PERMIT_TTL.as_millis() as u64;
+    let ttl = match query {
+        Ok(Query(GrantQuery { ttl_ms: None })) => None,
+        Ok(Query(GrantQuery { ttl_ms: Some(ms) })) if (1..=max_ttl).contains(&ms) => {
+            Some(Duration::from_millis(ms))
+        }
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("ttl_ms must be a whole number of milliseconds from 1 to {max_ttl}"),
+            )
+        }
     };
     if !agent.granting.load(Ordering::SeqCst) {
         return error(
@@ -132,14 +155,40 @@ async fn grant(
         );
     }
     let id = agent.next_permit.fetch_add(1, Ordering::Relaxed);
-    let body = json!({
-        "id": id,
-        "partition": partition.0,
-        "epoch": permit.epoch().0,
-        "ms_left": permit.remaining().as_millis() as u64,
-    });
-    permits.insert(id, permit);
+    let expires = ttl.map(|ttl| tokio::time::Instant::now() + ttl);
+    let held = Held { permit, expires };
+    let body = permit_json(id, &held);
+    permits.insert(id, held);
     (StatusCode::CREATED, Json(body)).into_response()
+}
+
+fn permit_json(id: u64, held: &Held) -> Value {
+    let mut body = json!({
+        "id": id,
+        "partition": held.permit.partition().0,
+        "epoch": held.permit.epoch().0,
+        "ms_left": held.permit.remaining().as_millis() as u64,
+    });
+    if let Some(expires) = held.expires {
+        let left = expires.saturating_duration_since(tokio::time::Instant::now());
+        body["ttl_ms_left"] = json!(left.as_millis() as u64);
+    }
+    body
+}
+
+/// `GET /v1/permits`: the permits outstanding, for a worker restarted after a crash to find
+/// and end what it left.
+async fn permits(State(agent): State<Arc<Agent>>) -> Response {
+    if agent.node.get().is_none() {
+        return agent.not_started();
+    }
+    let listed: Vec<Value> = agent
+        .permits()
+        .iter()
+        .filter(|(_, held)| held.permit.is_valid())
+        .map(|(id, held)| permit_json(*id, held))
+        .collect();
+    Json(json!({ "permits": listed })).into_response()
 }
 
 async fn end_permit(
