@@ -29,6 +29,7 @@ use crate::cli::{AgentArgs, Cli};
 use crate::cross_site::Guard;
 use crate::http::{authorized, error};
 use crate::node_process;
+use crate::stream_slots::StreamSlots;
 use crate::Outcome;
 use leasehold_process::{Process, StoreWait};
 
@@ -41,6 +42,8 @@ use events::{EventCallbacks, Events, Loads};
 const MAX_PERMITS: usize = 10_000;
 /// Event streams served at once: each holds a connection and a task.
 const MAX_STREAMS: usize = 64;
+/// Event streams served at once to one address.
+const MAX_STREAMS_PER_PEER: usize = 16;
 /// Events kept for a reader resuming with `Last-Event-ID`.
 const EVENTS_KEPT: usize = 1024;
 /// How often permits that ran out (lease lost or past its deadline) are dropped.
@@ -72,7 +75,7 @@ struct Agent {
     token: Option<String>,
     registry: Arc<Registry>,
     events: Arc<Events>,
-    streams: Arc<tokio::sync::Semaphore>,
+    streams: Arc<StreamSlots>,
 }
 
 /// A permit the agent holds for a worker, and when it ends by itself if the worker never
@@ -139,7 +142,7 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
         registry: process.registry().cloned().unwrap_or_default(),
         events,
         loads,
-        streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
+        streams: StreamSlots::new(MAX_STREAMS, MAX_STREAMS_PER_PEER),
     });
     let reaper = tokio::spawn(reap(Arc::clone(&agent)));
     // Without a token the agent listens on loopback only (checked above).

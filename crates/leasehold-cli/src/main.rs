@@ -36,6 +36,7 @@ mod output;
 mod sim;
 mod stale;
 mod status;
+mod stream_slots;
 mod table;
 mod work;
 

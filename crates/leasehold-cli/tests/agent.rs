@@ -73,7 +73,7 @@ fn a_worker_holds_a_hand_off_open_with_a_permit_and_is_told_who_owns_the_rest() 
         held(&a).len() == 4 && held(&b).len() == 4
     });
     assert_eq!(http::get(&a.at, "/readyz").status, 200);
-    let mut events = EventStream::open(&a.at, "/v1/events");
+    let mut events = EventStream::open_with(&a.at, "/v1/events", &[AUTH]);
 
     // A partition b holds: a answers 409 naming b and where b serves.
     // The owner named comes from a's routing map, which follows the table: wait for it.
@@ -183,6 +183,14 @@ fn bad_requests_get_clear_errors_and_a_public_address_needs_a_token() {
         }
     }
     let resumed = http::request(&a.at, "GET", "/v1/events", &["Last-Event-ID: soon"], "");
+    assert_eq!(resumed.status, 401, "streams are for holders of the token");
+    let resumed = http::request(
+        &a.at,
+        "GET",
+        "/v1/events",
+        &[AUTH, "Last-Event-ID: soon"],
+        "",
+    );
     assert_eq!(resumed.status, 400);
     assert_eq!(post(&a, "/v1/drain", true).status, 200);
     site.wait_for(WAIT, "readyz to say draining", || {
@@ -323,7 +331,7 @@ fn an_event_id_from_before_a_restart_is_refused_not_resumed_from() {
     site.wait_for(WAIT, "a to hold both partitions", || {
         held(&first).len() == 2
     });
-    let mut stream = EventStream::open(&first.at, "/v1/events");
+    let mut stream = EventStream::open_with(&first.at, "/v1/events", &[AUTH]);
     let _ = post(&first, "/v1/leases/0/release", true);
     let old_id = stream.next().id.expect("an id");
     assert_eq!(first.process.terminate(WAIT), 0);
@@ -337,7 +345,7 @@ fn an_event_id_from_before_a_restart_is_refused_not_resumed_from() {
             &second.at,
             "GET",
             "/v1/events",
-            &[&format!("Last-Event-ID: {id}")],
+            &[AUTH, &format!("Last-Event-ID: {id}")],
             "",
         )
     };
@@ -347,7 +355,7 @@ fn an_event_id_from_before_a_restart_is_refused_not_resumed_from() {
         .as_str()
         .unwrap()
         .contains("/v1/leases"));
-    let mut replay = EventStream::open_with(&second.at, "/v1/events", &["Last-Event-ID: 0"]);
+    let mut replay = EventStream::open_with(&second.at, "/v1/events", &[AUTH, "Last-Event-ID: 0"]);
     let event: Value = serde_json::from_str(&replay.next().data).unwrap();
     assert_eq!(event["kind"], "acquired", "{event}");
     assert!(event["id"].as_u64().unwrap() > old_id.parse::<u64>().unwrap());

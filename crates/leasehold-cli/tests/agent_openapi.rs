@@ -488,8 +488,15 @@ fn live_answers_have_the_fields_the_document_declares() {
             "GET",
             "/v1/events",
             "/v1/events",
-            &["Last-Event-ID: soon"],
+            &[AUTH, "Last-Event-ID: soon"],
             400,
+        ),
+        (
+            "GET",
+            "/v1/events",
+            "/v1/events",
+            &["Last-Event-ID: soon"],
+            401,
         ),
     ] {
         let response = check(method, path, concrete, headers);
@@ -497,7 +504,7 @@ fn live_answers_have_the_fields_the_document_declares() {
     }
 
     // The event stream: each event named `lease`, its id that of its data.
-    let mut stream = EventStream::open(&a, "/v1/events");
+    let mut stream = EventStream::open_with(&a, "/v1/events", &[AUTH]);
     let release = format!("/v1/leases/{mine}/release");
     let releasing = check("POST", "/v1/leases/{partition}/release", &release, &[AUTH]);
     assert_eq!(releasing.status, 200, "{releasing:?}");

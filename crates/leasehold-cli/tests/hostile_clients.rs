@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use common::http::EventStream;
 use common::{http, NodeProcess, Site, FAST};
 
 /// Idle connections opened against each server.
@@ -211,4 +212,28 @@ fn the_monitors_page_is_served_with_a_policy_against_framing_and_foreign_code() 
         b"GET /api/map HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(rebound.expect("an answer").status, 403);
+}
+
+#[test]
+fn one_address_cannot_take_every_event_stream_slot() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "2"]);
+    let _monitor = site.process("monitor", &["monitor", "--listen", "127.0.0.1:0"]);
+    let at = http::authority(&site.printed_url("monitor")).to_string();
+    // Eight from one address (the monitor's cap per peer), each answered with its map.
+    let mut open: Vec<EventStream> = (0..8)
+        .map(|_| EventStream::open(&at, "/api/events"))
+        .collect();
+    let refused = http::get(&at, "/api/events");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.body.contains("from 127.0.0.1"), "{refused:?}");
+    // A stream that ends gives its slot back.
+    drop(open.pop());
+    site.wait_for(Duration::from_secs(30), "the slot given back", || {
+        let mut stream = std::net::TcpStream::connect(&at).unwrap();
+        let request = format!("GET /api/events HTTP/1.1\r\nHost: {at}\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+    });
 }

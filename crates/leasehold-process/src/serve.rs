@@ -10,6 +10,9 @@
 //!   otherwise); a streamed body (an event stream) is not limited.
 //! - At most [`Limits::max_connections`] connections are served at once; one more is closed
 //!   at once, logged (once a minute while it lasts) and counted ([`Server::refused`]).
+//! - A client that stops reading a response (an event stream) is cut off once its window
+//!   has stayed closed for [`Limits::stalled_reader_timeout`].
+//! - Each request carries its peer's address, as axum's `ConnectInfo<SocketAddr>`.
 //! - Accept errors (out of file descriptors) are logged, and the loop pauses before
 //!   accepting again instead of spinning.
 
@@ -19,7 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::{Request, Response, StatusCode};
 use axum::response::IntoResponse;
 use hyper::body::Incoming;
@@ -44,6 +50,10 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Connections served at once. Default 512.
     pub max_connections: usize,
+    /// How long a response may wait on a client that does not read it (its TCP receive
+    /// window closed), or whose host is gone, before the connection is cut
+    /// (`TCP_USER_TIMEOUT`). Default 30 s.
+    pub stalled_reader_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -52,6 +62,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_connections: 512,
+            stalled_reader_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -134,8 +145,8 @@ async fn accept(
             accepted = listener.accept() => accepted,
             () = stop_requested(&mut stopped) => return,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(server = what, %error, "cannot accept a connection; pausing");
                 tokio::time::sleep(ACCEPT_PAUSE).await;
@@ -157,10 +168,16 @@ async fn accept(
             drop(stream);
             continue;
         };
+        // A client that stops reading (its receive window closed) while a response is
+        // written to it is cut off after this long, as is one whose host vanished.
+        let socket = socket2::SockRef::from(&stream);
+        if let Err(error) = socket.set_tcp_user_timeout(Some(limits.stalled_reader_timeout)) {
+            tracing::debug!(server = what, %error, "cannot set TCP_USER_TIMEOUT");
+        }
         let router = router.clone();
         let stopped = stopped.clone();
         tokio::spawn(async move {
-            serve_connection(stream, router, limits, stopped).await;
+            serve_connection(stream, peer, router, limits, stopped).await;
             drop(permit);
         });
     }
@@ -168,12 +185,15 @@ async fn accept(
 
 async fn serve_connection(
     stream: tokio::net::TcpStream,
+    peer: SocketAddr,
     router: axum::Router,
     limits: Limits,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let router = router.clone();
+        // Handlers that count by client (event-stream slots) read it as axum's ConnectInfo.
+        request.extensions_mut().insert(ConnectInfo(peer));
         async move {
             let handling = router.oneshot(request.map(Body::new));
             match tokio::time::timeout(limits.request_timeout, handling).await {

@@ -21,6 +21,7 @@ fn limits() -> Limits {
         header_read_timeout: Duration::from_millis(500),
         request_timeout: Duration::from_millis(300),
         max_connections: 8,
+        stalled_reader_timeout: Duration::from_secs(5),
     }
 }
 

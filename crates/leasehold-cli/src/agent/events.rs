@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
@@ -15,7 +15,7 @@ use leasehold::{Callbacks, LeaseGuard, Loss, LossReason, PartitionId};
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::{Agent, Refusal, EVENTS_KEPT, MAX_STREAMS};
+use super::{Agent, Refusal, EVENTS_KEPT};
 use crate::http::error;
 
 /// The lease events a worker follows, kept for resuming readers and sent to live ones.
@@ -125,7 +125,15 @@ fn resume_from(headers: &HeaderMap) -> Result<Option<u64>, Refusal> {
     }
 }
 
-pub(super) async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) -> Response {
+pub(super) async fn events(
+    State(agent): State<Arc<Agent>>,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
+    // With a token, streams are for its holders: anyone else could fill every slot.
+    if let Err(refusal) = agent.check(&headers) {
+        return refusal.into_response();
+    }
     if agent.node.get().is_none() {
         return agent.not_started();
     }
@@ -133,11 +141,9 @@ pub(super) async fn events(State(agent): State<Arc<Agent>>, headers: HeaderMap) 
         Ok(after) => after,
         Err(refusal) => return refusal.into_response(),
     };
-    let Ok(slot) = Arc::clone(&agent.streams).try_acquire_owned() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{MAX_STREAMS} event streams are open; close one first"),
-        );
+    let slot = match agent.streams.take_for(&extensions) {
+        Ok(slot) => slot,
+        Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
     };
     let (backlog, receiver) = {
         let kept = agent.events.kept.lock().unwrap_or_else(|e| e.into_inner());

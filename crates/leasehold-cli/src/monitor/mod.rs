@@ -18,12 +18,13 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use anyhow::Context;
 use leasehold::{unix_ms_now, Change, ChangeFeed, GroupName, LeaseState, LeaseStore, StoreError};
-use tokio::sync::{broadcast, Semaphore};
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::cli::{Cli, MonitorArgs};
 use crate::cross_site::Guard;
 use crate::group_table::GroupTable;
+use crate::stream_slots::StreamSlots;
 use crate::Outcome;
 use state::{Reading, Tracker};
 
@@ -32,6 +33,8 @@ use state::{Reading, Tracker};
 const STREAM_BACKLOG: usize = 256;
 /// Event streams served at once: each holds a connection and a task.
 const MAX_STREAMS: usize = 64;
+/// Event streams served at once to one address: a few pages open on one machine.
+const MAX_STREAMS_PER_PEER: usize = 8;
 /// The shortest gap between reads that change notices can cause.
 const MIN_NOTICE_GAP: Duration = Duration::from_millis(100);
 /// The shortest interval accepted: every read lists the whole table.
@@ -59,7 +62,7 @@ struct App {
     /// The map's JSON, built at most once per sequence.
     map_json: Mutex<Option<(u64, Arc<str>)>>,
     events: broadcast::Sender<Arc<Item>>,
-    streams: Arc<Semaphore>,
+    streams: Arc<StreamSlots>,
     token: Option<String>,
     reads_ok: AtomicU64,
     reads_failed: AtomicU64,
@@ -137,7 +140,7 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
         )),
         map_json: Mutex::new(None),
         events,
-        streams: Arc::new(Semaphore::new(MAX_STREAMS)),
+        streams: StreamSlots::new(MAX_STREAMS, MAX_STREAMS_PER_PEER),
         token,
         reads_ok: AtomicU64::new(0),
         reads_failed: AtomicU64::new(0),

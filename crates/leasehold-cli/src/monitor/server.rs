@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, Extensions, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,10 +18,10 @@ use leasehold::metrics::Registry;
 use leasehold::{NodeId, PartitionId, StoreError};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::{App, Item};
 use crate::http::{authorized, error, scrape};
+use crate::stream_slots::Slot;
 
 const INDEX: &str = include_str!("assets/index.html");
 /// The map page's script, as ES modules the page imports from `main.js` (no build step).
@@ -94,15 +94,13 @@ struct Cursor {
     receiver: tokio::sync::broadcast::Receiver<Arc<Item>>,
     sequence: u64,
     change: u64,
-    _permit: OwnedSemaphorePermit,
+    _permit: Slot,
 }
 
-async fn events(State(app): State<Arc<App>>) -> Response {
-    let Ok(permit) = Arc::clone(&app.streams).try_acquire_owned() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many event streams open; try again later",
-        );
+async fn events(State(app): State<Arc<App>>, extensions: Extensions) -> Response {
+    let permit = match app.streams.take_for(&extensions) {
+        Ok(slot) => slot,
+        Err(why) => return error(StatusCode::SERVICE_UNAVAILABLE, why),
     };
     // Subscribed before the map is taken, so that nothing between the two is missed; what
     // the map already shows is skipped by sequence and id.
