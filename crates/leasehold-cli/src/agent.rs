@@ -31,6 +31,7 @@ use crate::http::{authorized, error};
 use crate::node_process;
 use crate::stream_slots::StreamSlots;
 use crate::Outcome;
+use leasehold_process::serve::ServeMetrics;
 use leasehold_process::{Process, StoreWait};
 
 mod api;
@@ -130,7 +131,9 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
     let callbacks: Arc<dyn Callbacks> =
         Arc::new(EventCallbacks(Arc::clone(&events), Arc::clone(&loads)));
     let (process, work) = node_process::prepare(cli, &args.node, Some(callbacks))?;
-    let process = process.metrics().follow_router(ROUTER_POLL);
+    let mut registry = Registry::default();
+    let serving = ServeMetrics::register(&mut registry);
+    let process = process.metrics_in(registry).follow_router(ROUTER_POLL);
     let (listener, bound) = crate::http::bind(&args.listen, "the agent").await?;
     let agent = Arc::new(Agent {
         node: OnceLock::new(),
@@ -150,7 +153,13 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
         has_token: agent.token.is_some(),
         loopback: bound.ip().is_loopback(),
     };
-    crate::http::spawn(listener, routes(Arc::clone(&agent)), guard, "agent");
+    crate::http::spawn(
+        listener,
+        routes(Arc::clone(&agent)),
+        guard,
+        "agent",
+        serving,
+    );
     let announcement = Announcement::new(format!("listening on http://{bound}/"));
     let serving = serve(cli, process, work, &agent, &announcement);
     let outcome = announcing(&agent.wait, &announcement, serving).await;
@@ -253,12 +262,18 @@ impl Agent {
 
     /// 503 while the store has not been reached: how many attempts failed and why the last
     /// did, so that an operator reading `/readyz` sees the cause without the agent's log.
+    /// Not the cause when the agent has a token: it names the store's host and path, and an
+    /// agent with a token may listen where anyone can ask (the log has it).
     fn waiting(&self, message: &str) -> Response {
+        let cause = match self.token {
+            None => self.wait.last_error(),
+            Some(_) => None,
+        };
         let body = json!({
             "error": message,
             "waiting_for_store": true,
             "failed_attempts": self.wait.failures(),
-            "last_store_error": self.wait.last_error(),
+            "last_store_error": cause,
         });
         // The agent is ready within moments of the store answering: polling every second
         // costs nothing and loses little.

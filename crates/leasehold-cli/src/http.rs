@@ -27,16 +27,20 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 /// checks against cross-site use ([`crate::cross_site`]) and the limits every server has
 /// ([`leasehold_process::serve`]: header and request timeouts, a connection cap). It runs
 /// for the life of the process.
-pub fn spawn(listener: TcpListener, router: Router, guard: Guard, what: &'static str) {
+pub fn spawn(
+    listener: TcpListener,
+    router: Router,
+    guard: Guard,
+    what: &'static str,
+    metrics: serve::ServeMetrics,
+) {
     let router = router
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(guard, cross_site::guard));
-    drop(serve::spawn(
-        listener,
-        router,
-        serve::Limits::default(),
-        what,
+    let limits = serve::Limits::default();
+    drop(serve::spawn_counted(
+        listener, router, limits, what, metrics,
     ));
 }
 

@@ -105,6 +105,14 @@ fn holds_up(server: &NodeProcess, at: &str) {
         assert!(Instant::now() < deadline, "/healthz unanswered");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The refusals are counted where Prometheus reads them.
+    let metrics = http::get(at, "/metrics").body;
+    let refused = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("leasehold_http_connections_refused_total "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no refusal count in:\n{metrics}"));
+    assert!(refused >= 1.0, "{refused}");
     let cut = slow.join().unwrap();
     eprintln!("{at}: {files} files open under the flood, resident memory +{grown} KiB, the slow client cut off after {cut:?}");
     assert!(

@@ -382,19 +382,22 @@ fn forward(client: TcpStream, server: TcpStream) {
     pipe(server, client);
 }
 
+/// An agent of four partitions, its API on a port the system picks.
+const AGENT: [&str; 7] = [
+    "agent",
+    "--id",
+    "a1",
+    "--partitions",
+    "4",
+    "--listen",
+    "127.0.0.1:0",
+];
+
 /// Starts an agent on `store` (at the proxy's port, where nothing listens yet), checks what
 /// it answers while it waits, then starts the proxy to `upstream` and checks that the agent
 /// becomes ready and takes every partition.
 fn agent_waits_for_the_store(kind: &str, port: u16, upstream: String, store: &str) {
-    let mut args = vec![
-        "agent",
-        "--id",
-        "a1",
-        "--partitions",
-        "4",
-        "--listen",
-        "127.0.0.1:0",
-    ];
+    let mut args = AGENT.to_vec();
     args.extend(TIMINGS);
     let mut agent = Process::start(kind, store, &args);
     let at = agent.listening_at();
@@ -509,4 +512,29 @@ fn a_monitor_waits_for_an_unreachable_store_and_shrugs_off_sighup() {
     });
     let (code, _) = monitor.stop("TERM");
     assert_eq!(code, 0, "{}", monitor.stderr());
+}
+
+#[test]
+fn an_agent_with_a_token_keeps_the_store_it_waits_for_to_itself() {
+    let url = format!("postgres://leasehold@127.0.0.1:{}/hidden_db", free_port());
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let token = directory.path().join("token");
+    std::fs::write(&token, "waiting-token").unwrap();
+    let mut args = AGENT.to_vec();
+    args.extend(["--token-file", token.to_str().unwrap()]);
+    let mut agent = Process::start("agent-token", &url, &args);
+    let at = agent.listening_at();
+    agent.wait_for(WAIT, "two failed attempts", |agent| {
+        agent.retries_logged() >= 2
+    });
+    let ready = http::get(&at, "/readyz");
+    assert_eq!(ready.status, 503, "{ready:?}");
+    let body = ready.json();
+    assert!(body["failed_attempts"].as_u64().unwrap() >= 2, "{body}");
+    assert!(body["last_store_error"].is_null(), "{body}");
+    assert!(!ready.body.contains("hidden_db"), "{body}");
+    assert!(
+        agent.stderr().contains("hidden_db"),
+        "the log keeps the cause"
+    );
 }

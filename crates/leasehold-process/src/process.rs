@@ -130,8 +130,13 @@ impl Process {
 
     /// Records the participant's metrics in a registry of its own ([`Process::registry`]),
     /// to serve with [`Process::serve_metrics`] or beside the caller's own endpoints.
-    pub fn metrics(mut self) -> Process {
-        let mut registry = Registry::default();
+    pub fn metrics(self) -> Process {
+        self.metrics_in(Registry::default())
+    }
+
+    /// Records the participant's metrics in `registry`, beside what the caller registered
+    /// there already (its servers' figures, say).
+    pub fn metrics_in(mut self, mut registry: Registry) -> Process {
         self.environment.metrics = Some(Metrics::register(&mut registry));
         self.registry = Some(Arc::new(registry));
         self

@@ -30,6 +30,9 @@ use axum::http::{Request, Response, StatusCode};
 use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use leasehold::metrics::Registry;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
@@ -64,6 +67,33 @@ impl Default for Limits {
             max_connections: 512,
             stalled_reader_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+/// The serving figures of one server, to register with its other metrics:
+/// `leasehold_http_connections_open` and `leasehold_http_connections_refused_total`.
+#[derive(Debug, Clone, Default)]
+pub struct ServeMetrics {
+    open: Gauge,
+    refused: Counter,
+}
+
+impl ServeMetrics {
+    /// Registers the figures in `registry`.
+    pub fn register(registry: &mut Registry) -> ServeMetrics {
+        let metrics = ServeMetrics::default();
+        let r = registry.sub_registry_with_prefix("leasehold");
+        r.register(
+            "http_connections_open",
+            "HTTP connections being served",
+            metrics.open.clone(),
+        );
+        r.register(
+            "http_connections_refused",
+            "HTTP connections closed at once because the server's cap was reached",
+            metrics.refused.clone(),
+        );
+        metrics
     }
 }
 
@@ -109,14 +139,28 @@ pub fn spawn(
     limits: Limits,
     what: &'static str,
 ) -> Server {
+    spawn_counted(listener, router, limits, what, ServeMetrics::default())
+}
+
+/// Like [`spawn`], counting connections in `metrics`.
+pub fn spawn_counted(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    what: &'static str,
+    metrics: ServeMetrics,
+) -> Server {
     let (stop, stopped) = watch::channel(false);
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     let refused = Arc::new(AtomicU64::new(0));
     let accepting = accept(
-        listener,
-        router,
-        limits,
-        what,
+        Accepting {
+            listener,
+            router,
+            limits,
+            what,
+            metrics,
+        },
         stopped,
         Arc::clone(&connections),
         Arc::clone(&refused),
@@ -130,15 +174,28 @@ pub fn spawn(
     }
 }
 
-async fn accept(
+/// What the accept loop serves, and how.
+struct Accepting {
     listener: TcpListener,
     router: axum::Router,
     limits: Limits,
     what: &'static str,
+    metrics: ServeMetrics,
+}
+
+async fn accept(
+    accepting: Accepting,
     mut stopped: watch::Receiver<bool>,
     connections: Arc<Semaphore>,
     refused: Arc<AtomicU64>,
 ) {
+    let Accepting {
+        listener,
+        router,
+        limits,
+        what,
+        metrics,
+    } = accepting;
     let mut last_refusal_log: Option<tokio::time::Instant> = None;
     loop {
         let accepted = tokio::select! {
@@ -155,6 +212,7 @@ async fn accept(
         };
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
             let count = refused.fetch_add(1, Ordering::Relaxed) + 1;
+            metrics.refused.inc();
             let now = tokio::time::Instant::now();
             if last_refusal_log.is_none_or(|at| now >= at + REFUSAL_LOG_EVERY) {
                 last_refusal_log = Some(now);
@@ -176,8 +234,11 @@ async fn accept(
         }
         let router = router.clone();
         let stopped = stopped.clone();
+        let open = metrics.open.clone();
+        open.inc();
         tokio::spawn(async move {
             serve_connection(stream, peer, router, limits, stopped).await;
+            open.dec();
             drop(permit);
         });
     }

@@ -148,6 +148,7 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
     });
     let mut registry = leasehold::metrics::Registry::default();
     registry.register_collector(Box::new(metrics::Health::new(Arc::clone(&app))));
+    let serving = leasehold_process::serve::ServeMetrics::register(&mut registry);
     let guard = Guard {
         has_token: app.token.is_some(),
         loopback: bound.ip().is_loopback(),
@@ -157,6 +158,7 @@ pub async fn run(cli: &Cli, args: &MonitorArgs) -> anyhow::Result<Outcome> {
         server::routes(Arc::clone(&app), Arc::new(registry)),
         guard,
         "monitor",
+        serving,
     );
     crate::say(&format!("listening on http://{bound}/"))?;
     tracing::info!(group = %app.group, %bound, "monitor started");
