@@ -36,6 +36,15 @@ async fn start() -> (Server, u16) {
             }),
         )
         .route(
+            "/endless",
+            get(|| async {
+                // A body that never ends, as an event stream to a reader that never reads.
+                let chunk = axum::body::Bytes::from(vec![b'x'; 64 * 1024]);
+                let chunks = futures_util::stream::repeat(Ok::<_, std::convert::Infallible>(chunk));
+                axum::body::Body::from_stream(chunks)
+            }),
+        )
+        .route(
             "/while",
             get(|| async {
                 HANDLING.fetch_add(1, Ordering::SeqCst);
@@ -161,4 +170,30 @@ async fn a_handler_too_slow_answers_503_and_a_shutdown_lets_requests_finish() {
         .await
         .unwrap();
     assert_eq!(after, None, "nothing is accepted after a shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_a_response_is_cut_off() {
+    let (server, port) = start().await;
+    // Reads the head of an endless body, then nothing: the window closes, and stays closed.
+    let reader = tokio::task::spawn_blocking(move || {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        socket.set_recv_buffer_size(4096)?;
+        let address: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        socket.connect(&address.into())?;
+        let mut stream: TcpStream = socket.into();
+        stream.write_all(b"GET /endless HTTP/1.1\r\nHost: localhost\r\n\r\n")?;
+        let mut head = [0u8; 64];
+        stream.read_exact(&mut head)?;
+        std::io::Result::Ok(stream)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while server.open_connections() > 0 {
+        assert!(Instant::now() < deadline, "still served after {LIMIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(reader);
 }
