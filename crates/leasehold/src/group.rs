@@ -402,6 +402,33 @@ pub(crate) mod nanos {
 mod tests {
     use super::*;
 
+    #[test]
+    fn lease_modes_read_back_what_they_print() {
+        for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+            assert_eq!(mode.to_string(), mode.as_str());
+            assert_eq!(mode.as_str().parse::<LeaseMode>(), Ok(mode));
+        }
+        assert_eq!(LeaseMode::PerPartition.as_str(), "per_partition");
+        assert_eq!(LeaseMode::Session.as_str(), "session");
+        assert_eq!("per-partition".parse(), Ok(LeaseMode::PerPartition));
+        let unknown = "perpartition".parse::<LeaseMode>().unwrap_err();
+        assert!(unknown.contains("per-partition or session"), "{unknown}");
+    }
+
+    #[test]
+    fn timings_whose_waits_only_meet_are_unsafe() {
+        // 5 s × (1 − 0.25) = 3 s × (1 + 0.25) exactly: the taker could start the instant the
+        // holder stops, which the rule does not allow.
+        let timings = |acquire_after: Duration| GroupTimings {
+            lease_validity: Duration::from_secs(3),
+            acquire_after,
+            max_clock_drift: 0.25,
+        };
+        assert!(!timings(Duration::from_secs(5)).is_safe());
+        assert!(timings(Duration::from_millis(5001)).is_safe());
+        assert!(!timings(Duration::from_millis(4999)).is_safe());
+    }
+
     fn config(lease_validity: u64, acquire_after: u64) -> ParticipantConfig {
         ParticipantConfig {
             lease_validity: Duration::from_secs(lease_validity),

@@ -371,3 +371,36 @@ async fn the_lease_mode_changes_only_with_no_members() {
         "{message}"
     );
 }
+
+/// Records created in a group used before are held by nobody (taken only after
+/// `acquire_after`); each sign of earlier use is enough alone, and a new group starts free.
+#[tokio::test]
+async fn records_built_in_a_group_used_before_are_held_by_nobody_whatever_shows_the_use() {
+    let fresh = MemoryStore::new();
+    let group: GroupName = "g".parse().unwrap();
+    let outcome = init(&fresh, &group, 2).await.unwrap();
+    assert!(!outcome.held_by_nobody, "{outcome:?}");
+
+    // A generation raised (destroyed before), nothing else.
+    let destroyed = MemoryStore::new();
+    create_released(&destroyed, &group, 0..2).await;
+    destroy(&destroyed, &group, Destroy::Force).await.unwrap();
+    let record = ensure_group(&destroyed, &group).await.unwrap();
+    assert!(record.value.generation > 0 && record.value.epoch_floor == Epoch(0));
+    assert!(init(&destroyed, &group, 2).await.unwrap().held_by_nobody);
+
+    // An epoch floor, nothing else.
+    let floored = MemoryStore::new();
+    raise_epoch_floor(&floored, &group, Epoch(3)).await.unwrap();
+    assert!(init(&floored, &group, 2).await.unwrap().held_by_nobody);
+
+    // A record taken once (in use), nothing else.
+    let used = MemoryStore::new();
+    ensure_group(&used, &group).await.unwrap();
+    let mut taken = LeaseRecord::released();
+    taken.epoch = Epoch(1);
+    used.put_lease(&group, PartitionId(0), &taken, PutMode::Create)
+        .await
+        .unwrap();
+    assert!(init(&used, &group, 2).await.unwrap().held_by_nobody);
+}

@@ -543,3 +543,76 @@ fn an_address_or_labels_no_store_would_keep_are_refused() {
     let error = config.validate().unwrap_err();
     assert!(error.to_string().starts_with("metadata"), "{error}");
 }
+
+/// `config` with `change` made to it, validated.
+fn validated(change: impl FnOnce(&mut ParticipantConfig)) -> Result<(), ConfigError> {
+    let mut config = config();
+    change(&mut config);
+    config.validate()
+}
+
+#[test]
+fn load_settings_outside_their_ranges_are_refused_with_the_value_named() {
+    for bad in [0.99, -1.0, f64::NAN, f64::INFINITY] {
+        let refused = validated(|c| c.load_band = bad);
+        assert!(
+            matches!(refused, Err(ConfigError::LoadBandOutOfRange { .. })),
+            "load_band {bad}: {refused:?}"
+        );
+    }
+    for good in [1.0, 1.25] {
+        validated(|c| c.load_band = good).unwrap();
+    }
+    for bad in [0.0, -0.1, 1.0 + 1e-9, f64::NAN, f64::INFINITY] {
+        let refused = validated(|c| c.churn_budget = bad);
+        assert!(
+            matches!(refused, Err(ConfigError::ChurnBudgetOutOfRange { .. })),
+            "churn_budget {bad}: {refused:?}"
+        );
+    }
+    for good in [1e-9, 0.5, 1.0] {
+        validated(|c| c.churn_budget = good).unwrap();
+    }
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let capacity = validated(|c| c.capacity = Some(bad));
+        assert!(
+            matches!(
+                &capacity,
+                Err(ConfigError::Published {
+                    field: "capacity",
+                    ..
+                })
+            ),
+            "capacity {bad}: {capacity:?}"
+        );
+        let max_load = validated(|c| c.max_load = Some(bad));
+        assert!(
+            matches!(
+                &max_load,
+                Err(ConfigError::Published {
+                    field: "max_load",
+                    ..
+                })
+            ),
+            "max_load {bad}: {max_load:?}"
+        );
+    }
+    for good in [1e-9, 5.0] {
+        validated(|c| c.capacity = Some(good)).unwrap();
+        validated(|c| c.max_load = Some(good)).unwrap();
+    }
+}
+
+#[test]
+fn each_session_take_control_alone_is_refused_by_validation() {
+    let ignores_session = validated(|c| c.controls.take_ignores_session = true);
+    assert!(matches!(
+        ignores_session,
+        Err(ConfigError::UnsafeSessionTake)
+    ));
+    let ended_sessions = validated(|c| c.controls.take_ended_sessions = true);
+    assert!(matches!(
+        ended_sessions,
+        Err(ConfigError::UnsafeSessionTake)
+    ));
+}
