@@ -40,7 +40,6 @@ esac
 
 bash scripts/services.sh install
 bash scripts/services.sh stop >/dev/null 2>&1 || true
-bash scripts/services.sh start
 
 hogs=()
 stop_hogs() {
@@ -48,7 +47,10 @@ stop_hogs() {
   for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null || true; done
   hogs=()
 }
+# Set before the servers start: one that fails to start must not leave the others running
+# (holding their ports against the next run).
 trap 'stop_hogs; bash scripts/services.sh stop' EXIT
+bash scripts/services.sh start
 
 for env_file in .services/*.env; do
   [ -e "$env_file" ] || continue
