@@ -124,7 +124,12 @@ impl Process {
     /// The participant's clock, seed and session randomness (its metrics come from
     /// [`Process::metrics`]).
     pub fn environment(mut self, environment: Environment) -> Process {
-        self.environment = environment;
+        // Whichever comes first, the metrics asked for stay recorded.
+        let metrics = self.environment.metrics.take();
+        self.environment = Environment {
+            metrics: metrics.or(environment.metrics),
+            ..environment
+        };
         self
     }
 
@@ -136,10 +141,16 @@ impl Process {
 
     /// Records the participant's metrics in `registry`, beside what the caller registered
     /// there already (its servers' figures, say).
-    pub fn metrics_in(mut self, mut registry: Registry) -> Process {
-        self.environment.metrics = Some(Metrics::register(&mut registry));
-        self.registry = Some(Arc::new(registry));
+    pub fn metrics_in(mut self, registry: Registry) -> Process {
+        self.record_metrics_in(registry);
         self
+    }
+
+    fn record_metrics_in(&mut self, mut registry: Registry) -> Arc<Registry> {
+        self.environment.metrics = Some(Metrics::register(&mut registry));
+        let registry = Arc::new(registry);
+        self.registry = Some(Arc::clone(&registry));
+        registry
     }
 
     /// The registry the participant's metrics are recorded in, once [`Process::metrics`]
@@ -152,12 +163,10 @@ impl Process {
     /// on, before the store is reached; returns the address bound. Turns
     /// [`Process::metrics`] on.
     pub async fn serve_metrics(&mut self, address: &str) -> anyhow::Result<SocketAddr> {
-        if self.registry.is_none() {
-            let mut registry = Registry::default();
-            self.environment.metrics = Some(Metrics::register(&mut registry));
-            self.registry = Some(Arc::new(registry));
-        }
-        let registry = Arc::clone(self.registry.as_ref().expect("registered above"));
+        let registry = match &self.registry {
+            Some(registry) => Arc::clone(registry),
+            None => self.record_metrics_in(Registry::default()),
+        };
         crate::metrics_http::serve_metrics(address, registry).await
     }
 

@@ -181,3 +181,23 @@ async fn a_stop_asked_for_while_waiting_for_the_store_ends_the_wait_with_nothing
         .unwrap();
     assert!(started.unwrap().is_none(), "nothing started");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_asked_for_stay_recorded_whatever_environment_comes_after() {
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+    let (stop, requested) = stop_signal();
+    let process = Process::with_store(store, config("a", 4))
+        .create_records()
+        .metrics()
+        .environment(leasehold::Environment::default())
+        .shutdown_on(requested);
+    let registry = Arc::clone(process.registry().expect("a registry"));
+    let mut running = process.start().await.unwrap().unwrap();
+    let participant = running.participant().clone();
+    wait_until("all four held", || participant.owned().len() == 4).await;
+    let text = leasehold::metrics::encode_text(&registry);
+    assert!(text.contains("leasehold_leases_held{"), "{text}");
+    stop.send(()).unwrap();
+    running.wait().await;
+    running.stop().await;
+}
