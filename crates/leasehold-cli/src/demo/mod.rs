@@ -51,7 +51,12 @@ struct Measured {
 
 /// The demo's store and whether it belongs to the demo alone.
 struct DemoStore {
-    store: Arc<dyn LeaseStore>,
+    /// The nodes' handle: each call limited to their `store_timeout` (the heartbeat).
+    nodes: Arc<dyn LeaseStore>,
+    /// The operator's handle (build-out, drain, clean-up), limited by `--timeout`: on a busy
+    /// machine a call may take longer than the demo's heartbeat, which costs a node a renewal
+    /// but must not fail the demo's own steps.
+    operator: Arc<dyn LeaseStore>,
     description: String,
     /// A temporary file or `memory:`: nothing else can be using it.
     private: bool,
@@ -68,7 +73,7 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Outcome> {
     anyhow::ensure!(args.partitions > 0, "--partitions must be at least 1");
     let configs = configs(cli, args)?;
     let demo_store = open_store(cli, args.heartbeat).await?;
-    let (store, group) = (&demo_store.store, &cli.group);
+    let (store, group) = (&demo_store.operator, &cli.group);
     if !demo_store.private && !store.list_leases(group).await?.records.is_empty() {
         anyhow::bail!(
             "group {group} already exists in {}; the demo needs a group of its own (choose one with --group)",
@@ -76,7 +81,7 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Outcome> {
         );
     }
     admin::init(&**store, group, args.partitions).await?;
-    let fleet = Fleet::start(Arc::clone(store), configs, args)?;
+    let fleet = Fleet::start(&demo_store, configs, args)?;
     fleet.say(&format!(
         "leasehold demo: {} nodes over {} partitions in {}\n  heartbeat {}, validity {}, acquire_after {}",
         args.nodes,
@@ -122,12 +127,19 @@ fn configs(cli: &Cli, args: &DemoArgs) -> anyhow::Result<Vec<ParticipantConfig>>
 }
 
 /// `--store` if given, otherwise an SQLite file in a temporary directory removed at the end;
-/// its calls limited to the nodes' `store_timeout`.
+/// the nodes' calls limited to their `store_timeout`, the operator's to `--timeout`.
 async fn open_store(cli: &Cli, store_timeout: Duration) -> anyhow::Result<DemoStore> {
     if cli.store.is_some() {
         let url = cli.store_url()?;
+        let nodes = store_url::open(&url, store_timeout).await?;
+        // A second opening of `memory:` would be another, empty store.
+        let operator = match url {
+            store_url::StoreUrl::Memory => Arc::clone(&nodes),
+            _ => store_url::open(&url, cli.timeout).await?,
+        };
         return Ok(DemoStore {
-            store: store_url::open(&url, store_timeout).await?,
+            nodes,
+            operator,
             description: url.to_string(),
             private: !url.is_shared(),
             _directory: None,
@@ -139,7 +151,8 @@ async fn open_store(cli: &Cli, store_timeout: Duration) -> anyhow::Result<DemoSt
         .context("cannot create a temporary directory for the demo's store")?;
     let path = directory.path().join("demo.db");
     Ok(DemoStore {
-        store: store_url::open_scratch_sqlite(&path, store_timeout).await?,
+        nodes: store_url::open_scratch_sqlite(&path, store_timeout).await?,
+        operator: store_url::open_scratch_sqlite(&path, cli.timeout).await?,
         description: format!("sqlite:{} (temporary)", path.display()),
         private: true,
         _directory: Some(directory),
@@ -151,7 +164,7 @@ struct TimedOut(&'static str);
 
 impl Fleet {
     fn start(
-        store: Arc<dyn LeaseStore>,
+        store: &DemoStore,
         configs: Vec<ParticipantConfig>,
         args: &DemoArgs,
     ) -> anyhow::Result<Fleet> {
@@ -161,7 +174,7 @@ impl Fleet {
         let mut nodes = Vec::new();
         for (index, config) in configs.into_iter().enumerate() {
             let participant =
-                Participant::start(Arc::clone(&store), config, checker.callbacks(index))?;
+                Participant::start(Arc::clone(&store.nodes), config, checker.callbacks(index))?;
             checker.register(participant.clone());
             nodes.push(participant);
         }
@@ -171,7 +184,7 @@ impl Fleet {
             nodes,
             checker,
             screen: Screen::new(),
-            store,
+            store: Arc::clone(&store.operator),
             group,
             partitions: args.partitions,
             acquire_after: args.acquire_after,
