@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs the build tools and store servers the
 # tests need (Debian packages and npm), starts the servers on loopback, checks the alert rules
-# with promtool, runs every test of every crate with every feature, then the browser test of
-# the monitor's page, and stops exactly the servers it started.
+# with promtool, checks and builds the guide, runs every test of every crate with every
+# feature, then the browser test of the monitor's page, and stops exactly the servers it
+# started.
 #
 #   scripts/test.sh [--busy N] [extra cargo test arguments]
 #
@@ -66,6 +67,8 @@ failed=()
 python3 scripts/structure.py || failed+=("scripts/structure.py")
 # Before the crates' tests: it installs promtool, which the metrics tests use too.
 bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
+# The guide: its links, runbooks and build (mdBook installed from crates.io if missing).
+bash scripts/docs.sh || failed+=("scripts/docs.sh")
 
 # Built first, so that busy loops slow the tests and not the compiler.
 cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"

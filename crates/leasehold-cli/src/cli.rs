@@ -16,7 +16,12 @@ use leasehold_process::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 /// Exit codes: 0 success, 1 problems found (stale), a demo check failed or a simulated
 /// invariant was broken, 2 error.
 #[derive(Debug, Parser)]
-#[command(name = "leasehold", version, after_help = duration::help())]
+#[command(
+    name = "leasehold",
+    version,
+    long_version = crate::version::LONG_VERSION,
+    after_help = duration::help()
+)]
 pub struct Cli {
     /// The store holding the lease table: sqlite:PATH (relative to the current directory),
     /// sqlite:///ABSOLUTE/PATH, memory: (private to this process; for demo and tests),

@@ -38,6 +38,7 @@ mod stale;
 mod status;
 mod stream_slots;
 mod table;
+mod version;
 mod work;
 
 use std::io::IsTerminal;

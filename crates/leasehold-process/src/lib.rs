@@ -48,7 +48,18 @@ pub use running::{Running, StopReason};
 pub use store_url::{InvalidStoreUrl, StoreUrl};
 pub use wait::StoreWait;
 
-/// The repository README's examples, compiled and run as doctests so that they stay true.
+/// The repository README's examples, compiled as doctests so that they stay true (the
+/// quick start also runs, as `examples/quickstart.rs`, in `tests/quickstart.rs`).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeExamples;
+
+/// The guide's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+struct GuideLibrary;
+
+/// The guide's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/load-balancing.md")]
+struct GuideLoadBalancing;

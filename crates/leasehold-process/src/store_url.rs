@@ -1,5 +1,5 @@
 //! Store URLs: the scheme names the crate that reads the rest, URL forms and environment
-//! variables (the table in README.md); this module only hands the URL over, or names the
+//! variables (the table in docs/stores.md); this module only hands the URL over, or names the
 //! feature this build left out. `memory:` is the tool's own, private to this process.
 
 use std::fmt;

@@ -1,7 +1,7 @@
 //! The monitor's `/metrics`: the table's health, computed from the latest reading at each
 //! scrape, so a scrape never sees half of one reading and half of the next.
 //!
-//! Every series carries the label `group`. See the README's metric list for meanings.
+//! Every series carries the label `group`. Their meanings: docs/metrics.md.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
