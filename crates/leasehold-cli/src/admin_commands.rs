@@ -125,7 +125,9 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         | Command::Bench(_)
         | Command::Monitor(_)
         | Command::Agent(_)
-        | Command::Sim(_) => {
+        | Command::Sim(_)
+        | Command::Completions { .. }
+        | Command::ManPages { .. } => {
             unreachable!("dispatched in main")
         }
     }

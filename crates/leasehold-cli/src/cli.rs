@@ -164,6 +164,19 @@ pub enum Command {
     /// command that replays it.
     #[command(after_help = duration::help())]
     Sim(Box<SimArgs>),
+    /// Print a completion script for a shell: `leasehold completions bash >
+    /// /usr/share/bash-completion/completions/leasehold`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages, leasehold.1 and one per command (leasehold-node.1, …), into a
+    /// directory (what packages install).
+    #[command(hide = true)]
+    ManPages {
+        /// Where to write them; created if missing.
+        directory: std::path::PathBuf,
+    },
 }
 
 /// Timings for the group record.

@@ -29,6 +29,7 @@ mod exclusions;
 mod group_commands;
 mod group_table;
 mod http;
+mod manual;
 mod monitor;
 mod node;
 mod node_process;
@@ -62,9 +63,12 @@ pub enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The simulator drives its own single-threaded runtimes in virtual time.
-    if let Command::Sim(args) = &cli.command {
-        return exit_code(sim::run(args));
+    match &cli.command {
+        // The simulator drives its own single-threaded runtimes in virtual time.
+        Command::Sim(args) => return exit_code(sim::run(args)),
+        Command::Completions { shell } => return exit_code(manual::completions(*shell)),
+        Command::ManPages { directory } => return exit_code(manual::man_pages(directory)),
+        _ => {}
     }
     init_logging(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
