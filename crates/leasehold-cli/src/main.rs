@@ -17,6 +17,10 @@
 //! `": "`, and exit code 2. `stale` exits 1 when it finds problems; `demo` exits 1 when a
 //! check fails; `sim` exits 1 when an invariant is broken.
 
+// The doc comments of the command-line definitions are its --help texts, where brackets
+// write usage (`etcd://HOST:PORT[,HOST:PORT]`), not links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod admin_commands;
 mod agent;
 mod announce;

@@ -1,4 +1,4 @@
-//! A PostgreSQL backend for [leasehold](leasehold): [`PostgresStore`] keeps one row per
+//! A PostgreSQL backend for [leasehold]: [`PostgresStore`] keeps one row per
 //! partition, one per member and one per group in plain, readable tables, and changes a row
 //! only with an `UPDATE … WHERE version = $expected`, so every node of a fleet spread over
 //! many machines sees one lease table with compare-and-set.

@@ -22,7 +22,7 @@ const MAX_MARGIN: Duration = Duration::from_millis(250);
 /// `base` with, for `seed`, a drift bound ρ drawn log-uniformly over the accepted range, a
 /// store time-out anywhere from a twentieth of the heartbeat to the whole heartbeat, and
 /// `acquire_after` just above `lease_validity × (1 + ρ) / (1 − ρ)`: by one millisecond to
-/// [`MAX_MARGIN`]. The heartbeat and the validity stay, so that the faults scaled to them
+/// 250 ms. The heartbeat and the validity stay, so that the faults scaled to them
 /// keep their meaning.
 ///
 /// ```

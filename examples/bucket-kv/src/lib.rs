@@ -12,7 +12,7 @@
 //! - [`data`]: the fenced data table.
 //! - [`client`]: the routing, retrying client.
 //! - [`load`]: the load generator.
-//! - [`bench`]: the scenario runner (rolling restart, crash, join).
+//! - [`bench`](mod@bench): the scenario runner (rolling restart, crash, join).
 
 pub mod api;
 pub mod bench;

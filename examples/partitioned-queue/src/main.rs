@@ -47,7 +47,7 @@ struct QueueArgs {
     /// How many partitions, one queue each.
     #[arg(long)]
     partitions: u32,
-    /// Queue names are <prefix>-<partition>.
+    /// Queue names are PREFIX-PARTITION.
     #[arg(long, default_value = "orders")]
     queue_prefix: String,
 }

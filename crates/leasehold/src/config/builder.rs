@@ -85,7 +85,7 @@ impl ParticipantConfig {
         Ok(self)
     }
 
-    /// The simulator's negative controls, to turn one on (see [`NegativeControls`]). A
+    /// The simulator's negative controls, to turn one on (see [`NegativeControls`](super::NegativeControls)). A
     /// configuration with any on is refused by [`ParticipantConfig::validate`].
     #[cfg(feature = "negative-controls")]
     pub fn negative_controls_mut(&mut self) -> &mut super::NegativeControls {

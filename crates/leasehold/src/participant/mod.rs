@@ -593,7 +593,7 @@ impl Participant {
     }
 
     /// Resolves once the background task has ended: after [`Participant::shutdown`], or
-    /// unexpectedly. Held leases are reported lost ([`LossReason::Stopped`]) when the task
+    /// unexpectedly. Held leases are reported lost ([`LossReason::Stopped`](crate::LossReason::Stopped)) when the task
     /// ends without releasing them. A process built on a participant should watch this and
     /// exit when it resolves without a shutdown, so that its supervisor restarts it.
     ///
