@@ -1,6 +1,8 @@
-"""Drives a running `leasehold agent` as a worker would and checks what it answers.
+"""Drives a running `leasehold agent` as a worker would and checks what it answers, with the
+client installed from this directory (`pip install ./clients/python`, into a virtual
+environment):
 
-    python3 check_agent.py http://127.0.0.1:PORT TOKEN
+    .venv/bin/python clients/python/check_agent.py http://127.0.0.1:PORT TOKEN
 
 Exit 0 when every check held; the first failure is printed with what was seen.
 """
@@ -62,9 +64,15 @@ def main(url, token):
         raise AssertionError("a released partition still answered for a lease")
     except NotOwner as refusal:
         assert refusal.status == 409, refusal
+    # What the latest tenure of the partition went through: on a loaded machine an earlier
+    # one may have been lost to a late renewal and the partition taken again.
     kinds = []
     for event in events:
-        if event["partition"] == partition and event["kind"] != "acquired":
+        if event["partition"] != partition:
+            continue
+        if event["kind"] == "acquired":
+            kinds = []
+        else:
             kinds.append(event["kind"])
         if "released" in kinds:
             break

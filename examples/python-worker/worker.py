@@ -3,11 +3,11 @@
 unit at a time, each unit under a work permit, and records every unit in a log together with
 the permit's epoch as the fencing token.
 
-    python3 examples/python-worker/worker.py --agent http://127.0.0.1:7464 \\
+    .venv/bin/python examples/python-worker/worker.py --agent http://127.0.0.1:7464 \\
         --token-file token --log work.log --name worker-1
 
-Standard library only. The client, `leasehold_agent.py`, is found in `clients/python` of this
-repository, or anywhere on PYTHONPATH (which is searched first).
+Standard library only, besides the client `leasehold_agent`: install it first, into the
+virtual environment that runs this, with `pip install ./clients/python`.
 
 The agent's lease events say when to start and stop; the permits decide. A unit starts only
 under a permit whose deadline, counted on this process's monotonic clock from the moment the
@@ -25,11 +25,7 @@ import sys
 import threading
 import time
 
-# Appended, so that a client on PYTHONPATH wins over the one in this repository.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.append(os.path.join(HERE, "..", "..", "clients", "python"))
-
-from leasehold_agent import Agent, AgentError, NotOwner  # noqa: E402
+from leasehold_agent import Agent, AgentError, NotOwner
 
 # What a vanished, restarting or wedged agent looks like to urllib: refused or reset
 # connections and timeouts (OSError, URLError among them), or a reply cut off mid-way.

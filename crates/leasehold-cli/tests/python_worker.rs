@@ -1,7 +1,8 @@
-//! The Python worker in `examples/python-worker` beside agents on one SQLite file, through a
-//! crash (SIGKILL), a drain, a restart, a shutdown (SIGTERM) and a freeze (SIGSTOP). Checked
-//! from the workers' own logs: no two units of work on one partition overlap in time, epochs
-//! never go back, and a partition changes workers only with a higher epoch.
+//! The Python worker in `examples/python-worker`, with the client installed from
+//! `clients/python`, beside agents on one SQLite file, through a crash (SIGKILL), a drain, a
+//! restart, a shutdown (SIGTERM) and a freeze (SIGSTOP). Checked from the workers' own logs: no
+//! two units of work on one partition overlap in time, epochs never go back, and a partition
+//! changes workers only with a higher epoch.
 
 mod common;
 
@@ -16,8 +17,8 @@ use common::{http, unix_ns_now, NodeProcess, Site};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
-/// `--validity` in `common::FAST`: no permit outlives the lease it was granted under.
-const VALIDITY: Duration = Duration::from_millis(400);
+/// No permit outlives the lease it was granted under.
+const VALIDITY: Duration = common::FAST_VALIDITY;
 
 struct Agent {
     at: String,
@@ -68,7 +69,7 @@ impl Worker {
         );
         let log = site.path(&format!("{name}.log"));
         let stderr = File::create(site.path(&format!("{name}.err"))).unwrap();
-        let child = Command::new("python3")
+        let child = common::client_python()
             .arg(script)
             .args(["--agent", &format!("http://{}", agent.at)])
             .args(["--token-file", &token_file(site, id)])
@@ -80,7 +81,7 @@ impl Worker {
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
-            .expect("python3 runs");
+            .expect("the environment's python runs");
         Worker {
             name,
             log,
@@ -296,6 +297,8 @@ fn checked_logs(site: &Site, workers: &[&Worker]) -> BTreeMap<u64, Vec<Unit>> {
 /// partition passes from worker to worker at least twice, and each hand-over must be clean.
 #[test]
 fn python_workers_never_overlap_through_a_crash_a_drain_and_a_shutdown() {
+    // Installed before any agent starts, so that the times reported are the scenario's.
+    common::python_client_venv();
     let started_ns = unix_ns_now();
     let site = Site::new();
     site.ok(&["init", "--partitions", "12"]);
@@ -433,6 +436,7 @@ fn python_workers_never_overlap_through_a_crash_a_drain_and_a_shutdown() {
 /// the partition: the deadline alone keeps the two workers apart.
 #[test]
 fn a_worker_beside_a_frozen_agent_stops_at_its_permits_deadline() {
+    common::python_client_venv();
     let site = Site::new();
     site.ok(&["init", "--partitions", "4"]);
     let a = agent(&site, "a", "a", free_port());
