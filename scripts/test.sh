@@ -2,8 +2,8 @@
 # The whole test suite, on a fresh machine: installs the build tools and store servers the
 # tests need (Debian packages and npm), starts the servers on loopback, checks the alert rules
 # with promtool, checks and builds the guide, runs every test of every crate with every
-# feature, then the browser test of the monitor's page, and stops exactly the servers it
-# started.
+# feature, then the browser test of the monitor's page and the Debian package's test, and
+# stops exactly the servers it started.
 #
 #   scripts/test.sh [--busy N] [extra cargo test arguments]
 #
@@ -52,6 +52,7 @@ stop_hogs() {
 # (holding their ports against the next run).
 trap 'stop_hogs; bash scripts/services.sh stop' EXIT
 bash scripts/services.sh start
+echo "test.sh: servers started at ${SECONDS}s"
 
 for env_file in .services/*.env; do
   [ -e "$env_file" ] || continue
@@ -69,9 +70,11 @@ python3 scripts/structure.py || failed+=("scripts/structure.py")
 bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
 # The guide: its links, runbooks and build (mdBook installed from crates.io if missing).
 bash scripts/docs.sh || failed+=("scripts/docs.sh")
+echo "test.sh: the guide checked and built at ${SECONDS}s"
 
 # Built first, so that busy loops slow the tests and not the compiler.
 cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"
+echo "test.sh: tests built at ${SECONDS}s"
 for ((i = 0; i < busy; i++)); do
   (while :; do :; done) &
   hogs+=($!)
@@ -82,6 +85,7 @@ log=$(mktemp)
 set +e
 cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
 cargo_status=${PIPESTATUS[0]}
+echo "test.sh: tests run at ${SECONDS}s"
 set -e
 if [ "$cargo_status" -ne 0 ]; then
   # `test name ... FAILED` lines, per test binary, and the binaries that failed as a whole.
@@ -93,8 +97,11 @@ if [ "$cargo_status" -ne 0 ]; then
 fi
 rm -f "$log"
 
-# The binary the tests above built.
+# The binary the tests above built: the monitor's page in a browser, and the Debian package
+# installed, run and removed.
 bash scripts/browser-test.sh || failed+=("scripts/browser-test.sh")
+bash scripts/package-test.sh || failed+=("scripts/package-test.sh")
+echo "test.sh: browser and package tests done at ${SECONDS}s"
 stop_hogs
 
 if [ ${#failed[@]} -gt 0 ]; then
