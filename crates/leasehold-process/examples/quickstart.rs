@@ -8,17 +8,10 @@ struct Server;
 
 impl Callbacks for Server {
     fn on_acquired(&self, lease: &LeaseGuard) {
-        println!(
-            "serving partition {} (token {})",
-            lease.partition(),
-            lease.epoch()
-        );
+        println!("serving {} (token {})", lease.partition(), lease.epoch());
     }
     fn on_lost(&self, loss: &Loss) {
-        println!(
-            "stopped serving partition {} ({:?})",
-            loss.partition, loss.reason
-        );
+        println!("stopped serving {} ({:?})", loss.partition, loss.reason);
     }
 }
 

@@ -127,7 +127,7 @@ async fn the_quick_start_holds_everything_and_hands_it_off_on_sigterm() {
     std::io::Read::read_to_string(server.0.stdout.as_mut().unwrap(), &mut out).unwrap();
     assert_eq!(
         out.lines()
-            .filter(|line| line.starts_with("serving partition"))
+            .filter(|line| line.starts_with("serving "))
             .count(),
         64,
         "{out}"
