@@ -17,6 +17,39 @@ fn defaults_and_fast_preset_are_valid() {
     assert_eq!(config().acquire_after, Duration::from_secs(45));
 }
 
+/// Fails if the fast preset's timings differ from what its documentation promises (tests
+/// and the demo rely on a hand-off waiting 1 s, not the default 30 s, for work in flight).
+#[test]
+fn the_fast_preset_has_the_timings_it_documents() {
+    let fast = ParticipantConfig::fast(NodeId::new("n1").unwrap(), 8);
+    let ms = Duration::from_millis;
+    assert_eq!(
+        (
+            fast.heartbeat,
+            fast.lease_validity,
+            fast.acquire_after,
+            fast.scan_interval,
+            fast.store_timeout,
+            fast.drain_timeout
+        ),
+        (ms(250), ms(1000), ms(1500), ms(250), ms(250), ms(1000))
+    );
+}
+
+/// Fails if long timings a user may well set (a member forgotten after 300 days, a
+/// hand-off waiting 100 days for its work) are refused: the documented limit is 365 days.
+#[test]
+fn timings_of_months_are_accepted() {
+    let day = Duration::from_secs(24 * 3600);
+    let long = ParticipantConfig {
+        forget_members_after: 300 * day,
+        drain_timeout: 100 * day,
+        ..config()
+    };
+    assert_eq!(long.validate(), Ok(()));
+    assert_eq!(ParticipantConfig::MAX_DURATION, 365 * day);
+}
+
 #[test]
 fn each_bad_value_is_named() {
     let cases: Vec<(ParticipantConfig, &str)> = vec![
