@@ -183,7 +183,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct TimingArgs {
     /// The longest any node may keep a lease after the renewal that wrote it.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "acquire_after")]
+    #[arg(long, visible_alias = "validity", value_parser = parse_duration, value_name = "DURATION", requires = "acquire_after")]
     pub lease_validity: Option<Duration>,
     /// The shortest any node may wait on an unchanged record before taking it.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "lease_validity")]
@@ -315,7 +315,7 @@ pub struct NodeArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub heartbeat: Option<Duration>,
     /// How long a renewal keeps a lease valid [default: 30s].
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, visible_alias = "lease-validity", value_parser = parse_duration, value_name = "DURATION")]
     pub validity: Option<Duration>,
     /// How long a record must stay unchanged before this node takes it over [default: 45s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -427,7 +427,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "250ms", value_parser = parse_duration, value_name = "DURATION")]
     pub heartbeat: Duration,
     /// Lease validity.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, visible_alias = "lease-validity", default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub validity: Duration,
     /// Wait before taking over an unrenewed lease.
     #[arg(long, default_value = "1500ms", value_parser = parse_duration, value_name = "DURATION")]
@@ -459,7 +459,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
     pub heartbeat: Duration,
     /// The nodes' lease validity.
-    #[arg(long, default_value = "2500ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, visible_alias = "lease-validity", default_value = "2500ms", value_parser = parse_duration, value_name = "DURATION")]
     pub validity: Duration,
     /// The nodes' wait before taking over an unrenewed lease.
     #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
