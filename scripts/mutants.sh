@@ -40,8 +40,6 @@ mkdir -p "$output"
 # them side by side; most of their time is spent waiting on lease timings in real time (the
 # conformance tests of the in-memory store), so more of them run at once than there are
 # cores: a mutant's tests take about as long as the slowest one, about 9 s instead of 20.
-# The core is built unoptimized here (the workspace optimizes it for the simulator's tests):
-# each mutant rebuilds it, and these tests are not bound by its speed.
 tool=()
 if command -v cargo-nextest >/dev/null 2>&1; then
   tool=(--test-tool nextest)
@@ -63,7 +61,6 @@ cargo mutants "${tool[@]}" \
   --exclude '**/tests.rs' \
   --exclude '**/tests/*.rs' \
   --timeout-multiplier 3 \
-  --cargo-arg=--config=profile.dev.package.leasehold.opt-level=0 \
   --output "$output" \
   --cargo-test-arg=--lib \
   --cargo-test-arg=--tests \
