@@ -7,11 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MDBOOK_VERSION=0.5.4
-if ! command -v mdbook >/dev/null 2>&1 || [ "$(mdbook --version)" != "mdbook v${MDBOOK_VERSION}" ]; then
-  # Without its default features: no live-reload server or search index to build.
-  cargo install --locked --no-default-features mdbook@"${MDBOOK_VERSION}"
-fi
+bash scripts/tools.sh mdbook
 
 python3 scripts/check_docs.py
 # mdBook reports a missing include or chapter as an error; warnings are shown as they come.

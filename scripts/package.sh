@@ -32,10 +32,7 @@ case "$profile" in
   *) echo "package.sh: --profile is release or dev, not '$profile'" >&2; exit 2 ;;
 esac
 
-CARGO_DEB_VERSION=3.8.0
-if ! command -v cargo-deb >/dev/null 2>&1; then
-  cargo install --locked cargo-deb@"${CARGO_DEB_VERSION}"
-fi
+bash scripts/tools.sh cargo-deb
 
 if [ "$build" = 1 ]; then
   cargo build --locked --profile "$profile" -p leasehold-cli "${features[@]}"

@@ -50,7 +50,7 @@ stop_hogs() {
 }
 # Set before the servers start: one that fails to start must not leave the others running
 # (holding their ports against the next run).
-trap 'stop_hogs; bash scripts/services.sh stop' EXIT
+trap 'stop_hogs; [ -z "${tools_pid:-}" ] || kill "$tools_pid" 2>/dev/null; bash scripts/services.sh stop' EXIT
 bash scripts/services.sh start
 echo "test.sh: servers started at ${SECONDS}s"
 
@@ -68,13 +68,15 @@ failed=()
 python3 scripts/structure.py || failed+=("scripts/structure.py")
 # Before the crates' tests: it installs promtool, which the metrics tests use too.
 bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
-# The guide: its links, runbooks and build (mdBook installed from crates.io if missing).
-bash scripts/docs.sh || failed+=("scripts/docs.sh")
-echo "test.sh: the guide checked and built at ${SECONDS}s"
 
 # Built first, so that busy loops slow the tests and not the compiler.
 cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"
 echo "test.sh: tests built at ${SECONDS}s"
+# mdBook and cargo-deb, for the guide and the package after the tests: compiled (when
+# missing) at the lowest priority while the tests run, which mostly wait on lease timings.
+tools_log=$(mktemp)
+nice -n 19 bash scripts/tools.sh mdbook cargo-deb >"$tools_log" 2>&1 &
+tools_pid=$!
 for ((i = 0; i < busy; i++)); do
   (while :; do :; done) &
   hogs+=($!)
@@ -97,6 +99,14 @@ if [ "$cargo_status" -ne 0 ]; then
 fi
 rm -f "$log"
 
+if ! wait "$tools_pid"; then
+  cat "$tools_log"
+  failed+=("scripts/tools.sh mdbook cargo-deb")
+fi
+rm -f "$tools_log"
+echo "test.sh: tools ready at ${SECONDS}s"
+# The guide: its links, runbooks and build.
+bash scripts/docs.sh || failed+=("scripts/docs.sh")
 # The binary the tests above built: the monitor's page in a browser, and the Debian package
 # installed, run and removed.
 bash scripts/browser-test.sh || failed+=("scripts/browser-test.sh")
