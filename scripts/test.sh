@@ -50,7 +50,10 @@ stop_hogs() {
 }
 # Set before the servers start: one that fails to start must not leave the others running
 # (holding their ports against the next run).
-trap 'stop_hogs; [ -z "${tools_pid:-}" ] || kill "$tools_pid" 2>/dev/null; bash scripts/services.sh stop' EXIT
+stop_tools() {
+  if [ -n "${tools_pid:-}" ]; then kill "$tools_pid" 2>/dev/null || true; fi
+}
+trap 'stop_hogs; stop_tools; bash scripts/services.sh stop' EXIT
 bash scripts/services.sh start
 echo "test.sh: servers started at ${SECONDS}s"
 
