@@ -3,6 +3,7 @@
 file that exists and, with a #fragment, to a heading in it; every page of docs/ is in
 SUMMARY.md; every alert rule has its runbook; the README stays an entry page."""
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -33,8 +34,9 @@ def prose(path: Path):
             yield number, line
 
 
-def anchors(path: Path) -> set:
-    return {slug(line.lstrip("#")) for _, line in prose(path) if line.startswith("#")}
+@functools.lru_cache(maxsize=None)
+def anchors(path: Path) -> frozenset:
+    return frozenset(slug(line.lstrip("#")) for _, line in prose(path) if line.startswith("#"))
 
 
 def check_links(path: Path, problems: list) -> None:

@@ -19,7 +19,7 @@ use leasehold_process::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 #[command(
     name = "leasehold",
     version,
-    long_version = crate::version::LONG_VERSION,
+    long_version = crate::version::long_version(),
     after_help = duration::help()
 )]
 pub struct Cli {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use leasehold::{
-    admin, GroupName, LeaseStore, NodeId, Participant, ParticipantConfig, PartitionId,
+    admin, GroupName, LeaseStore, NodeId, Participant, ParticipantConfig, PartitionId, TimeoutStore,
 };
 use tokio::time::Instant;
 
@@ -139,7 +139,7 @@ async fn open_store(cli: &Cli, store_timeout: Duration) -> anyhow::Result<DemoSt
         };
         return Ok(DemoStore {
             nodes,
-            operator,
+            operator: Arc::new(TimeoutStore::new(operator, cli.timeout)),
             description: url.to_string(),
             private: !url.is_shared(),
             _directory: None,
@@ -152,7 +152,10 @@ async fn open_store(cli: &Cli, store_timeout: Duration) -> anyhow::Result<DemoSt
     let path = directory.path().join("demo.db");
     Ok(DemoStore {
         nodes: store_url::open_scratch_sqlite(&path, store_timeout).await?,
-        operator: store_url::open_scratch_sqlite(&path, cli.timeout).await?,
+        operator: Arc::new(TimeoutStore::new(
+            store_url::open_scratch_sqlite(&path, cli.timeout).await?,
+            cli.timeout,
+        )),
         description: format!("sqlite:{} (temporary)", path.display()),
         private: true,
         _directory: Some(directory),
