@@ -57,6 +57,7 @@ mod options;
 mod signing;
 mod store;
 mod table;
+mod tls;
 
 pub use options::{AccountKey, AzureOptions};
 pub use store::AzureTableStore;
