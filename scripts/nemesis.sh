@@ -29,6 +29,7 @@ for env_file in .services/*.env; do
   source "$env_file"
 done
 
-# One store at a time: the schedule's timings are its own, not the machine's.
+# The stores' schedules run side by side in one test, the negative controls in the other: one
+# test at a time, so that the controls' fleets do not load the schedules' machine as well.
 cargo test --release --all-features --locked -p leasehold-cli --test nemesis -- \
   --nocapture --test-threads 1

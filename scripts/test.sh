@@ -52,6 +52,7 @@ stop_hogs() {
 # (holding their ports against the next run).
 stop_tools() {
   if [ -n "${tools_pid:-}" ]; then kill "$tools_pid" 2>/dev/null || true; fi
+  if [ -n "${sim_pid:-}" ]; then kill "$sim_pid" 2>/dev/null || true; fi
 }
 trap 'stop_hogs; stop_tools; bash scripts/services.sh stop' EXIT
 bash scripts/services.sh start
@@ -72,8 +73,15 @@ python3 scripts/structure.py || failed+=("scripts/structure.py")
 # Before the crates' tests: it installs promtool, which the metrics tests use too.
 bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
 
+# The simulator's tests are deterministic and use the CPU only, where the rest mostly wait
+# on lease timings in real time: without extra arguments they run beside the rest, as one
+# more load on the machine, rather than after it. Their package alone gives the core other
+# features, hence a build of its own.
+split=0
+[ ${#cargo_args[@]} -gt 0 ] || split=1
 # Built first, so that busy loops slow the tests and not the compiler.
 cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"
+[ "$split" -eq 0 ] || cargo test -p leasehold-sim --all-features --locked --no-run
 echo "test.sh: tests built at ${SECONDS}s"
 # mdBook and cargo-deb, for the guide and the package after the tests: compiled (when
 # missing) at the lowest priority while the tests run, which mostly wait on lease timings.
@@ -86,21 +94,41 @@ for ((i = 0; i < busy; i++)); do
 done
 [ "$busy" -eq 0 ] || echo "test.sh: ${busy} busy loop(s) running beside the tests: ${hogs[*]}"
 
-log=$(mktemp)
-set +e
-cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
-cargo_status=${PIPESTATUS[0]}
-echo "test.sh: tests run at ${SECONDS}s"
-set -e
-if [ "$cargo_status" -ne 0 ]; then
+# Adds the failures of a `cargo test` run, from its log and exit status, to `failed`.
+collect_failures() {
+  local log=$1 status=$2
+  [ "$status" -ne 0 ] || return 0
   # `test name ... FAILED` lines, per test binary, and the binaries that failed as a whole.
   mapfile -t tests < <(grep -E '^test .* \.\.\. FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u)
   failed+=("${tests[@]/#/cargo test: }")
   mapfile -t targets < <(sed -n '/^error: [0-9]* targets* failed:/,/^[^ ]/p' "$log" | grep -E '^    ' | sed -E 's/^ +//')
   failed+=("${targets[@]/#/failed test binary: }")
-  [ ${#tests[@]} -gt 0 ] || [ ${#targets[@]} -gt 0 ] || failed+=("cargo test exited with status $cargo_status")
+  [ ${#tests[@]} -gt 0 ] || [ ${#targets[@]} -gt 0 ] || failed+=("cargo test exited with status $status")
+}
+
+log=$(mktemp)
+sim_log=$(mktemp)
+set +e
+if [ "$split" -eq 1 ]; then
+  cargo test -p leasehold-sim --all-features --locked --no-fail-fast >"$sim_log" 2>&1 &
+  sim_pid=$!
+  cargo test --workspace --exclude leasehold-sim --all-features --locked --no-fail-fast 2>&1 | tee "$log"
+  cargo_status=${PIPESTATUS[0]}
+  wait "$sim_pid"
+  sim_status=$?
+  # Printed once the rest is done, so that the two runs' lines do not interleave.
+  echo "test.sh: the simulator's tests, run beside the others:"
+  cat "$sim_log"
+else
+  cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
+  cargo_status=${PIPESTATUS[0]}
+  sim_status=0
 fi
-rm -f "$log"
+echo "test.sh: tests run at ${SECONDS}s"
+set -e
+collect_failures "$log" "$cargo_status"
+collect_failures "$sim_log" "$sim_status"
+rm -f "$log" "$sim_log"
 
 if ! wait "$tools_pid"; then
   cat "$tools_log"

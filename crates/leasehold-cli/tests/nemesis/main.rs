@@ -15,6 +15,9 @@
 //! fire: a node whose clock runs three times too fast, and a node started with timings
 //! that break the rule.
 //!
+//! The scenarios of a test run side by side, each with a fleet, a group and proxies of its
+//! own: they spend their time waiting on faults and lease timings, not on the CPU.
+//!
 //! `NEMESIS_SECONDS` sets the schedule's length (40 s by default; `scripts/nemesis.sh --long`
 //! runs ten minutes per store), `NEMESIS_SEED` its seed.
 
@@ -115,26 +118,55 @@ fn survives(target: Option<Target>) {
     report.assert_all_held(&site);
 }
 
-#[test]
-fn postgres_survives_the_fault_schedule() {
-    survives(postgres());
+/// Runs `scenarios` side by side, each in a thread of its own, and fails naming every one
+/// that failed (each prints its own report and findings).
+fn side_by_side(scenarios: &[(&str, fn())]) {
+    let failed: Vec<&str> = std::thread::scope(|scope| {
+        let running: Vec<_> = scenarios
+            .iter()
+            .map(|&(name, scenario)| (name, scope.spawn(scenario)))
+            .collect();
+        running
+            .into_iter()
+            .filter_map(|(name, thread)| thread.join().is_err().then_some(name))
+            .collect()
+    });
+    assert!(failed.is_empty(), "failed: {}", failed.join(", "));
 }
 
+/// Every store under its seeded schedule, and late renewal replies over etcd.
 #[test]
-fn etcd_survives_the_fault_schedule() {
-    survives(etcd());
+fn every_store_survives_the_fault_schedule() {
+    side_by_side(&[
+        ("postgres", || survives(postgres())),
+        ("etcd", || survives(etcd())),
+        ("zookeeper", || survives(zookeeper())),
+        (
+            "late renewal replies",
+            late_renewal_replies_do_not_extend_a_lease,
+        ),
+    ]);
 }
 
+/// The negative controls: the overlap check fires when the safety rule is broken.
 #[test]
-fn zookeeper_survives_the_fault_schedule() {
-    survives(zookeeper());
+fn the_overlap_check_catches_a_broken_safety_rule() {
+    side_by_side(&[
+        (
+            "a clock running too fast",
+            a_clock_running_too_fast_is_caught,
+        ),
+        (
+            "unsafe timings",
+            timings_that_break_the_safety_rule_are_caught,
+        ),
+    ]);
 }
 
 /// Fails if the overlap check cannot fire: a node whose lease clock runs three times too
 /// fast (beyond the drift bound of one percent) takes over the partitions of nodes cut from
 /// the store while they still work on them.
-#[test]
-fn a_clock_running_too_fast_is_caught_by_the_overlap_check() {
+fn a_clock_running_too_fast_is_caught() {
     let Some(target) = postgres() else {
         return;
     };
@@ -152,8 +184,7 @@ fn a_clock_running_too_fast_is_caught_by_the_overlap_check() {
 /// Fails if the overlap check cannot fire: a node started with `acquire_after` shorter than
 /// the lease validity (`--unsafe-timings`) takes over the partitions of nodes cut from the
 /// store while they still work on them.
-#[test]
-fn timings_that_break_the_safety_rule_are_caught_by_the_overlap_check() {
+fn timings_that_break_the_safety_rule_are_caught() {
     let Some(target) = postgres() else {
         return;
     };
@@ -181,7 +212,6 @@ fn timings_that_break_the_safety_rule_are_caught_by_the_overlap_check() {
 /// under the store time-out, so renewals succeed late, and is then cut; the others take its
 /// partitions `acquire_after` after they saw its last renewal. Its tenures, as its fence log
 /// states them, must have ended by then.
-#[test]
 fn late_renewal_replies_do_not_extend_a_lease() {
     let Some(target) = etcd() else {
         return;
