@@ -70,6 +70,8 @@ export LEASEHOLD_SKIP_SERVICES=0
 failed=()
 # No import circle, no planner rule grown past a screen: read from the sources, in a moment.
 python3 scripts/structure.py || failed+=("scripts/structure.py")
+# The Rust version the crates state covers every crate they build from.
+python3 scripts/check_msrv.py || failed+=("scripts/check_msrv.py")
 # Before the crates' tests: it installs promtool, which the metrics tests use too.
 bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
 
