@@ -12,7 +12,8 @@
 #
 # --busy N (or LEASEHOLD_TEST_BUSY=N) runs N busy loops beside the tests, once they are
 # built, as other programs load a shared CI runner: a test that only passes on an idle
-# machine fails here rather than on someone else's.
+# machine fails here rather than on someone else's. The simulator's tests, which run beside
+# the others and keep both cores busy, stand in for them until they end: the loops start then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,19 +43,31 @@ esac
 bash scripts/services.sh install
 bash scripts/services.sh stop >/dev/null 2>&1 || true
 
-hogs=()
+# The busy loops' process ids, in a file: the loops may be started from a background job.
+hog_file=$(mktemp)
+start_hogs() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    (while :; do :; done) &
+    echo "$!" >>"$hog_file"
+  done
+  [ "$1" -eq 0 ] || echo "test.sh: ${1} busy loop(s) running beside the tests from ${SECONDS}s"
+}
 stop_hogs() {
-  for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null || true; done
-  hogs=()
+  [ -f "$hog_file" ] || return 0
+  while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$hog_file"
+  rm -f "$hog_file"
 }
 # Set before the servers start: one that fails to start must not leave the others running
 # (holding their ports against the next run).
 stop_tools() {
   if [ -n "${tools_pid:-}" ]; then kill "$tools_pid" 2>/dev/null || true; fi
-  if [ -n "${sim_pid:-}" ]; then kill "$sim_pid" 2>/dev/null || true; fi
+  if [ -n "${sim_pid:-}" ]; then
+    pkill -P "$sim_pid" 2>/dev/null || true
+    kill "$sim_pid" 2>/dev/null || true
+  fi
 }
-trap 'stop_hogs; stop_tools; bash scripts/services.sh stop' EXIT
+trap 'stop_tools; stop_hogs; bash scripts/services.sh stop' EXIT
 bash scripts/services.sh start
 echo "test.sh: servers started at ${SECONDS}s"
 
@@ -90,11 +103,6 @@ echo "test.sh: tests built at ${SECONDS}s"
 tools_log=$(mktemp)
 nice -n 19 bash scripts/tools.sh mdbook cargo-deb >"$tools_log" 2>&1 &
 tools_pid=$!
-for ((i = 0; i < busy; i++)); do
-  (while :; do :; done) &
-  hogs+=($!)
-done
-[ "$busy" -eq 0 ] || echo "test.sh: ${busy} busy loop(s) running beside the tests: ${hogs[*]}"
 
 # Adds the failures of a `cargo test` run, from its log and exit status, to `failed`.
 collect_failures() {
@@ -112,16 +120,23 @@ log=$(mktemp)
 sim_log=$(mktemp)
 set +e
 if [ "$split" -eq 1 ]; then
-  cargo test -p leasehold-sim --all-features --locked --no-fail-fast >"$sim_log" 2>&1 &
+  sim_status_file=$(mktemp)
+  (
+    cargo test -p leasehold-sim --all-features --locked --no-fail-fast >"$sim_log" 2>&1
+    echo "$?" >"$sim_status_file"
+    start_hogs "$busy"
+  ) &
   sim_pid=$!
   cargo test --workspace --exclude leasehold-sim --all-features --locked --no-fail-fast 2>&1 | tee "$log"
   cargo_status=${PIPESTATUS[0]}
   wait "$sim_pid"
-  sim_status=$?
+  sim_status=$(cat "$sim_status_file")
+  rm -f "$sim_status_file"
   # Printed once the rest is done, so that the two runs' lines do not interleave.
   echo "test.sh: the simulator's tests, run beside the others:"
   cat "$sim_log"
 else
+  start_hogs "$busy"
   cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
   cargo_status=${PIPESTATUS[0]}
   sim_status=0
