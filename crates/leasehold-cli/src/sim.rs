@@ -146,7 +146,7 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
         if let Err(violation) = outcome {
             eprintln!("{violation}");
         }
-        if finished % 100 == 0 || finished == total {
+        if finished.is_multiple_of(100) || finished == total {
             eprint!("\r{finished}/{total} seeds");
             let _ = std::io::stderr().flush();
         }
