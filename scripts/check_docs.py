@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the guide and the README without building anything: every relative link leads to a
-file that exists and, with a #fragment, to a heading in it; every page of docs/ is in
-SUMMARY.md; every alert rule has its runbook; the README stays an entry page."""
+file that exists and, with a #fragment, to a heading in it; every `{{#include}}` to a file,
+and with an :anchor to an ANCHOR block in it; every page of docs/ is in SUMMARY.md; every
+alert rule has its runbook; the README stays an entry page."""
 
 import functools
 import re
@@ -14,6 +15,7 @@ README_MAX_LINES = 200
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
+INCLUDE = re.compile(r"\{\{#include ([^}:\s]+)(?::([\w-]+))?\}\}")
 
 
 def slug(heading: str) -> str:
@@ -55,11 +57,27 @@ def check_links(path: Path, problems: list) -> None:
                     problems.append(f"{where}: {target} names no heading of {file_part or path.name}")
 
 
+def check_includes(path: Path, problems: list) -> None:
+    """mdBook's includes, code blocks included: the file, and the anchor's block in it."""
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        for match in INCLUDE.finditer(line):
+            included, anchor = match.group(1), match.group(2)
+            destination = (path.parent / included).resolve()
+            where = f"{path.relative_to(ROOT)}:{number}"
+            if not destination.exists():
+                problems.append(f"{where}: {included} is included but does not exist")
+            elif anchor and not re.search(
+                rf"ANCHOR: {anchor}\b[\s\S]*ANCHOR_END: {anchor}\b", destination.read_text()
+            ):
+                problems.append(f"{where}: {included} has no ANCHOR block named {anchor}")
+
+
 def main() -> int:
     problems: list = []
     pages = [ROOT / "README.md", ROOT / "deploy" / "README.md"] + sorted(DOCS.glob("*.md"))
     for page in pages:
         check_links(page, problems)
+        check_includes(page, problems)
 
     summary = (DOCS / "SUMMARY.md").read_text()
     listed = set(re.findall(r"\]\(([^)]+\.md)\)", summary))

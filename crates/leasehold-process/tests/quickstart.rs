@@ -2,12 +2,14 @@
 //! for line, and that program, started in an empty directory, creates the lease records,
 //! holds all 64 partitions, and on SIGTERM hands every one off and exits 0.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use leasehold::{GroupName, LeaseState, LeaseStore};
 use leasehold_sqlite::SqliteStore;
+
+mod common;
+use common::{example_binary, Stop};
 
 /// Generous for a loaded machine.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -41,36 +43,11 @@ fn the_readmes_quick_start_is_the_example_program() {
     );
 }
 
-/// The example program, built by `cargo test` beside the test binaries.
-fn example_binary() -> PathBuf {
-    let deps = std::env::current_exe().expect("the test's own path");
-    let debug = deps
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let binary = debug.join("examples").join("quickstart");
-    assert!(
-        binary.exists(),
-        "{} is missing: `cargo test -p leasehold-process` builds it (a run of one test binary does not: `cargo build -p leasehold-process --example quickstart`)",
-        binary.display()
-    );
-    binary
-}
-
-struct Stop(Child);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quick_start_holds_everything_and_hands_it_off_on_sigterm() {
     let directory = tempfile::tempdir().unwrap();
     let mut server = Stop(
-        Command::new(example_binary())
+        Command::new(example_binary("quickstart"))
             .arg("server-1")
             .current_dir(directory.path())
             .stdout(Stdio::piped())

@@ -89,7 +89,8 @@ pub use error::{BoxError, StoreError};
 pub use group::{GroupMismatch, GroupRecord, GroupTimings, LeaseMode, StoredGroup, FORMAT_VERSION};
 pub use memory::MemoryStore;
 pub use participant::{
-    Callbacks, Environment, Halt, JoinError, LeaseGuard, Loss, Participant, Status, WorkPermit,
+    Callbacks, Environment, Halt, JoinError, LeaseEvent, LeaseEvents, LeaseGuard, Loss, Missed,
+    Participant, Status, WorkPermit,
 };
 pub use record::{
     replaced_mark, unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, Stored,

@@ -396,3 +396,170 @@ async fn stopped_resolves_once_the_task_has_ended() {
         .expect("resolved at the end of the shutdown")
         .unwrap();
 }
+
+/// `node`'s lease on `partition` once it serves it; fails rather than waits for ever.
+async fn acquired(node: &Participant, partition: PartitionId) -> LeaseGuard {
+    tokio::time::timeout(Duration::from_secs(60), node.acquired(partition))
+        .await
+        .expect("acquired resolves once the partition is taken")
+        .expect("running")
+}
+
+/// The instant `lost` resolved, once it has.
+fn watch_lost(
+    lost: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Arc<Mutex<Option<Instant>>> {
+    let at = Arc::new(Mutex::new(None));
+    let seen = Arc::clone(&at);
+    tokio::spawn(async move {
+        lost.await;
+        *seen.lock().unwrap() = Some(Instant::now());
+    });
+    at
+}
+
+/// Fails if [`LeaseGuard::lost`] resolves at the guard's own deadline rather than following
+/// the lease through its renewals, or later than the moment the hand-off begins.
+#[tokio::test(start_paused = true)]
+async fn a_guards_lost_future_follows_renewals_and_resolves_when_the_hand_off_begins() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    let guard = acquired(&a, P0).await;
+    let lost = {
+        let guard = guard.clone();
+        watch_lost(async move { guard.lost().await })
+    };
+    // Ten lease validities: the guard's own deadline is long past, the lease renewed.
+    sleep(Duration::from_secs(10)).await;
+    assert!(!guard.is_valid(), "a guard is a snapshot");
+    assert!(a.lease(P0).is_some(), "still held");
+    assert_eq!(
+        *lost.lock().unwrap(),
+        None,
+        "pending while the lease is held"
+    );
+
+    let released_at = Instant::now();
+    assert!(a.release(P0).await);
+    sleep(Duration::from_millis(1)).await;
+    assert_eq!(*lost.lock().unwrap(), Some(released_at));
+    // Over already: resolves at once.
+    tokio::time::timeout(Duration::from_millis(1), guard.lost())
+        .await
+        .expect("resolved at once");
+    a.shutdown().await;
+}
+
+/// Fails if [`WorkPermit::lost`] resolves at the start of a hand-off (which waits for the
+/// permit), or later than the lease's deadline once renewals stop.
+#[tokio::test(start_paused = true)]
+async fn a_permits_lost_future_outlasts_the_hand_off_and_resolves_at_the_deadline() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    let guard = acquired(&a, P0).await;
+    let permit = guard.permit().expect("serving");
+    let permit_lost = {
+        let permit = a.permit(P0).expect("serving");
+        watch_lost(async move { permit.lost().await })
+    };
+    let guard_lost = watch_lost(async move { guard.lost().await });
+
+    let released_at = Instant::now();
+    assert!(a.release(P0).await);
+    sleep(Duration::from_millis(1)).await;
+    assert_eq!(*guard_lost.lock().unwrap(), Some(released_at));
+    assert_eq!(
+        *permit_lost.lock().unwrap(),
+        None,
+        "the hand-off waits for it"
+    );
+    // fast(): the drain timeout (1 s) passes, renewals stop, the lease runs out (1 s later).
+    sleep(Duration::from_secs(3)).await;
+    assert!(!permit.is_valid());
+    let at = permit_lost
+        .lock()
+        .unwrap()
+        .expect("resolved once the lease ran out");
+    assert!(
+        at <= permit.valid_until(),
+        "no later than the deadline: {:?} after it",
+        at - permit.valid_until()
+    );
+    assert!(
+        at > released_at + Duration::from_secs(1),
+        "not before the drain timeout"
+    );
+    drop(permit);
+    a.shutdown().await;
+}
+
+/// Fails if [`Participant::acquired`] misses a take that happens while it waits, or keeps
+/// waiting after the participant stopped.
+#[tokio::test(start_paused = true)]
+async fn acquired_waits_for_the_take_and_ends_with_the_participant() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    let held = acquired(&a, P0).await;
+    let b = Participant::start(store.clone(), config("b", 1), ()).unwrap();
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquired(P0).await })
+    };
+    sleep(Duration::from_secs(5)).await;
+    assert!(!waiting.is_finished(), "a holds it");
+    a.shutdown().await;
+    let taken = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("b hears of its take")
+        .unwrap()
+        .expect("b takes it once a has gone");
+    assert!(taken.epoch() > held.epoch(), "a new tenure");
+    assert!(taken.is_valid());
+    assert!(
+        b.acquired(PartitionId(1)).await.is_none(),
+        "beyond the count"
+    );
+    b.shutdown().await;
+    assert!(b.acquired(P0).await.is_none(), "stopped");
+}
+
+/// Fails if the event stream and the callbacks disagree, or if the stream does not end
+/// once the participant stopped.
+#[tokio::test(start_paused = true)]
+async fn the_event_stream_tells_what_the_callbacks_are_told_then_ends() {
+    let store = store_with(2).await;
+    let log = Log::default();
+    let a = Participant::start(store.clone(), config("a", 2), log.clone()).unwrap();
+    let mut events = a.events();
+    let mut acquired = Vec::new();
+    while acquired.len() < 2 {
+        match events.next().await.expect("running").expect("kept up") {
+            leasehold::LeaseEvent::Acquired(lease) => acquired.push(lease.partition()),
+            other => panic!("only takes so far: {other:?}"),
+        }
+    }
+    acquired.sort();
+    assert_eq!(acquired, vec![P0, PartitionId(1)]);
+    assert!(a.release(P0).await);
+    sleep(Duration::from_millis(1)).await;
+    a.shutdown().await;
+    let mut told = Vec::new();
+    while let Some(event) = events.next().await {
+        match event.expect("kept up") {
+            leasehold::LeaseEvent::HandingOff(lease) => {
+                told.push(Told::HandingOff(lease.partition()))
+            }
+            leasehold::LeaseEvent::Lost(loss) => told.push(Told::Lost(loss.partition, loss.reason)),
+            // A scan between the release and the shutdown may take the partition back.
+            leasehold::LeaseEvent::Acquired(_) => {}
+            other => panic!("an event of a kind unknown here: {other:?}"),
+        }
+    }
+    assert_eq!(told, log.told(), "the callbacks' order");
+    for partition in [P0, PartitionId(1)] {
+        assert!(
+            told.contains(&Told::Lost(partition, LossReason::Released)),
+            "{partition} released: {told:?}"
+        );
+    }
+}

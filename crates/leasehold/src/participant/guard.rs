@@ -57,6 +57,9 @@ pub(crate) struct Tenure {
     /// Wakes the background task when a hand-off may go on: the last permit of a tenure
     /// being handed off was dropped, or a handle asked for a release.
     progress: Arc<Notify>,
+    /// Wakes every [`LeaseGuard::lost`] and [`WorkPermit::lost`] waiting on this tenure when
+    /// its phase changes.
+    phase_changed: Notify,
 }
 
 impl Tenure {
@@ -77,6 +80,7 @@ impl Tenure {
             origin,
             permits: Mutex::new(0),
             progress,
+            phase_changed: Notify::new(),
         })
     }
 
@@ -96,6 +100,7 @@ impl Tenure {
 
     fn set_phase(&self, _lock: &MutexGuard<'_, usize>, phase: Phase) {
         self.phase.store(phase as u8, Ordering::Release);
+        self.phase_changed.notify_waiters();
     }
 
     pub(crate) fn permits(&self) -> usize {
@@ -157,6 +162,25 @@ impl Tenure {
         LeaseGuard {
             tenure: Arc::clone(self),
             valid_until: self.valid_until(),
+        }
+    }
+
+    /// Resolves once `over` holds for the phase, or the deadline, as renewals move it, has
+    /// passed on this tenure's clock.
+    async fn until(&self, over: impl Fn(Phase) -> bool) {
+        loop {
+            // Registered before the phase is read, so that a change in between still wakes it.
+            let changed = self.phase_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if over(self.phase()) || !self.before_deadline() {
+                return;
+            }
+            // Waking at a deadline that a renewal has moved since only goes round again.
+            tokio::select! {
+                _ = changed => {}
+                _ = self.clock.sleep_until(self.valid_until()) => {}
+            }
         }
     }
 
@@ -240,6 +264,49 @@ impl LeaseGuard {
     pub fn permit(&self) -> Option<WorkPermit> {
         self.tenure.permit()
     }
+
+    /// Resolves once this node stops serving the lease: it starts giving it up (a release, a
+    /// drain, rebalancing, a shutdown), loses it, or lets its deadline pass unrenewed. Await
+    /// it beside the serving work (`tokio::select!`) and stop that work when it resolves.
+    ///
+    /// It follows the lease, not this guard's snapshot: renewals keep it pending for as long
+    /// as the node serves, where [`LeaseGuard::is_valid`] turns false at the deadline the
+    /// guard was taken with. Resolves at once if the lease is already over.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold::{admin, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId};
+    ///
+    /// let store = Arc::new(MemoryStore::new());
+    /// let config = ParticipantConfig::fast(NodeId::new("server-1").unwrap(), 4);
+    /// admin::init(&*store, &config.group, 4).await.unwrap();
+    /// let participant = Participant::start(store, config, ()).unwrap();
+    /// let lease = participant.acquired(PartitionId(1)).await.expect("a lone node takes it");
+    ///
+    /// let serving = async {
+    ///     loop {
+    ///         // ... serve partition 1, writing with lease.epoch() as the fencing token ...
+    ///         tokio::time::sleep(Duration::from_millis(100)).await;
+    ///     }
+    /// };
+    /// let stopper = participant.clone();
+    /// tokio::spawn(async move {
+    ///     tokio::time::sleep(Duration::from_secs(30)).await;
+    ///     stopper.release(PartitionId(1)).await;
+    /// });
+    /// tokio::select! {
+    ///     _ = lease.lost() => println!("partition 1 is being given up: stop serving it"),
+    ///     _ = serving => unreachable!(),
+    /// }
+    /// assert!(participant.lease(PartitionId(1)).is_none());
+    /// participant.shutdown().await;
+    /// # });
+    /// ```
+    pub async fn lost(&self) {
+        self.tenure.until(|phase| phase != Phase::Serving).await
+    }
 }
 
 impl fmt::Debug for LeaseGuard {
@@ -321,6 +388,14 @@ impl WorkPermit {
         self.tenure
             .valid_until()
             .saturating_duration_since(self.tenure.clock.now())
+    }
+
+    /// Resolves once this permit stops being valid: the lease was lost, or its deadline
+    /// passed unrenewed. A hand-off does not end it (the hand-off waits for the permit); to
+    /// hear of one, await [`LeaseGuard::lost`]. Resolves at once if the permit is already
+    /// invalid.
+    pub async fn lost(&self) {
+        self.tenure.until(|phase| phase == Phase::Ended).await
     }
 }
 

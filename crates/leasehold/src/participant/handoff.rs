@@ -11,6 +11,7 @@ use crate::types::PartitionId;
 
 use super::guard::Phase;
 use super::runner::{Handoff, Runner};
+use super::LeaseEvent;
 use crate::types::LossReason;
 
 impl Runner {
@@ -51,6 +52,8 @@ impl Runner {
                 self.contain("on_handing_off", |callbacks| {
                     callbacks.on_handing_off(&tenure.snapshot())
                 });
+                self.shared
+                    .announce(|| LeaseEvent::HandingOff(tenure.snapshot()));
             }
             let Handoff::Draining { until } = handoff else {
                 continue;

@@ -2,6 +2,7 @@
 //! background.
 
 mod clear;
+mod events;
 mod guard;
 mod halt;
 mod handoff;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use arc_swap::ArcSwapOption;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -28,6 +29,7 @@ use crate::metrics::{MeteredStore, Metrics};
 use crate::store::{LeaseStore, TimeoutStore};
 use crate::types::{NodeId, PartitionId};
 
+pub use events::{LeaseEvent, LeaseEvents, Missed};
 pub use guard::{Callbacks, LeaseGuard, Loss, WorkPermit};
 use guard::{Phase, Tenure};
 pub use halt::Halt;
@@ -142,6 +144,10 @@ struct Shared {
     joined: watch::Sender<Option<Result<(), GroupMismatch>>>,
     /// A new exclusion list from [`Participant::set_excluded`], for the task to adopt.
     excluded: Mutex<Option<BTreeSet<PartitionId>>>,
+    /// Wakes [`Participant::acquired`] whenever a lease is taken.
+    taken: Notify,
+    /// What [`Participant::events`] subscribers hear.
+    events: broadcast::Sender<LeaseEvent>,
 }
 
 /// The tenures held, those being handed off included, with a counter of changes to them
@@ -172,6 +178,8 @@ impl Shared {
             halt: Mutex::new(None),
             joined: watch::Sender::new(None),
             excluded: Mutex::new(None),
+            taken: Notify::new(),
+            events: broadcast::Sender::new(events::EVENT_CAPACITY),
         }
     }
 
@@ -195,6 +203,8 @@ impl Shared {
         }
         leases.held.insert(tenure.partition(), tenure);
         leases.changed();
+        drop(leases);
+        self.taken.notify_waiters();
     }
 
     /// The tenure of `partition`, from its slot without locking, or from the map for a

@@ -22,7 +22,7 @@ use crate::types::{PartitionId, Version};
 
 use super::guard::{Callbacks, Loss};
 use super::halt::Halt;
-use super::Shared;
+use super::{LeaseEvent, Shared};
 use crate::types::LossReason;
 
 /// A callback that takes longer than the heartbeat divided by this is counted as slow: it
@@ -559,6 +559,7 @@ impl Runner {
             at,
         };
         self.contain("on_lost", |callbacks| callbacks.on_lost(&loss));
+        self.shared.announce(|| LeaseEvent::Lost(loss));
     }
 
     /// Runs an application callback, containing a panic in it: the lease loop must outlive a

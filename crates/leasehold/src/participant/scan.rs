@@ -14,6 +14,7 @@ use crate::types::{NodeId, PartitionId, Version};
 
 use super::guard::Tenure;
 use super::runner::Runner;
+use super::LeaseEvent;
 use crate::types::LossReason;
 
 /// Stale member records deleted per scan at most, so that clearing a backlog never delays
@@ -483,6 +484,8 @@ impl Runner {
             self.contain("on_acquired", |callbacks| {
                 callbacks.on_acquired(&tenure.snapshot())
             });
+            self.shared
+                .announce(|| LeaseEvent::Acquired(tenure.snapshot()));
             taken += 1;
         }
         (taken, lost_races)
