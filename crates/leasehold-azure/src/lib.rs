@@ -57,7 +57,6 @@ mod options;
 mod signing;
 mod store;
 mod table;
-mod tls;
 
 pub use options::{AccountKey, AzureOptions};
 pub use store::AzureTableStore;

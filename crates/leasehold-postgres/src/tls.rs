@@ -20,7 +20,7 @@ pub(crate) fn connector(ca_file: Option<&Path>) -> Result<MakeRustlsConnect, Sto
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         },
     };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| StoreError::Invalid(format!("TLS settings: {e}")))?
