@@ -5,8 +5,15 @@
 #   scripts/tools.sh mdbook cargo-deb
 #
 # A cold install compiles them (a few minutes of CPU); test.sh runs it at low priority while
-# the tests, which mostly wait on lease timings, leave the cores idle.
+# the tests, which mostly wait on lease timings, leave the cores idle, and CI starts it at
+# the same priority before it compiles anything. Two runs at once install once: the second
+# waits for the first, then finds the tools there.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mkdir -p target
+exec 9>target/tools.lock
+flock 9
 
 MDBOOK_VERSION=0.5.4
 CARGO_DEB_VERSION=3.8.0

@@ -48,9 +48,29 @@ pub struct Cli {
     #[arg(long, global = true, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
 
+    /// How logs are written to standard error: text for people, or json (one object a line,
+    /// with a timestamp, level, target and fields) for a log collector.
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, coloured on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The subcommands.
@@ -624,9 +644,9 @@ pub struct SimArgs {
     /// With this flag, every seed runs the participant's default timings without them.
     #[arg(long = "no-explore")]
     pub no_explore: bool,
-    /// OS threads to run seeds on (at most 2).
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
+    /// OS threads to run seeds on (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

@@ -53,7 +53,7 @@ use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LogFormat};
 
 /// How a command that ran to the end came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         Command::ManPages { directory } => return exit_code(manual::man_pages(directory)),
         _ => {}
     }
-    init_logging(&cli.command);
+    init_logging(&cli.command, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -125,17 +125,24 @@ fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
 /// Logs go to stderr, filtered by `RUST_LOG` when set. `node` logs at info (each lease it
 /// gains or loses); operator commands only warn, so their output stays clean for scripts,
 /// and so does the demo, which narrates on stdout and draws each lease change on its map.
-fn init_logging(command: &Command) {
+fn init_logging(command: &Command, format: LogFormat) {
     let default = match command {
         Command::Node(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal());
-    match command {
-        Command::Demo(_) => logs.with_writer(demo::LogWriter::new).init(),
-        _ => logs.with_writer(std::io::stderr).init(),
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    let demo = matches!(command, Command::Demo(_));
+    match format {
+        LogFormat::Json if demo => logs.json().with_writer(demo::LogWriter::new).init(),
+        LogFormat::Json => logs.json().with_writer(std::io::stderr).init(),
+        LogFormat::Text => {
+            let logs = logs.with_ansi(output::colour(std::io::stderr().is_terminal()));
+            if demo {
+                logs.with_writer(demo::LogWriter::new).init()
+            } else {
+                logs.with_writer(std::io::stderr).init()
+            }
+        }
     }
 }

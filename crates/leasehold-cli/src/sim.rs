@@ -1,7 +1,7 @@
 //! `sim`: the deterministic simulation of [`leasehold_sim`], with its results printed as
 //! text or JSON. Exit 0 when every invariant held, 1 when one was broken, 2 on bad input.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{anyhow, ensure};
@@ -141,17 +141,22 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
     let seeds = args.first_seed..args.first_seed.saturating_add(args.seeds);
     let done = AtomicU64::new(0);
     let total = args.seeds;
-    let summary = run_many_on(config, seeds, args.threads, |outcome| {
+    let threads = args.threads.unwrap_or_else(leasehold_sim::cores);
+    // Progress only for a person watching: a file or a pipe gets the summary alone.
+    let progress = std::io::stderr().is_terminal();
+    let summary = run_many_on(config, seeds, threads, |outcome| {
         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Err(violation) = outcome {
             eprintln!("{violation}");
         }
-        if finished.is_multiple_of(100) || finished == total {
+        if progress && (finished.is_multiple_of(100) || finished == total) {
             eprint!("\r{finished}/{total} seeds");
             let _ = std::io::stderr().flush();
         }
     });
-    eprintln!();
+    if progress {
+        eprintln!();
+    }
     let text = if args.json {
         format!("{:#}\n", serde_json::json!(summary))
     } else {

@@ -30,6 +30,12 @@ fn a_replay_succeeds_and_a_negative_control_fails() {
     assert_eq!(batch.code, 0, "{batch:?}");
     let summary: serde_json::Value = serde_json::from_str(&batch.stdout).expect("JSON");
     assert_eq!(summary["passed"], 4, "{batch:?}");
+    // Standard error is a pipe here, not a terminal: no progress written into it.
+    assert!(
+        !batch.stderr.contains('\r') && !batch.stderr.contains("seeds"),
+        "progress on a pipe: {:?}",
+        batch.stderr
+    );
     let caught = sim(&[
         "--seeds",
         "4",

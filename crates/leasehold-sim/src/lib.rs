@@ -103,6 +103,6 @@ pub use explore::explored_timings;
 pub use figures::{FaultCounts, LoadSamples, Percentiles, Samples, StoreTraffic};
 pub use load::LoadShape;
 pub use report::{Figures, Ratios, SeedReport, Summary, Violation};
-pub use run::{run_many, run_many_on, run_seed, run_seed_traced};
+pub use run::{cores, run_many, run_many_on, run_seed, run_seed_traced};
 pub use timings::Timings;
 pub use trace::Trace;

@@ -126,13 +126,18 @@ fn run(config: &SimConfig, seed: u64, trace: Trace) -> Result<SeedReport, Violat
     })
 }
 
-/// Runs `seeds` on up to two OS threads, each seed on its own runtime.
+/// Runs `seeds` on one OS thread per core ([`cores`]), each seed on its own runtime.
 ///
 /// # Panics
 ///
 /// As [`run_seed`], if `config` fails [`SimConfig::validate`].
 pub fn run_many(config: &SimConfig, seeds: Range<u64>) -> Summary {
-    run_many_on(config, seeds, 2, |_| {})
+    run_many_on(config, seeds, cores(), |_| {})
+}
+
+/// The cores this process may run on: how many seeds run at once by default.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// Runs `seeds` on up to `threads` OS threads, calling `progress` after each seed with its
@@ -151,7 +156,7 @@ pub fn run_many_on(
     let wall = std::time::Instant::now();
     let next = AtomicU64::new(seeds.start);
     let outcomes = Mutex::new(Vec::new());
-    let threads = threads.clamp(1, 2).min(seeds.clone().count().max(1));
+    let threads = threads.max(1).min(seeds.clone().count().max(1));
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {

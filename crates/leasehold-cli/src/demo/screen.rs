@@ -66,7 +66,7 @@ impl Screen {
         let live = std::io::stdout().is_terminal();
         Screen {
             live,
-            colored: live && std::env::var_os("NO_COLOR").is_none(),
+            colored: crate::output::colour(live),
         }
     }
 
