@@ -125,6 +125,9 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         | Command::Bench(_)
         | Command::Monitor(_)
         | Command::Agent(_)
+        | Command::Exec(_)
+        | Command::ExecWatchdog(_)
+        | Command::ExecGuarded(_)
         | Command::Sim(_)
         | Command::Completions { .. }
         | Command::ManPages { .. } => {

@@ -130,7 +130,7 @@ pub async fn run(cli: &Cli, args: &AgentArgs) -> anyhow::Result<Outcome> {
     let loads: Arc<Loads> = Arc::default();
     let callbacks: Arc<dyn Callbacks> =
         Arc::new(EventCallbacks(Arc::clone(&events), Arc::clone(&loads)));
-    let (process, work) = node_process::prepare(cli, &args.node, Some(callbacks))?;
+    let (process, work) = node_process::prepare(cli, &args.node, None, Some(callbacks))?;
     let mut registry = Registry::default();
     let serving = ServeMetrics::register(&mut registry);
     let process = process.metrics_in(registry).follow_router(ROUTER_POLL);

@@ -30,6 +30,7 @@ mod cli;
 mod cross_site;
 mod demo;
 mod exclusions;
+mod exec;
 mod group_commands;
 mod group_table;
 mod http;
@@ -63,6 +64,8 @@ pub enum Outcome {
     /// The command worked and found something wrong (stale leases, a failed demo check, a
     /// broken invariant in the simulation).
     ProblemsFound,
+    /// The command ran another program and ends with its exit code (`exec`).
+    Exit(u8),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +75,8 @@ fn main() -> ExitCode {
         Command::Sim(args) => return exit_code(sim::run(args)),
         Command::Completions { shell } => return exit_code(manual::completions(*shell)),
         Command::ManPages { directory } => return exit_code(manual::man_pages(directory)),
+        Command::ExecWatchdog(args) => return exit_code(exec::watchdog::run(args)),
+        Command::ExecGuarded(args) => return exit_code(exec::watchdog::guarded(args)),
         _ => {}
     }
     init_logging(&cli.command, cli.log_format);
@@ -95,6 +100,7 @@ async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Bench(args) => bench::run(cli, args).await,
         Command::Monitor(args) => monitor::run(cli, args).await,
         Command::Agent(args) => agent::run(cli, args).await,
+        Command::Exec(args) => exec::run(cli, args).await,
         other => admin_commands::run(cli, other).await,
     }
 }
@@ -115,6 +121,7 @@ fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::ProblemsFound) => ExitCode::from(1),
+        Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Err(error) => {
             eprintln!("leasehold: error: {error:#}");
             ExitCode::from(2)
@@ -127,7 +134,7 @@ fn exit_code(result: anyhow::Result<Outcome>) -> ExitCode {
 /// and so does the demo, which narrates on stdout and draws each lease change on its map.
 fn init_logging(command: &Command, format: LogFormat) {
     let default = match command {
-        Command::Node(_) | Command::Agent(_) => "info",
+        Command::Node(_) | Command::Agent(_) | Command::Exec(_) => "info",
         _ => "warn",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));

@@ -5,7 +5,6 @@
 //! so that a fleet restarted together with its store waits for it instead of exiting
 //! ([`leasehold_process::Process`] runs the life cycle).
 
-use crate::announce::{announcing, Announcement};
 use crate::cli::{Cli, NodeArgs};
 use crate::node_process;
 use crate::Outcome;
@@ -13,26 +12,10 @@ use crate::Outcome;
 /// Runs `node` until a termination signal, then releases its leases and returns; fails if
 /// the lease loop stopped by itself, so that a supervisor restarts the process.
 pub async fn run(cli: &Cli, args: &NodeArgs) -> anyhow::Result<Outcome> {
-    let (mut process, work) = node_process::prepare(cli, args, None)?;
-    let mut announcement = None;
-    // Served before the store is reached: a supervisor sees the process alive while it waits.
-    if let Some(address) = &args.metrics_listen {
-        let bound = process.serve_metrics(address).await?;
-        announcement = Some(Announcement::new(format!(
-            "metrics listening on http://{bound}/metrics"
-        )));
-    }
-    let wait = process.store_wait();
-    let starting = process.start();
-    let started = match &announcement {
-        Some(announcement) => announcing(&wait, announcement, starting).await,
-        None => starting.await,
-    }
-    .map_err(node_process::explain)?;
-    let Some(mut running) = started else {
+    let (process, work) = node_process::prepare(cli, args, None, None)?;
+    let Some(mut running) = node_process::start(process, args).await? else {
         return Ok(Outcome::Success);
     };
-    announcement.as_ref().map(Announcement::say).transpose()?;
     let beside = work.start(&running);
     let reason = running.wait().await;
     node_process::stop(running, beside).await;

@@ -2,6 +2,7 @@
 //! the fence and work logs, the exclusion list re-read on SIGHUP, the clock of the fault
 //! tests, all handed to [`leasehold_process::Process`], which runs the life cycle.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -12,6 +13,7 @@ use leasehold::{
 };
 use leasehold_process::{CountMismatch, Process, Running};
 
+use crate::announce::{announcing, Announcement};
 use crate::append_log::{unix_ns, wall_time_of, AppendLog};
 use crate::cli::{Cli, NodeArgs};
 use crate::exclusions;
@@ -28,10 +30,11 @@ pub struct Work {
 /// Checks everything about the node that needs no store — its timings (with a stand-in
 /// partition count if none was given), the work options, the exclusion list, the store URL,
 /// the log files — and builds its process, passing the participant's notifications on to
-/// `extra` too. Every failure here is final.
+/// `extra` too. With `only`, every other partition is excluded. Every failure here is final.
 pub fn prepare(
     cli: &Cli,
     args: &NodeArgs,
+    only: Option<BTreeSet<PartitionId>>,
     extra: Option<Arc<dyn Callbacks>>,
 ) -> anyhow::Result<(Process, Work)> {
     let node = &args.id;
@@ -47,9 +50,10 @@ pub fn prepare(
     let work_log = args.work_log.as_deref().map(AppendLog::open).transpose()?;
     let drift = drift_clock(args.clock_rate)?;
     let config_for = {
-        let (group, args) = (cli.group.clone(), args.clone());
+        let (group, args, only) = (cli.group.clone(), args.clone(), only.clone());
         move |partitions| {
-            configure(&group, &args, partitions).with_excluded(excluded.iter().copied())
+            let excluded = beyond(excluded.clone(), only.as_ref(), partitions);
+            configure(&group, &args, partitions).with_excluded(excluded)
         }
     };
     let config = config_for(args.partitions.unwrap_or(1));
@@ -72,7 +76,12 @@ pub fn prepare(
         .environment(environment)
         .callbacks(recorder)
         .on_reload(move |participant| {
-            reload_exclusions(participant, &reload_args.0, reload_args.1.as_deref())
+            reload_exclusions(
+                participant,
+                &reload_args.0,
+                reload_args.1.as_deref(),
+                only.as_ref(),
+            )
         });
     process = match args.partitions {
         Some(_) => process.create_records(),
@@ -91,6 +100,30 @@ pub fn prepare(
         duration: args.work_duration,
     };
     Ok((process, work))
+}
+
+/// Starts the process: serves its metrics if `--metrics-listen` asks (before the store is
+/// reached, so that a supervisor sees it alive while it waits), reaches the store and joins.
+/// `None` if a stop was asked for meanwhile.
+pub async fn start(mut process: Process, args: &NodeArgs) -> anyhow::Result<Option<Running>> {
+    let mut announcement = None;
+    if let Some(address) = &args.metrics_listen {
+        let bound = process.serve_metrics(address).await?;
+        announcement = Some(Announcement::new(format!(
+            "metrics listening on http://{bound}/metrics"
+        )));
+    }
+    let wait = process.store_wait();
+    let starting = process.start();
+    let started = match &announcement {
+        Some(announcement) => announcing(&wait, announcement, starting).await,
+        None => starting.await,
+    }
+    .map_err(explain)?;
+    if started.is_some() {
+        announcement.as_ref().map(Announcement::say).transpose()?;
+    }
+    Ok(started)
 }
 
 /// Says what was wrong with a node's start in the words of its flags: a partition count the
@@ -147,6 +180,7 @@ fn reload_exclusions(
     participant: &Participant,
     exclude: &Option<String>,
     file: Option<&std::path::Path>,
+    only: Option<&BTreeSet<PartitionId>>,
 ) {
     let Some(file) = file else {
         tracing::info!("SIGHUP: no --exclude-file to read again");
@@ -154,7 +188,7 @@ fn reload_exclusions(
     };
     let adopted = exclusions::combined(exclude.as_deref(), Some(file)).and_then(|list| {
         let count = list.len();
-        participant.set_excluded(list)?;
+        participant.set_excluded(beyond(list, only, participant.partitions()))?;
         Ok(count)
     });
     match adopted {
@@ -165,6 +199,22 @@ fn reload_exclusions(
             tracing::error!(file = %file.display(), error = format!("{error:#}"), "SIGHUP: exclusion list refused; keeping the previous one")
         }
     }
+}
+
+/// `excluded`, plus every partition of `0..partitions` not in `only` when it is given.
+fn beyond(
+    mut excluded: BTreeSet<PartitionId>,
+    only: Option<&BTreeSet<PartitionId>>,
+    partitions: u32,
+) -> BTreeSet<PartitionId> {
+    if let Some(only) = only {
+        excluded.extend(
+            (0..partitions)
+                .map(PartitionId)
+                .filter(|partition| !only.contains(partition)),
+        );
+    }
+    excluded
 }
 
 /// For fault tests, the clock leases are timed on when it is not real time: real time at
@@ -185,7 +235,7 @@ fn drift_clock(rate: Option<f64>) -> anyhow::Result<Option<leasehold::DriftClock
 
 /// The configuration from the defaults of [`ParticipantConfig::new`] and the flags given.
 /// An unset store timeout is capped at the heartbeat, which it must not exceed.
-fn configure(group: &GroupName, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
+pub fn configure(group: &GroupName, args: &NodeArgs, partitions: u32) -> ParticipantConfig {
     let mut config = ParticipantConfig::new(args.id.clone(), partitions).with_group(group.clone());
     config.heartbeat = args.heartbeat.unwrap_or(config.heartbeat);
     config.lease_validity = args.validity.unwrap_or(config.lease_validity);
@@ -197,6 +247,9 @@ fn configure(group: &GroupName, args: &NodeArgs, partitions: u32) -> Participant
     config.max_partitions_per_node = args
         .max_partitions_per_node
         .unwrap_or(config.max_partitions_per_node);
+    config.max_acquires_per_scan = args
+        .max_acquires_per_scan
+        .unwrap_or(config.max_acquires_per_scan);
     config.weight = args.weight.unwrap_or(config.weight);
     config.capacity = args.capacity;
     config.max_load = args.max_load;

@@ -398,6 +398,11 @@ impl NodeProcess {
     /// Sends SIGTERM and waits up to `limit` for the exit code.
     pub fn terminate(&mut self, limit: Duration) -> i32 {
         self.signal("TERM");
+        self.exit_code(limit)
+    }
+
+    /// Waits up to `limit` for the process to exit by itself; returns its exit code.
+    pub fn exit_code(&mut self, limit: Duration) -> i32 {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for node") {
@@ -406,7 +411,7 @@ impl NodeProcess {
             }
             assert!(
                 Instant::now() < deadline,
-                "node {} did not stop within {limit:?} of SIGTERM",
+                "process {} did not exit within {limit:?}",
                 self.id
             );
             sleep(Duration::from_millis(20));

@@ -452,6 +452,11 @@ impl Participant {
         &self.inner.node
     }
 
+    /// How many partitions the group has: the lease table's partitions are `0..partitions()`.
+    pub fn partitions(&self) -> u32 {
+        self.inner.partitions
+    }
+
     /// The lease on `partition`, if this node holds it, is open to new work on it (not
     /// handing it off) and its deadline has not passed on the local clock. Answers from
     /// memory; never waits for the background task.
