@@ -6,6 +6,7 @@ use leasehold::{GroupName, GroupRecord, LeaseRecord, LeaseStore, NodeId, Partiti
 
 use crate::cli::{Cli, Command};
 use crate::group_table::GroupTable;
+use crate::output::Progress;
 use crate::Outcome;
 
 /// Runs one of the table-changing commands.
@@ -73,7 +74,14 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             } else {
                 admin::Destroy::IfNoMembers
             };
-            let removed = admin::destroy(&*table.store, group, mode).await?;
+            let mut progress = Progress::on_terminal();
+            let removed =
+                admin::destroy_with_progress(&*table.store, group, mode, &mut |done, total| {
+                    progress.show(done as u64, total as u64, "lease records deleted");
+                })
+                .await;
+            progress.finish();
+            let removed = removed?;
             crate::say(&format!(
                 "group {group}: removed {removed} records; the group record keeps its epoch \
                  floor, and nodes still running stop"

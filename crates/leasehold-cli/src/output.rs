@@ -1,6 +1,6 @@
 //! Standard output, shared by every command.
 
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, IsTerminal, Write};
 
 /// Writes `text` to standard output and flushes it. A reader that stopped reading, as in
 /// `leasehold status | head`, is not an error: the rest is dropped, and the command ends with
@@ -10,6 +10,39 @@ pub fn print(text: &str) -> std::io::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(error) if error.kind() == ErrorKind::BrokenPipe => Ok(()),
         other => other,
+    }
+}
+
+/// A count of work done, redrawn in place on standard error for a person watching; a file
+/// or a pipe gets nothing, so that logs and scripts see only the result.
+pub struct Progress {
+    live: bool,
+    drawn: bool,
+}
+
+impl Progress {
+    /// Progress shown only if standard error is a terminal.
+    pub fn on_terminal() -> Progress {
+        Progress {
+            live: std::io::stderr().is_terminal(),
+            drawn: false,
+        }
+    }
+
+    /// Shows `done/total what`.
+    pub fn show(&mut self, done: u64, total: u64, what: &str) {
+        if self.live {
+            eprint!("\r{done}/{total} {what}");
+            let _ = std::io::stderr().flush();
+            self.drawn = true;
+        }
+    }
+
+    /// Ends the line the progress was drawn on, if any.
+    pub fn finish(self) {
+        if self.drawn {
+            eprintln!();
+        }
     }
 }
 

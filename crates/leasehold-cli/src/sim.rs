@@ -1,7 +1,6 @@
 //! `sim`: the deterministic simulation of [`leasehold_sim`], with its results printed as
 //! text or JSON. Exit 0 when every invariant held, 1 when one was broken, 2 on bad input.
 
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{anyhow, ensure};
@@ -11,7 +10,8 @@ use leasehold_sim::{
 };
 
 use crate::cli::SimArgs;
-use crate::{output, write_out, Outcome};
+use crate::output::{self, Progress};
+use crate::{write_out, Outcome};
 
 /// The simulation `args` describe.
 pub fn config(args: &SimArgs) -> SimConfig {
@@ -142,21 +142,21 @@ fn batch(config: &SimConfig, args: &SimArgs) -> anyhow::Result<bool> {
     let done = AtomicU64::new(0);
     let total = args.seeds;
     let threads = args.threads.unwrap_or_else(leasehold_sim::cores);
-    // Progress only for a person watching: a file or a pipe gets the summary alone.
-    let progress = std::io::stderr().is_terminal();
+    let progress = std::sync::Mutex::new(Progress::on_terminal());
     let summary = run_many_on(config, seeds, threads, |outcome| {
         let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Err(violation) = outcome {
             eprintln!("{violation}");
         }
-        if progress && (finished.is_multiple_of(100) || finished == total) {
-            eprint!("\r{finished}/{total} seeds");
-            let _ = std::io::stderr().flush();
+        if finished.is_multiple_of(100) || finished == total {
+            let mut progress = progress.lock().unwrap_or_else(|e| e.into_inner());
+            progress.show(finished, total, "seeds");
         }
     });
-    if progress {
-        eprintln!();
-    }
+    progress
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .finish();
     let text = if args.json {
         format!("{:#}\n", serde_json::json!(summary))
     } else {

@@ -471,7 +471,7 @@ mod destroy;
 mod group;
 mod stale;
 
-pub use destroy::{destroy, Destroy};
+pub use destroy::{destroy, destroy_with_progress, Destroy};
 pub(crate) use group::adopt_timings;
 pub use group::{
     check_format, ensure_group, ensure_group_as, group_mode, raise_epoch_floor, set_lease_mode,

@@ -467,6 +467,7 @@ pub(crate) enum StoreOperation {
     PutLease,
     PutLeases,
     DeleteLease,
+    DeleteLeases,
     Transact,
     ListMembers,
     GetMember,
@@ -478,12 +479,13 @@ pub(crate) enum StoreOperation {
 }
 
 impl StoreOperation {
-    const ALL: [StoreOperation; 13] = [
+    const ALL: [StoreOperation; 14] = [
         StoreOperation::ListLeases,
         StoreOperation::GetLease,
         StoreOperation::PutLease,
         StoreOperation::PutLeases,
         StoreOperation::DeleteLease,
+        StoreOperation::DeleteLeases,
         StoreOperation::Transact,
         StoreOperation::ListMembers,
         StoreOperation::GetMember,
@@ -501,6 +503,7 @@ impl StoreOperation {
             StoreOperation::PutLease => "put_lease",
             StoreOperation::PutLeases => "put_leases",
             StoreOperation::DeleteLease => "delete_lease",
+            StoreOperation::DeleteLeases => "delete_leases",
             StoreOperation::Transact => "transact",
             StoreOperation::ListMembers => "list_members",
             StoreOperation::GetMember => "get_member",
@@ -554,7 +557,7 @@ pub(crate) struct NodeMetrics {
     pub(crate) lease_rows: Counter,
     pub(crate) deadline: FloatGauge,
     corrupt: [Gauge; 2],
-    store_calls: [Histogram; 13],
+    store_calls: [Histogram; StoreOperation::ALL.len()],
     families: Arc<Families>,
     labels: NodeLabels,
 }

@@ -361,6 +361,26 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         version: &Version,
     ) -> Result<(), StoreError>;
 
+    /// Deletes several lease records of one group, each if its version is the one given,
+    /// returning one result per delete in order: a failed condition
+    /// ([`StoreError::Conflict`], [`StoreError::NotFound`]) fails only that delete. The outer
+    /// error means the batch could not be completed, and some of it may have been applied.
+    /// The default deletes one record at a time; stores with transactions override it.
+    async fn delete_leases(
+        &self,
+        group: &GroupName,
+        deletes: &[(PartitionId, Version)],
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        let mut results = Vec::with_capacity(deletes.len());
+        for (partition, version) in deletes {
+            match self.delete_lease(group, *partition, version).await {
+                Err(error) if error.is_transient() => return Err(error),
+                result => results.push(result),
+            }
+        }
+        Ok(results)
+    }
+
     /// Writes lease and member records of one group all together or not at all, returning
     /// each write's new version in order. If any write's condition fails, nothing is written
     /// and the error ([`StoreError::Conflict`], [`StoreError::NotFound`] or
@@ -495,6 +515,14 @@ impl LeaseStore for TimeoutStore {
     ) -> Result<(), StoreError> {
         self.bound(self.inner.delete_lease(group, partition, version))
             .await
+    }
+
+    async fn delete_leases(
+        &self,
+        group: &GroupName,
+        deletes: &[(PartitionId, Version)],
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        self.bound(self.inner.delete_leases(group, deletes)).await
     }
 
     async fn transact(

@@ -42,6 +42,17 @@ pub async fn destroy(
     group: &GroupName,
     mode: Destroy,
 ) -> Result<usize, AdminError> {
+    destroy_with_progress(store, group, mode, &mut |_, _| {}).await
+}
+
+/// [`destroy`], calling `progress(done, total)` as lease records are deleted: once before
+/// the first and after each batch, for a command that shows how far it has come.
+pub async fn destroy_with_progress(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    mode: Destroy,
+    progress: &mut (dyn FnMut(usize, usize) + Send),
+) -> Result<usize, AdminError> {
     let nodes = member_nodes(store, group).await?;
     if mode == Destroy::IfNoMembers && !nodes.is_empty() {
         return Err(AdminError::MembersPresent {
@@ -64,12 +75,58 @@ pub async fn destroy(
     if let Some(highest) = floor {
         raise_epoch_floor(store, group, highest).await?;
     }
-    for lease in leases.records {
-        if delete_lease(store, group, record.lease_mode, lease, &mut floor).await? {
+    let total = leases.records.len();
+    progress(0, total);
+    // A record a session may keep is taken offline with that session before it goes, one
+    // at a time; every other record is deleted in batches at the version listed, and one
+    // that changed meanwhile is done one at a time too.
+    let (in_sessions, plain): (Vec<_>, Vec<_>) = leases
+        .records
+        .into_iter()
+        .partition(|lease| kept_by_session(record.lease_mode, lease));
+    let mut done = 0;
+    for batch in plain.chunks(DELETE_BATCH) {
+        let deletes: Vec<_> = batch
+            .iter()
+            .map(|lease| (lease.key, lease.version.clone()))
+            .collect();
+        let results = store.delete_leases(group, &deletes).await?;
+        for (lease, result) in batch.iter().zip(results) {
+            match result {
+                Ok(()) => removed += 1,
+                Err(StoreError::NotFound { .. }) => {}
+                // The batch's delete was the first attempt; the others follow one at a time.
+                Err(StoreError::Conflict { .. }) => {
+                    let (lease, mode) = (lease.clone(), record.lease_mode);
+                    if delete_lease(store, group, mode, lease, 1, &mut floor).await? {
+                        removed += 1;
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        done += batch.len();
+        progress(done, total);
+    }
+    for lease in in_sessions {
+        if delete_lease(store, group, record.lease_mode, lease, 0, &mut floor).await? {
             removed += 1;
         }
+        done += 1;
+        progress(done, total);
     }
     Ok(removed)
+}
+
+/// Lease records deleted per store call: one transaction each on stores that have them.
+const DELETE_BATCH: usize = 500;
+
+/// Whether `lease` may be served under its holder's session whatever happens to the record
+/// alone: held, in a group with session leases.
+fn kept_by_session(mode: LeaseMode, lease: &StoredLease) -> bool {
+    mode == LeaseMode::Session
+        && lease.value.state == LeaseState::Held
+        && lease.value.owner.is_some()
 }
 
 /// Deletes every member record, the operator's included. With session leases a running
@@ -109,17 +166,19 @@ async fn delete_members(store: &dyn LeaseStore, group: &GroupName) -> Result<usi
     Ok(removed)
 }
 
-/// Deletes one lease record, whatever nodes write to it meanwhile. Returns whether this
-/// call deleted it. `floor` is the epoch floor written so far.
+/// Deletes one lease record, whatever nodes write to it meanwhile, in the attempts left
+/// after `tried`. Returns whether this call deleted it. `floor` is the epoch floor written
+/// so far.
 async fn delete_lease(
     store: &dyn LeaseStore,
     group: &GroupName,
     mode: LeaseMode,
     lease: StoredLease,
+    tried: usize,
     floor: &mut Option<Epoch>,
 ) -> Result<bool, AdminError> {
     let mut current = lease;
-    for _ in 0..MAX_ATTEMPTS {
+    for _ in tried..MAX_ATTEMPTS {
         // A node may take or renew the record between the listing and the delete: the floor
         // must cover the epoch actually deleted.
         if *floor < Some(current.value.epoch) {
@@ -172,7 +231,7 @@ async fn end_session_hold(
         .value
         .owner
         .as_ref()
-        .filter(|_| mode == LeaseMode::Session && lease.value.state == LeaseState::Held)
+        .filter(|_| kept_by_session(mode, lease))
     else {
         return Ok(None);
     };

@@ -103,6 +103,15 @@ impl LeaseStore for MeteredStore {
         self.timed(StoreOperation::DeleteLease, call).await
     }
 
+    async fn delete_leases(
+        &self,
+        group: &GroupName,
+        deletes: &[(PartitionId, Version)],
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        let call = self.inner.delete_leases(group, deletes);
+        self.timed(StoreOperation::DeleteLeases, call).await
+    }
+
     async fn transact(
         &self,
         group: &GroupName,

@@ -54,7 +54,7 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
     }
 }
 
-async fn create(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> Version {
+pub(super) async fn create(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> Version {
     store
         .put_lease(
             group,

@@ -264,6 +264,15 @@ impl LeaseStore for FaultyStore {
         self.inner.delete_lease(group, partition, version).await
     }
 
+    async fn delete_leases(
+        &self,
+        group: &GroupName,
+        deletes: &[(PartitionId, Version)],
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        self.gate().await;
+        self.inner.delete_leases(group, deletes).await
+    }
+
     async fn transact(
         &self,
         group: &GroupName,

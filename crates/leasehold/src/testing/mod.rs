@@ -13,6 +13,7 @@
 //! ```
 
 mod checks;
+mod delete_checks;
 mod faulty;
 mod field_checks;
 mod group_checks;
@@ -34,6 +35,7 @@ use crate::types::RecordKey;
 use crate::types::{GroupName, NodeId, PartitionId};
 
 pub use checks::*;
+pub use delete_checks::*;
 pub use faulty::FaultyStore;
 pub use field_checks::*;
 pub use group_checks::*;
@@ -335,6 +337,7 @@ pub async fn run_conformance(harness: &dyn Harness) {
     check!(damaged_group_record_is_reported_apart, harness);
     check!(epochs_never_go_back, harness.store());
     check!(batch_write_reports_each_result, harness.store());
+    check!(batch_delete_reports_each_result, harness.store());
     check!(long_listings_are_complete, harness.store());
     check!(corrupt_record_is_reported_alone, harness);
     check!(malformed_records_are_reported_not_fatal, harness);
