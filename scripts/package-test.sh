@@ -35,6 +35,7 @@ fail() { echo "package-test.sh: $*" >&2; exit 1; }
 
 "$bin" --version | tee "$scratch/version"
 grep -q '^stores: sqlite' "$scratch/version" || fail "--version names no stores"
+grep -Eq '^commit: ([0-9a-f]{12}|unknown)$' "$scratch/version" || fail "--version names no commit"
 
 store="sqlite:$scratch/leases.db"
 "$bin" --store "$store" init --partitions 4

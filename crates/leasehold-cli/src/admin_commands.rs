@@ -7,6 +7,7 @@ use leasehold::{GroupName, GroupRecord, LeaseRecord, LeaseStore, NodeId, Partiti
 use crate::cli::{Cli, Command};
 use crate::group_table::GroupTable;
 use crate::output::Progress;
+use crate::reply::Reply;
 use crate::Outcome;
 
 /// Runs one of the table-changing commands.
@@ -19,11 +20,14 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
     }
     let table = GroupTable::open(cli).await?;
     let group = &table.group;
+    let mut reply = Reply::new(wants_json(command));
+    reply.set("group", group)?;
     match command {
         Command::Init {
             partitions,
             timings,
             lease_mode,
+            ..
         } => {
             let timings = timings.timings();
             if let Some(timings) = timings.filter(|t| !t.is_safe()) {
@@ -36,31 +40,41 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
                 lease_mode: lease_mode.unwrap_or_default(),
                 ..GroupRecord::default()
             };
-            let group_record = init(&table, *partitions, &template).await?;
+            let mut group_record = init(&table, *partitions, &template, &mut reply).await?;
             match timings {
                 Some(timings) if group_record.timings != Some(timings) => {
-                    crate::group_commands::set(&table, timings, false).await?;
+                    group_record =
+                        crate::group_commands::set(&table, timings, false, &mut reply).await?;
                 }
-                Some(timings) => crate::say(&format!(
+                Some(timings) => reply.say(&format!(
                     "group {group}: every node must fit {}",
                     crate::group_commands::describe(&timings)
                 ))?,
                 None => {}
             }
             if let Some(mode) = lease_mode.filter(|m| group_record.lease_mode != *m) {
-                crate::group_commands::set_lease_mode(&table, mode).await?;
+                group_record =
+                    crate::group_commands::set_lease_mode(&table, mode, &mut reply).await?;
             }
+            reply.set("timings", group_record.timings)?;
+            reply.set("lease_mode", group_record.lease_mode)?;
         }
-        Command::LeaseMode { mode } => match mode {
+        Command::LeaseMode { mode, .. } => match mode {
             Some(mode) => {
-                crate::group_commands::set_lease_mode(&table, *mode).await?;
+                let record =
+                    crate::group_commands::set_lease_mode(&table, *mode, &mut reply).await?;
+                reply.set("lease_mode", record.lease_mode)?;
+                reply.set("changed", true)?;
             }
             None => {
                 let mode = admin::group_mode(&*table.store, group).await?;
-                crate::say(&format!("group {group}: lease mode {mode}"))?;
+                reply.set("lease_mode", mode)?;
+                reply.say(&format!("group {group}: lease mode {mode}"))?;
                 let pending = table.store.get_group(group).await?;
-                if let Some(to) = pending.and_then(|g| g.value.pending_lease_mode) {
-                    crate::say(&format!(
+                let pending = pending.and_then(|g| g.value.pending_lease_mode);
+                reply.set("pending_lease_mode", pending)?;
+                if let Some(to) = pending {
+                    reply.say(&format!(
                         "group {group}: a change to {to} is under way, or was cut short: no \
                          node joins until `leasehold lease-mode {to}` finishes it or \
                          `leasehold lease-mode {mode}` withdraws it"
@@ -82,48 +96,63 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
                 .await;
             progress.finish();
             let removed = removed?;
-            crate::say(&format!(
+            reply.set("removed", removed)?;
+            reply.say(&format!(
                 "group {group}: removed {removed} records; the group record keeps its epoch \
                  floor, and nodes still running stop"
             ))?;
         }
-        Command::Kick { partition } => {
+        Command::Kick { partition, .. } => {
             let record = change(&table, *partition, admin::kick).await?;
-            crate::say(&format!(
+            changed(&mut reply, *partition, &record)?;
+            reply.say(&format!(
                 "partition {partition}: kicked; {}",
                 holder(&record)
             ))?;
         }
-        Command::Prohibit { partition, node } => {
-            change(&table, *partition, |s, g, p| admin::prohibit(s, g, p, node)).await?;
-            crate::say(&format!("partition {partition}: node {node} prohibited"))?;
+        Command::Prohibit {
+            partition, node, ..
+        } => {
+            let record =
+                change(&table, *partition, |s, g, p| admin::prohibit(s, g, p, node)).await?;
+            changed(&mut reply, *partition, &record)?;
+            reply.say(&format!("partition {partition}: node {node} prohibited"))?;
         }
-        Command::Allow { partition, node } => {
-            change(&table, *partition, |s, g, p| admin::allow(s, g, p, node)).await?;
-            crate::say(&format!("partition {partition}: node {node} allowed"))?;
+        Command::Allow {
+            partition, node, ..
+        } => {
+            let record = change(&table, *partition, |s, g, p| admin::allow(s, g, p, node)).await?;
+            changed(&mut reply, *partition, &record)?;
+            reply.say(&format!("partition {partition}: node {node} allowed"))?;
         }
-        Command::Offline { partition } => {
+        Command::Offline { partition, .. } => {
             let record = change(&table, *partition, admin::offline).await?;
-            crate::say(&format!(
+            changed(&mut reply, *partition, &record)?;
+            reply.say(&format!(
                 "partition {partition}: offline (was epoch {}); no node takes it until online",
                 record.epoch
             ))?;
         }
-        Command::Online { partition } => {
-            change(&table, *partition, admin::online).await?;
-            crate::say(&format!(
+        Command::Online { partition, .. } => {
+            let record = change(&table, *partition, admin::online).await?;
+            changed(&mut reply, *partition, &record)?;
+            reply.say(&format!(
                 "partition {partition}: online; taken after acquire_after"
             ))?;
         }
-        Command::Drain { node } => {
+        Command::Drain { node, .. } => {
             drain(&table, node, true).await?;
-            crate::say(&format!(
+            reply.set("node", node)?;
+            reply.set("draining", true)?;
+            reply.say(&format!(
                 "node {node}: draining; it hands its partitions off at its next scan"
             ))?;
         }
-        Command::Undrain { node } => {
+        Command::Undrain { node, .. } => {
             drain(&table, node, false).await?;
-            crate::say(&format!("node {node}: no longer draining"))?;
+            reply.set("node", node)?;
+            reply.set("draining", false)?;
+            reply.say(&format!("node {node}: no longer draining"))?;
         }
         Command::Status(_)
         | Command::Timings(_)
@@ -142,7 +171,31 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
             unreachable!("dispatched in main")
         }
     }
+    reply.finish()?;
     Ok(Outcome::Success)
+}
+
+/// Whether the command was given `--json`.
+fn wants_json(command: &Command) -> bool {
+    match command {
+        Command::Init { json, .. }
+        | Command::LeaseMode { json, .. }
+        | Command::Destroy { json, .. }
+        | Command::Kick { json, .. }
+        | Command::Prohibit { json, .. }
+        | Command::Allow { json, .. }
+        | Command::Offline { json, .. }
+        | Command::Online { json, .. }
+        | Command::Drain { json, .. }
+        | Command::Undrain { json, .. } => *json,
+        _ => false,
+    }
+}
+
+/// The JSON of a change to one partition: the partition and its record as written.
+fn changed(reply: &mut Reply, partition: u32, record: &LeaseRecord) -> anyhow::Result<()> {
+    reply.set("partition", partition)?;
+    reply.set("record", record)
 }
 
 /// Creates the group, refusing to change the count of one that exists: growing it would
@@ -151,6 +204,7 @@ async fn init(
     table: &GroupTable,
     partitions: u32,
     template: &GroupRecord,
+    reply: &mut Reply,
 ) -> anyhow::Result<GroupRecord> {
     let group = &table.group;
     let listing = table.leases().await?;
@@ -166,12 +220,16 @@ async fn init(
     anyhow::ensure!(partitions > 0, "--partitions must be at least 1");
     let group_record = admin::ensure_group_as(&*table.store, group, template).await?;
     let outcome = admin::init_listed(&*table.store, group, partitions, &listing).await?;
-    crate::say(&format!(
+    reply.set("partitions", partitions)?;
+    reply.set("created", outcome.created)?;
+    reply.set("existing", outcome.existing)?;
+    reply.set("held_by_nobody", outcome.held_by_nobody)?;
+    reply.say(&format!(
         "group {group}: {} partitions created, {} already there ({partitions} in all)",
         outcome.created, outcome.existing
     ))?;
     if outcome.created > 0 && outcome.held_by_nobody {
-        crate::say(&format!(
+        reply.say(&format!(
             "group {group} was used before: the partitions created are held by nobody, and \
              taken after acquire_after"
         ))?;

@@ -6,6 +6,7 @@ use leasehold::{GroupRecord, GroupTimings, LeaseMode};
 
 use crate::cli::{Cli, TimingsArgs};
 use crate::group_table::GroupTable;
+use crate::reply::Reply;
 use crate::Outcome;
 use leasehold::duration::format_duration;
 
@@ -13,7 +14,7 @@ use leasehold::duration::format_duration;
 pub async fn run(cli: &Cli, args: &TimingsArgs) -> anyhow::Result<Outcome> {
     let table = GroupTable::open(cli).await?;
     let record = match args.timings.timings() {
-        Some(timings) => set(&table, timings, args.force).await?,
+        Some(timings) => set(&table, timings, args.force, &mut Reply::new(args.json)).await?,
         None => {
             let stored = table.store.get_group(&table.group).await?.ok_or_else(|| {
                 anyhow::anyhow!(
@@ -37,9 +38,10 @@ pub async fn set(
     table: &GroupTable,
     timings: GroupTimings,
     force: bool,
+    reply: &mut Reply,
 ) -> anyhow::Result<GroupRecord> {
     let record = admin::set_timings(&*table.store, &table.group, timings, force).await?;
-    crate::say(&format!(
+    reply.say(&format!(
         "group {}: every node must now fit {}",
         table.group,
         describe(&timings)
@@ -48,9 +50,13 @@ pub async fn set(
 }
 
 /// Sets how the group renews its leases, saying what changed.
-pub async fn set_lease_mode(table: &GroupTable, mode: LeaseMode) -> anyhow::Result<GroupRecord> {
+pub async fn set_lease_mode(
+    table: &GroupTable,
+    mode: LeaseMode,
+    reply: &mut Reply,
+) -> anyhow::Result<GroupRecord> {
     let record = admin::set_lease_mode(&*table.store, &table.group, mode).await?;
-    crate::say(&format!(
+    reply.say(&format!(
         "group {}: lease mode {}; nodes read it when they join",
         table.group, record.lease_mode
     ))?;

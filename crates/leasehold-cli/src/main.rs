@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Every error is one line on stderr, `leasehold: error: ...`, with its causes joined by
-//! `": "`, and exit code 2. `stale` exits 1 when it finds problems; `demo` exits 1 when a
+//! `": "`, and exit code 2. `stale` exits 1 or 2 when it finds problems (a warning, or damage
+//! to repair) and 3 when it cannot check; `exec` exits with its command's status; `demo` exits 1 when a
 //! check fails; `sim` exits 1 when an invariant is broken.
 
 // The doc comments of the command-line definitions are its --help texts, where brackets
@@ -39,6 +40,7 @@ mod monitor;
 mod node;
 mod node_process;
 mod output;
+mod reply;
 mod sim;
 mod stale;
 mod status;

@@ -1,5 +1,7 @@
-//! `stale`: a health probe for cron jobs and alerting. Exit 0 healthy, 1 problems found,
-//! 2 could not check.
+//! `stale`: a health probe for cron jobs and alerting, with the exit codes of a Nagios
+//! plugin: 0 OK, 1 WARNING (problems that heal as nodes take partitions over, or too few
+//! nodes), 2 CRITICAL (records missing, unreadable or with epochs gone back), 3 UNKNOWN (the
+//! check could not be made).
 
 use leasehold::admin::{self, StaleReport};
 use serde::Serialize;
@@ -28,8 +30,10 @@ struct Unrenewed {
 struct StaleDocument {
     group: String,
     watch_ms: u128,
-    /// False when any of the problems below is present; the exit code is 1 then.
+    /// False when any of the problems below is present; the exit code is 1 or 2 then.
     healthy: bool,
+    /// `ok`, `warning` or `critical`, as the exit code says (0, 1, 2).
+    status: &'static str,
     /// Problem: held leases whose version stayed the same across the watch.
     unrenewed: Vec<Unrenewed>,
     /// Problem: released partitions, and partitions held by nobody.
@@ -52,8 +56,25 @@ struct StaleDocument {
     min_nodes: usize,
 }
 
-/// Runs `stale`.
+/// The exit code for a check that could not be made: UNKNOWN.
+const UNKNOWN: u8 = 3;
+
+/// The exit code for damage an operator must repair: CRITICAL.
+const CRITICAL: u8 = 2;
+
+/// Runs `stale`. A check that cannot be made is reported as every error is, with exit code
+/// 3, so that a probe tells it from a verdict.
 pub async fn run(cli: &Cli, args: &StaleArgs) -> anyhow::Result<Outcome> {
+    match check(cli, args).await {
+        Ok(outcome) => Ok(outcome),
+        Err(error) => {
+            eprintln!("leasehold: error: {error:#}");
+            Ok(Outcome::Exit(UNKNOWN))
+        }
+    }
+}
+
+async fn check(cli: &Cli, args: &StaleArgs) -> anyhow::Result<Outcome> {
     let table = GroupTable::open(cli).await?;
     let report = admin::stale_check(
         &*table.store,
@@ -69,7 +90,9 @@ pub async fn run(cli: &Cli, args: &StaleArgs) -> anyhow::Result<Outcome> {
     } else {
         crate::write_out(&render(&document))?;
     }
-    Ok(if report.has_problems() {
+    Ok(if report.is_critical() {
+        Outcome::Exit(CRITICAL)
+    } else if report.has_problems() {
         Outcome::ProblemsFound
     } else {
         Outcome::Success
@@ -82,6 +105,13 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
         group: table.group.to_string(),
         watch_ms: args.watch.as_millis(),
         healthy: !report.has_problems(),
+        status: if report.is_critical() {
+            "critical"
+        } else if report.has_problems() {
+            "warning"
+        } else {
+            "ok"
+        },
         unrenewed: report
             .unrenewed
             .iter()
@@ -119,10 +149,10 @@ fn render(document: &StaleDocument) -> String {
     let mut lines = vec![format!(
         "group {}: {}",
         document.group,
-        if document.healthy {
-            "healthy"
-        } else {
-            "PROBLEMS FOUND"
+        match document.status {
+            "ok" => "healthy",
+            "warning" => "PROBLEMS FOUND (warning)",
+            _ => "PROBLEMS FOUND (critical)",
         }
     )];
     if !document.unrenewed.is_empty() {

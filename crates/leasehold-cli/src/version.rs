@@ -1,5 +1,5 @@
-//! What `leasehold --version` says: the version, and the stores this build can open (which
-//! depend on the features it was built with).
+//! What `leasehold --version` says: the version, the commit it was built from, and the
+//! stores this build can open (which depend on the features it was built with).
 
 /// `--version`'s text (`-V` prints the version alone).
 pub fn long_version() -> String {
@@ -16,8 +16,9 @@ pub fn long_version() -> String {
             .filter_map(|&(name, built)| built.then_some(name)),
     );
     format!(
-        "{}\nstores: {}",
+        "{}\ncommit: {}\nstores: {}",
         env!("CARGO_PKG_VERSION"),
+        env!("LEASEHOLD_COMMIT"),
         stores.join(", ")
     )
 }

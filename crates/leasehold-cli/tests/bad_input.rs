@@ -31,8 +31,9 @@ fn missing_group_is_named() {
         let run = site.run(command);
         assert_clean_error(&run, &["group default does not exist"]);
     }
+    // For `stale`, a check that cannot be made is UNKNOWN: exit 3.
     let run = site.run(&["--group", "orders", "stale", "--watch", "10ms"]);
-    assert_clean_error(&run, &["group orders does not exist"]);
+    common::assert_clean_error_exiting(&run, 3, &["group orders does not exist"]);
 }
 
 #[test]

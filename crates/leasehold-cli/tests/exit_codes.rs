@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_clean_error, Site};
+use common::{assert_clean_error, assert_clean_error_exiting, Site};
 
 /// Runs SQL on the site's file behind leasehold's back.
 fn alter(site: &Site, statements: &str) {
@@ -35,11 +35,11 @@ fn a_store_failing_after_it_was_opened_exits_2() {
     site.ok(&["kick", "0"]);
 }
 
-/// Fails if `stale` turns a store failure in the middle of its check into a verdict (exit 0
-/// or 1) instead of exit 2, "could not check": a probe that cannot read the group record
-/// cannot know whether epochs went back.
+/// Fails if `stale` turns a store failure in the middle of its check into a verdict (exit 0,
+/// 1 or 2) instead of exit 3, UNKNOWN: a probe that cannot read the group record cannot
+/// know whether epochs went back.
 #[test]
-fn stale_exits_2_when_the_store_fails_mid_check() {
+fn stale_exits_3_when_the_store_fails_mid_check() {
     let site = Site::new();
     site.ok(&["init", "--partitions", "2"]);
     // The listings still work; the group record, read after them, cannot be read.
@@ -48,8 +48,9 @@ fn stale_exits_2_when_the_store_fails_mid_check() {
         let mut args = vec!["stale", "--watch", "10ms", "--min-nodes", "0"];
         args.extend(json.then_some("--json"));
         let run = site.run(&args);
-        assert_clean_error(
+        assert_clean_error_exiting(
             &run,
+            3,
             &[
                 "reading group record of group default",
                 "no such table: groups",
@@ -118,4 +119,33 @@ fn demo_exits_1_when_a_check_fails() {
         assert!(run.stdout.contains(needle), "{needle:?}: {run:?}");
     }
     assert!(!run.stderr.contains("leasehold: error"), "{run:?}");
+}
+
+/// Fails if `--version` stops naming the commit the binary was built from (the one checked
+/// out here, when the tests run from a git checkout) or the stores it can open.
+#[test]
+fn the_version_names_the_commit_and_the_stores() {
+    let run = common::leasehold(&["--version"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let commit = run
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("commit: "))
+        .unwrap_or_else(|| panic!("no commit line: {run:?}"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    match head {
+        Some(head) => assert_eq!(commit, head, "{run:?}"),
+        None => assert_eq!(commit, "unknown", "{run:?}"),
+    }
+    assert!(
+        run.stdout
+            .lines()
+            .any(|line| line.starts_with("stores: sqlite")),
+        "{run:?}"
+    );
 }

@@ -96,11 +96,12 @@ impl Verdict {
         let Verdict { text, json } = self;
         assert_eq!(text.code, code, "{text:?}");
         assert_eq!(json["healthy"], json!(code == 0), "{json}");
-        let headline = if code == 0 {
-            "group default: healthy"
-        } else {
-            "group default: PROBLEMS FOUND"
+        let (headline, status) = match code {
+            0 => ("group default: healthy", "ok"),
+            1 => ("group default: PROBLEMS FOUND (warning)", "warning"),
+            _ => ("group default: PROBLEMS FOUND (critical)", "critical"),
         };
+        assert_eq!(json["status"], status, "{json}");
         assert_eq!(text.stdout.lines().next(), Some(headline), "{text:?}");
         for line in lines {
             assert!(
@@ -194,14 +195,14 @@ fn partitions_without_a_record_are_missing() {
         put_lease(store, 2, offline()).await;
     });
     let verdict = stale(&site, &["--min-nodes", "0", "--partitions", "4"]);
-    verdict.assert(1, &["missing"], &["missing partitions: 1 3"]);
+    verdict.assert(2, &["missing"], &["missing partitions: 1 3"]);
     assert_eq!(verdict.json["missing"], json!([1, 3]));
     assert_eq!(verdict.json["missing_count"], json!(2));
 
     // A stray record far out makes more gaps than are listed.
     write(&site, async |store| put_lease(store, 1100, offline()).await);
     let verdict = stale(&site, &["--min-nodes", "0"]);
-    verdict.assert(1, &["missing"], &["… and 98 more missing partitions"]);
+    verdict.assert(2, &["missing"], &["… and 98 more missing partitions"]);
     let listed = verdict.json["missing"].as_array().unwrap();
     assert_eq!((listed.len(), listed[0].clone()), (1000, json!(1)));
     assert_eq!(verdict.json["missing_count"], json!(1098));
@@ -217,7 +218,7 @@ fn an_unreadable_lease_record_is_corrupt() {
     );
     let line = "corrupt lease 1: state \"bogus\" is not held, released or offline";
     let verdict = stale(&site, &["--min-nodes", "0"]);
-    verdict.assert(1, &["corrupt"], &[line]);
+    verdict.assert(2, &["corrupt"], &[line]);
     assert_eq!(verdict.json["corrupt"], json!([line]));
 }
 
@@ -235,7 +236,7 @@ fn an_unreadable_member_record_is_corrupt() {
     );
     let line = "corrupt member server-1: draining is 7, not 0 or 1";
     let verdict = stale(&site, &["--min-nodes", "0"]);
-    verdict.assert(1, &["corrupt"], &[line]);
+    verdict.assert(2, &["corrupt"], &[line]);
     assert_eq!(verdict.json["corrupt"], json!([line]));
 }
 
@@ -257,7 +258,7 @@ fn an_epoch_below_the_group_floor_has_gone_back() {
     });
     let verdict = stale(&site, &["--min-nodes", "0"]);
     verdict.assert(
-        1,
+        2,
         &["epochs back"],
         &[
             "epochs gone back (records re-created outside leasehold; nodes issue higher tokens): \

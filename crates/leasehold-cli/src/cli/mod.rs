@@ -17,8 +17,9 @@ use leasehold_process::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
 /// Lease-based partitioning: divide N partitions among servers so that no partition is ever
 /// served by two at once.
 ///
-/// Exit codes: 0 success, 1 problems found (stale), a demo check failed or a simulated
-/// invariant was broken, 2 error.
+/// Exit codes: 0 success, 1 problems found (stale: a warning), a demo check failed or a
+/// simulated invariant was broken, 2 error (stale: damage found), 3 stale could not check;
+/// exec exits with its command's status.
 #[derive(Debug, Parser)]
 #[command(
     name = "leasehold",
@@ -93,12 +94,18 @@ pub enum Command {
         /// heartbeat) or session (one per node per heartbeat; see docs/session-leases.md).
         #[arg(long, value_name = "MODE")]
         lease_mode: Option<leasehold::LeaseMode>,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Show how the group renews its leases, or change it: per-partition or session.
     /// Refused while member records are present: stop every node first.
     LeaseMode {
         /// The new mode; without it, the current one is shown.
         mode: Option<leasehold::LeaseMode>,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete every lease and member record of the group. The group record stays, so a
     /// group built out again issues fencing tokens above every earlier one.
@@ -109,6 +116,9 @@ pub enum Command {
         /// Delete even while member records are present (nodes that may be running).
         #[arg(long)]
         force: bool,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the group record (record format, the timings every node must fit, epoch floor),
     /// or change its timings with --lease-validity and --acquire-after. A change is made
@@ -118,13 +128,18 @@ pub enum Command {
     /// Show the lease table: owner, epoch, state, prohibited nodes, note, version, age.
     Status(StatusArgs),
     /// Sample the table twice and report problems: unrenewed leases, unowned, missing or
-    /// corrupt partitions, too few live nodes. Exit 0 healthy, 1 problems, 2 could not check.
+    /// corrupt partitions, too few live nodes. Exit codes as a Nagios plugin's: 0 OK, 1 WARNING
+    /// (unrenewed or unowned leases, too few nodes), 2 CRITICAL (missing or unreadable records,
+    /// epochs gone back), 3 UNKNOWN (could not check).
     #[command(after_help = duration::help())]
     Stale(StaleArgs),
     /// Make the holder of a partition drop it; another node takes it after acquire_after.
     Kick {
         /// The partition.
         partition: u32,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Keep a node off a partition (its holder drops it if that is the node).
     Prohibit {
@@ -132,6 +147,9 @@ pub enum Command {
         partition: u32,
         /// The node to keep off.
         node: NodeId,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Let a node take a partition again.
     Allow {
@@ -139,26 +157,41 @@ pub enum Command {
         partition: u32,
         /// The node to allow.
         node: NodeId,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Take a partition out of service: nobody holds it until `online`.
     Offline {
         /// The partition.
         partition: u32,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Put an offline partition back in service.
     Online {
         /// The partition.
         partition: u32,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Ask a node to hand all its partitions off (cooperatively, no expiry).
     Drain {
         /// The node.
         node: NodeId,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Let a drained node take partitions again.
     Undrain {
         /// The node.
         node: NodeId,
+        /// Print the result as one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Run one participant until SIGTERM or SIGINT, then release its leases and exit.
     #[command(after_help = duration::help())]

@@ -672,7 +672,12 @@ fn install_python_client() -> PathBuf {
 
 /// Asserts that stderr names each of `needles` and shows no panic.
 pub fn assert_clean_error(run: &Run, needles: &[&str]) {
-    assert_eq!(run.code, 2, "expected exit code 2: {run:?}");
+    assert_clean_error_exiting(run, 2, needles);
+}
+
+/// [`assert_clean_error`] for a command that exits with `code` on an error (`stale`: 3).
+pub fn assert_clean_error_exiting(run: &Run, code: i32, needles: &[&str]) {
+    assert_eq!(run.code, code, "expected exit code {code}: {run:?}");
     for needle in needles {
         assert!(
             run.stderr.contains(needle),

@@ -49,6 +49,14 @@ impl StaleReport {
     /// The most missing partitions listed in [`StaleReport::missing`].
     pub const MISSING_LISTED: usize = 1000;
 
+    /// Whether records are missing, unreadable or re-created with lower epochs: damage that
+    /// leasehold does not repair by itself and an operator must look at (a critical alert).
+    /// The other problems (unrenewed and unowned leases, too few nodes) heal as nodes take
+    /// partitions over or come back, or call for capacity (a warning).
+    pub fn is_critical(&self) -> bool {
+        self.missing_count > 0 || !self.corrupt.is_empty() || !self.epochs_back.is_empty()
+    }
+
     /// Whether anything needs an operator's attention.
     pub fn has_problems(&self) -> bool {
         !self.unrenewed.is_empty()
