@@ -66,6 +66,49 @@ fn agent_options() -> BTreeMap<String, bool> {
     options
 }
 
+/// The flag each `LEASEHOLD_*` variable sets, as `leasehold agent --help` names them
+/// (`[env: LEASEHOLD_ID=]` under `--id`).
+fn agent_variables() -> BTreeMap<String, String> {
+    let run = common::leasehold(&["agent", "--help"]);
+    assert_eq!(run.code, 0, "leasehold agent --help failed: {run:?}");
+    let mut variables = BTreeMap::new();
+    let mut flag = None;
+    for line in run.stdout.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("--") || trimmed.starts_with("-h") {
+            flag = trimmed
+                .split([',', ' '])
+                .find(|word| word.starts_with("--"))
+                .map(str::to_owned);
+        } else if let Some(rest) = trimmed.strip_prefix("[env: ") {
+            let name = rest.split('=').next().expect("a variable name");
+            if let Some(flag) = &flag {
+                variables.insert(name.to_owned(), flag.clone());
+            }
+        }
+    }
+    assert_eq!(
+        variables.get("LEASEHOLD_ID").map(String::as_str),
+        Some("--id"),
+        "could not read the variables from `leasehold agent --help`:\n{}",
+        run.stdout
+    );
+    variables
+}
+
+/// The options the environment sets, as `(flag, value)` pairs, for the agent's variables
+/// among `env`; the store and the group, which the test gives its own, are left out.
+fn options_from_environment(env: &BTreeMap<String, String>) -> Vec<(String, Option<String>)> {
+    let variables = agent_variables();
+    env.iter()
+        .filter(|(name, _)| !["LEASEHOLD_STORE", "LEASEHOLD_GROUP"].contains(&name.as_str()))
+        .filter_map(|(name, value)| {
+            let flag = variables.get(name)?;
+            Some((flag.clone(), Some(value.clone())))
+        })
+        .collect()
+}
+
 /// The options of an agent command line (`agent --flag value ...`), in order, each checked to
 /// be one `leasehold agent` accepts.
 fn agent_command_line(
@@ -116,6 +159,20 @@ fn option<'a>(options: &'a [(String, Option<String>)], name: &str) -> Option<&'a
         .rev()
         .find(|(n, _)| n == name)
         .and_then(|(_, value)| value.as_deref())
+}
+
+/// The command line without `name` and its value, if it is there.
+fn without_option(line: &[String], name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = line.iter();
+    while let Some(word) = words.next() {
+        if word == name {
+            words.next();
+        } else if !word.starts_with(&format!("{name}=")) {
+            out.push(word.clone());
+        }
+    }
+    out
 }
 
 /// The command line with `name`'s value replaced (the option must be there).
@@ -281,11 +338,30 @@ struct Agent {
 /// on a free loopback port, the test's token file, the site's store (the recipe's is a
 /// server elsewhere, or a path on a host).
 fn start_agent(site: &Site, name: &str, group: &str, words: &[String], token: &Path) -> Agent {
-    let words = with_option(words, "--listen", "127.0.0.1:0");
+    start_agent_with(site, name, group, words, token, &BTreeMap::new())
+}
+
+/// [`start_agent`] with `env` set for it (a unit's environment: `LEASEHOLD_ID`…), but for
+/// the store and the group, which are the test's.
+fn start_agent_with(
+    site: &Site,
+    name: &str,
+    group: &str,
+    words: &[String],
+    token: &Path,
+    env: &BTreeMap<String, String>,
+) -> Agent {
+    let mut words = without_option(words, "--listen");
+    words.extend(["--listen".to_owned(), "127.0.0.1:0".to_owned()]);
     let words = with_option(&words, "--token-file", token.to_str().unwrap());
     let mut args: Vec<&str> = vec!["--group", group];
     args.extend(words.iter().map(String::as_str));
-    let process = site.process(name, &args);
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .filter(|(key, _)| !["LEASEHOLD_STORE", "LEASEHOLD_GROUP"].contains(&key.as_str()))
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let process = site.process_with_env(name, &args, &env);
     let at = http::authority(&site.printed_url(name)).to_owned();
     Agent { at, process }
 }
@@ -1140,7 +1216,9 @@ fn the_systemd_unit_runs_the_agent_with_flags_it_accepts_and_waits_out_a_hand_of
             "ExecStart should run the leasehold binary by its absolute path, not {program:?}"
         );
         let recipe = format!("{UNIT} with {what}");
-        let options = agent_command_line(&words[1..], &accepted, &recipe);
+        // The environment's settings first: a flag on the command line wins over them.
+        let mut options = options_from_environment(env);
+        options.extend(agent_command_line(&words[1..], &accepted, &recipe));
         lines.push((recipe, words[1..].to_vec(), options));
     }
     let (_, _, options) = &lines[0];
@@ -1184,9 +1262,9 @@ fn the_systemd_unit_runs_the_agent_with_flags_it_accepts_and_waits_out_a_hand_of
     );
     // Every setting of the example file is one the unit or the agent reads.
     let exec = unit.get("ExecStart").unwrap();
+    let variables = agent_variables();
     for (key, _) in env_file_settings(&example) {
-        let read_by_agent =
-            ["LEASEHOLD_STORE", "LEASEHOLD_GROUP"].contains(&key.as_str()) || key.starts_with("PG");
+        let read_by_agent = variables.contains_key(&key) || key.starts_with("PG");
         let in_exec = exec.contains(&format!("${{{key}}}")) || exec.contains(&format!("${key}"));
         assert!(
             read_by_agent || in_exec,
@@ -1240,7 +1318,8 @@ fn the_systemd_unit_runs_the_agent_with_flags_it_accepts_and_waits_out_a_hand_of
             .get("LEASEHOLD_GROUP")
             .cloned()
             .unwrap_or("default".into());
-        let mut agent = start_agent(&site, &format!("unit-{index}"), &group, words, &token);
+        let name = format!("unit-{index}");
+        let mut agent = start_agent_with(&site, &name, &group, words, &token, settings);
         site.wait_for(WAIT, &format!("{recipe}: the agent to be ready"), || {
             http::get(&agent.at, "/readyz").status == 200
         });

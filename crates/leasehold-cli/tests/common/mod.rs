@@ -277,6 +277,15 @@ impl Site {
     /// Starts `leasehold --store STORE args...` as `name`, in the site's group but through
     /// another address of its server (a proxy's, say); output as [`Site::process`].
     pub fn process_on(&self, name: &str, store: &str, args: &[&str]) -> NodeProcess {
+        self.spawn(name, store, args, &[])
+    }
+
+    /// [`Site::process`] with `env` set for the process.
+    pub fn process_with_env(&self, name: &str, args: &[&str], env: &[(&str, &str)]) -> NodeProcess {
+        self.spawn(name, &self.store(), args, env)
+    }
+
+    fn spawn(&self, name: &str, store: &str, args: &[&str], env: &[(&str, &str)]) -> NodeProcess {
         let stderr = File::create(self.path(&format!("{name}.err"))).expect("stderr file");
         let stdout = File::create(self.path(&format!("{name}.out"))).expect("stdout file");
         let mut store_args = self.store_args();
@@ -285,6 +294,7 @@ impl Site {
             .args(store_args)
             .args(args)
             .env_remove("LEASEHOLD_GROUP")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
