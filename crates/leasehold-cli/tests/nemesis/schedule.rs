@@ -8,6 +8,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::checker::{self, Findings};
 use crate::common::{read_log_so_far, NodeProcess, Site};
+use crate::handovers::{handovers, summary, Handovers};
+use crate::netns::Cluster;
 use crate::proxy::{LinkState, Proxy};
 
 /// Partitions in the group.
@@ -49,6 +51,8 @@ pub struct Fleet<'a> {
     url: String,
     events: Vec<String>,
     started: Instant,
+    /// Each node's cuts from the store: its name and when, in Unix nanoseconds.
+    cuts: Vec<(String, u128)>,
 }
 
 /// What a run showed.
@@ -64,6 +68,8 @@ pub struct Report {
     pub unexpected_exits: Vec<String>,
     /// Processes that did not exit with 0 on SIGTERM at the end.
     pub bad_stops: Vec<String>,
+    /// Takeovers after expiries, from the fence log.
+    pub handovers: Handovers,
 }
 
 impl Report {
@@ -113,6 +119,22 @@ impl fmt::Display for Report {
         }
         if !self.idle_after_heal.is_empty() {
             writeln!(f, "idle after the heal: {:?}", self.idle_after_heal)?;
+        }
+        for (what, values) in [
+            ("takeover after a cut", &self.handovers.after_cut),
+            (
+                "an expired lease's deadline to the takeover",
+                &self.handovers.stopped_early_by,
+            ),
+        ] {
+            if let Some((count, median, largest)) = summary(values) {
+                writeln!(
+                    f,
+                    "{what}: {count} partitions, median {:.2}s, longest {:.2}s",
+                    median.as_secs_f64(),
+                    largest.as_secs_f64()
+                )?;
+            }
         }
         for exit in self.unexpected_exits.iter().chain(&self.bad_stops) {
             writeln!(f, "  {exit}")?;
@@ -208,6 +230,7 @@ impl<'a> Fleet<'a> {
             url: url.to_owned(),
             events: Vec::new(),
             started: Instant::now(),
+            cuts: Vec::new(),
         };
         for index in 0..fleet.nodes.len() {
             fleet.spawn(index);
@@ -290,6 +313,9 @@ impl<'a> Fleet<'a> {
                 4 => {
                     let lasting = rng.millis(500, 5000);
                     self.note(format!("store cut from every node for {lasting:?}"));
+                    let now = unix_ns();
+                    let ids: Vec<String> = self.nodes.iter().map(|n| n.id.clone()).collect();
+                    self.cuts.extend(ids.into_iter().map(|id| (id, now)));
                     self.nodes
                         .iter()
                         .for_each(|node| node.set_link(LinkState::CUT));
@@ -351,6 +377,7 @@ impl<'a> Fleet<'a> {
             ..LinkState::default()
         });
         sleep(slow);
+        self.cuts.push((id, unix_ns()));
         self.hold(index, LinkState::CUT, cut);
     }
 
@@ -385,7 +412,45 @@ impl<'a> Fleet<'a> {
             requests_cut: both_ways,
             ..LinkState::CUT
         };
+        self.cuts.push((id, unix_ns()));
         self.hold(index, state, lasting);
+    }
+
+    /// Cuts the etcd leader from the other members of `cluster`, `rounds` times, each for
+    /// longer than `acquire_after`; its clients still reach it, but it has lost its quorum
+    /// and the others elect a new leader. Then checks.
+    pub fn cut_each_leader(&mut self, cluster: &Cluster, rounds: usize) -> Report {
+        for _ in 0..rounds {
+            let elected = Instant::now() + Duration::from_secs(20);
+            let leader = loop {
+                if let Some(leader) = cluster.leader() {
+                    break leader;
+                }
+                assert!(Instant::now() < elected, "no etcd leader within 20 s");
+                sleep(Duration::from_millis(100));
+            };
+            self.note(format!(
+                "etcd member {leader} (the leader) cut from the others for 6s"
+            ));
+            cluster.isolate(leader);
+            let cut = Instant::now();
+            // The cut is real only if the other two elect a leader of their own.
+            let mut successor = None;
+            while cut.elapsed() < Duration::from_secs(6) {
+                if successor.is_none() {
+                    successor = cluster.leader_other_than(leader);
+                }
+                sleep(Duration::from_millis(100));
+            }
+            cluster.heal(leader);
+            let successor = successor.unwrap_or_else(|| {
+                panic!("no other etcd member led while member {leader} was cut off")
+            });
+            self.note(format!("etcd member {successor} led meanwhile; healed"));
+            sleep(Duration::from_secs(3));
+        }
+        let unexpected = self.exited_by_themselves();
+        self.finish(unexpected)
     }
 
     /// Cuts every node but `keep` from the store in turn, `rounds` times, each for longer
@@ -439,6 +504,7 @@ impl<'a> Fleet<'a> {
         let mut findings = checker::check(&spans);
         let fence = read_log_so_far(&self.site.path("fence.log"));
         checker::check_tenures(&checker::tenures(&fence), &mut findings);
+        let handovers = handovers(&fence, &self.cuts);
         Report {
             findings,
             events: std::mem::take(&mut self.events),
@@ -446,6 +512,7 @@ impl<'a> Fleet<'a> {
             recovery,
             unexpected_exits,
             bad_stops,
+            handovers,
         }
     }
 }
