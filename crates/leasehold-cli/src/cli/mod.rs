@@ -50,7 +50,7 @@ pub struct Cli {
     pub group: GroupName,
 
     /// Time limit on each store call made by operator commands.
-    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, global = true, env = "LEASEHOLD_TIMEOUT", default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
 
     /// How logs are written to standard error: text for people, or json (one object a line,
