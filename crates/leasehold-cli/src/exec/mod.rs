@@ -53,8 +53,9 @@ pub async fn run(cli: &Cli, args: &ExecArgs) -> anyhow::Result<Outcome> {
     if let Some(beyond) = hold.iter().flatten().find(|partition| partition.0 >= count) {
         running.stop().await;
         anyhow::bail!(
-            "--hold names partition {beyond}, but group {} has {count} partitions",
-            cli.group
+            "--hold names partition {beyond}, but the partitions of group {} are 0 to {}",
+            cli.group,
+            count - 1
         );
     }
     let partitions = hold.unwrap_or_else(|| (0..count).map(PartitionId).collect());
