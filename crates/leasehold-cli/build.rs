@@ -23,6 +23,9 @@ fn git_commit() -> Option<String> {
         let text = String::from_utf8(output.stdout).ok()?;
         output.status.success().then(|| text.trim().to_owned())
     };
+    // Only this crate's own repository counts: a crate unpacked from a registry into some
+    // other git checkout (a home directory kept in git) is not built from that commit.
+    git(&["ls-files", "--error-unmatch", "build.rs"])?;
     let commit = git(&["rev-parse", "--short=12", "HEAD"])?;
     let git_dir = git(&["rev-parse", "--absolute-git-dir"])?;
     let git_dir = Path::new(&git_dir);
