@@ -25,6 +25,7 @@ fn worker_script(log: &std::path::Path) -> String {
 struct Line {
     node: String,
     word: String,
+    partition: u32,
     epoch: u64,
 }
 
@@ -35,9 +36,10 @@ fn read_log(path: &std::path::Path) -> Vec<Line> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             match fields.as_slice() {
-                [_, node, word, _, epoch] => Some(Line {
+                [_, node, word, partition, epoch] => Some(Line {
                     node: node.to_string(),
                     word: word.to_string(),
+                    partition: partition.parse().ok()?,
                     epoch: epoch.parse().ok()?,
                 }),
                 _ => None,
@@ -68,8 +70,28 @@ fn runs_in_order(lines: &[Line]) -> Vec<(String, u64)> {
     runs
 }
 
+/// The runs of each partition, in the order their work reached the file ([`runs_in_order`]).
+fn runs_by_partition(lines: &[Line]) -> std::collections::BTreeMap<u32, Vec<(String, u64)>> {
+    let mut by_partition: std::collections::BTreeMap<u32, Vec<Line>> = Default::default();
+    for line in lines {
+        by_partition
+            .entry(line.partition)
+            .or_default()
+            .push(line.clone());
+    }
+    by_partition
+        .into_iter()
+        .map(|(partition, lines)| (partition, runs_in_order(&lines)))
+        .collect()
+}
+
 fn exec_args<'a>(id: &'a str, script: &'a str) -> Vec<&'a str> {
-    let mut args = vec!["exec", "--id", id, "--partitions", "1", "--restart"];
+    exec_args_over(id, "1", script)
+}
+
+/// `exec --restart` over a group of `partitions`, running `script` under each lease.
+fn exec_args_over<'a>(id: &'a str, partitions: &'a str, script: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["exec", "--id", id, "--partitions", partitions, "--restart"];
     args.extend(FAST);
     args.extend(["--", "sh", "-c", script]);
     args
@@ -172,6 +194,48 @@ fn commands_never_work_at_once(mode: LeaseMode) {
         .filter(|line| line.word == "stop" && line.node == drained)
         .count();
     assert!(drained_stops > 0, "{lines:#?}");
+}
+
+/// Fails if a node's commands for several partitions interfere: two `exec` processes share
+/// four partitions, one is killed and its commands stop while the other takes over all four,
+/// then it comes back and takes its share back by hand-off. No partition's runs interleave.
+#[test]
+fn one_command_per_partition_held_and_none_shared_through_a_kill_and_a_return() {
+    let site = Site::new();
+    let log = site.path("work.log");
+    let script = worker_script(&log);
+    let mut a = site.process("a", &exec_args_over("a", "4", &script));
+    let b = site.process("b", &exec_args_over("b", "4", &script));
+    let limit = Duration::from_secs(30);
+    // Who works on each partition now: the node of its last line.
+    let workers = || {
+        let mut last = std::collections::BTreeMap::new();
+        for line in read_log(&log) {
+            last.insert(line.partition, line.node);
+        }
+        last
+    };
+    site.wait_for(limit, "both nodes to work on two partitions each", || {
+        let workers = workers();
+        workers.len() == 4 && workers.values().filter(|node| *node == "a").count() == 2
+    });
+    a.kill();
+    site.wait_for(limit, "b to work on all four partitions", || {
+        workers().values().all(|node| node == "b")
+    });
+    let mut a = site.process("a", &exec_args_over("a", "4", &script));
+    site.wait_for(limit, "a to take two partitions back", || {
+        workers().values().filter(|node| *node == "a").count() == 2
+    });
+    assert_eq!(a.terminate(limit), 0, "{}", site.node_logs());
+    let mut b = b;
+    assert_eq!(b.terminate(limit), 0, "{}", site.node_logs());
+    let runs = runs_by_partition(&read_log(&log));
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    // b worked on every partition (all four after the kill), a on two after its return.
+    for runs in runs.values() {
+        assert!(runs.iter().any(|(node, _)| node == "b"), "{runs:?}");
+    }
 }
 
 #[test]
