@@ -160,6 +160,7 @@ pub async fn run(cli: &Cli, command: &Command) -> anyhow::Result<Outcome> {
         | Command::Node(_)
         | Command::Demo(_)
         | Command::Bench(_)
+        | Command::Fleet(_)
         | Command::Monitor(_)
         | Command::Agent(_)
         | Command::Exec(_)

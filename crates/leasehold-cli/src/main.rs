@@ -32,6 +32,7 @@ mod cross_site;
 mod demo;
 mod exclusions;
 mod exec;
+mod fleet;
 mod group_commands;
 mod group_table;
 mod http;
@@ -100,6 +101,7 @@ async fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Node(args) => node::run(cli, args).await,
         Command::Demo(args) => demo::run(cli, args).await,
         Command::Bench(args) => bench::run(cli, args).await,
+        Command::Fleet(args) => fleet::run(cli, args).await,
         Command::Monitor(args) => monitor::run(cli, args).await,
         Command::Agent(args) => agent::run(cli, args).await,
         Command::Exec(args) => exec::run(cli, args).await,

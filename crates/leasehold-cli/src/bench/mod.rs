@@ -244,7 +244,7 @@ pub async fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<Outcome> {
 }
 
 /// The bench builds its own table and deletes it after each run: never one in use.
-async fn refuse_group_in_use(table: &GroupTable) -> anyhow::Result<()> {
+pub(crate) async fn refuse_group_in_use(table: &GroupTable) -> anyhow::Result<()> {
     let leases = table.leases().await?;
     let members = table
         .store

@@ -9,7 +9,7 @@ mod tools;
 
 use leasehold::{GroupName, NodeId};
 pub use node::{AgentArgs, ExecArgs, NodeArgs};
-pub use tools::{BenchArgs, Change, DemoArgs, MonitorArgs, SimArgs};
+pub use tools::{BenchArgs, Change, DemoArgs, FleetArgs, MonitorArgs, SimArgs};
 
 use leasehold::duration::{self, parse_duration};
 use leasehold_process::store_url::{InvalidStoreUrl, StoreUrl, DEFAULT_STORE};
@@ -224,6 +224,14 @@ pub enum Command {
     /// completed with no double owner, 1 otherwise.
     #[command(after_help = duration::help())]
     Bench(Box<BenchArgs>),
+    /// Run many participants in this one process against the store, in real time, and
+    /// report what the fleet cost the store and itself: calls and records per second while
+    /// it starts and once settled, write latency, scans and table readings per node, leases
+    /// lost, CPU and memory (of the store's server too, when it runs here). It builds and
+    /// deletes its own group (--group), and refuses one that has records. Exit 0 when no lease
+    /// was lost and every partition was owned, 1 otherwise.
+    #[command(after_help = duration::help())]
+    Fleet(Box<FleetArgs>),
     /// Run the deterministic simulation: real participants in virtual time under injected
     /// faults (crashes, pauses, lost and delayed replies, outages, throttling, clock drift,
     /// churn), checking that no partition ever has two owners. A failing seed prints the

@@ -289,3 +289,53 @@ impl Change {
         }
     }
 }
+
+/// Options of `fleet`.
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// How many participants to run in this process.
+    #[arg(long, default_value_t = 100)]
+    pub nodes: u32,
+    /// The group's partition count.
+    #[arg(long, default_value_t = 1024)]
+    pub partitions: u32,
+    /// How long to run, from the start of every participant.
+    #[arg(long, default_value = "2m", value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Duration,
+    /// How the group renews its leases: per-partition or session.
+    #[arg(long, default_value = "per-partition", value_name = "MODE")]
+    pub lease_mode: leasehold::LeaseMode,
+    /// Store clients (connections) the participants share, each used by every N-th
+    /// participant [default: one per 16 participants; one for memory:]. A real fleet has a
+    /// client per node; shared clients queue the participants' calls, which shows in the
+    /// write latency, but a thousand clients may exceed what the server accepts (a
+    /// PostgreSQL client holds two connections).
+    #[arg(long)]
+    pub clients: Option<u32>,
+    /// Also report the CPU and memory of every process with this command name on this
+    /// machine: the store's server (postgres, etcd, java for ZooKeeper).
+    #[arg(long, value_name = "NAME")]
+    pub server_process: Option<String>,
+    /// How often held leases are renewed [default: 10s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub heartbeat: Option<Duration>,
+    /// How long a renewal keeps a lease valid [default: 30s].
+    #[arg(long, visible_alias = "lease-validity", value_parser = parse_duration, value_name = "DURATION")]
+    pub validity: Option<Duration>,
+    /// How long a record must stay unchanged before it is taken over [default: 45s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub acquire_after: Option<Duration>,
+    /// How often each participant reads the table [default: 10s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub scan_interval: Option<Duration>,
+    /// How long a settled participant may go without reading the lease table [default: 0s
+    /// up to 4096 partitions, 5m above].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub relist_after: Option<Duration>,
+    /// Time limit on each store call [default: 5s, or the heartbeat if shorter].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub store_timeout: Option<Duration>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,277 @@
+//! A store that counts what goes through it: calls, records written and read, and how long
+//! each write took, so that a fleet run can say what it cost its store from the clients'
+//! side.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use leasehold::{ChangeFeed, GroupRecord};
+use leasehold::{
+    GroupName, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord, NodeId, PartitionId,
+    PutMode, StoreError, StoredGroup, StoredLease, StoredMember, TxnWrite, Version,
+};
+use serde::Serialize;
+
+/// The most write latencies kept: enough for percentiles of a long run, bounded in memory.
+const MAX_SAMPLES: usize = 1 << 20;
+
+/// Counters, read at any time.
+#[derive(Debug, Default)]
+pub struct Counters {
+    write_calls: AtomicU64,
+    records_written: AtomicU64,
+    read_calls: AtomicU64,
+    records_read: AtomicU64,
+    failed_calls: AtomicU64,
+    write_micros: Mutex<Vec<u32>>,
+}
+
+/// The counters at one instant.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Snapshot {
+    /// Calls that write (puts, batches, transactions, deletes).
+    pub write_calls: u64,
+    /// Records those calls carried.
+    pub records_written: u64,
+    /// Calls that read (gets and listings).
+    pub read_calls: u64,
+    /// Records those calls returned.
+    pub records_read: u64,
+    /// Calls that failed, of either kind.
+    pub failed_calls: u64,
+}
+
+impl Snapshot {
+    /// What happened between `earlier` and this snapshot.
+    pub fn since(self, earlier: Snapshot) -> Snapshot {
+        Snapshot {
+            write_calls: self.write_calls - earlier.write_calls,
+            records_written: self.records_written - earlier.records_written,
+            read_calls: self.read_calls - earlier.read_calls,
+            records_read: self.records_read - earlier.records_read,
+            failed_calls: self.failed_calls - earlier.failed_calls,
+        }
+    }
+}
+
+impl Counters {
+    /// The counts so far.
+    pub fn snapshot(&self) -> Snapshot {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Snapshot {
+            write_calls: load(&self.write_calls),
+            records_written: load(&self.records_written),
+            read_calls: load(&self.read_calls),
+            records_read: load(&self.records_read),
+            failed_calls: load(&self.failed_calls),
+        }
+    }
+
+    /// The median and 99th percentile of the write calls' durations so far.
+    pub fn write_latency(&self) -> Option<(Duration, Duration)> {
+        let mut samples = self
+            .write_micros
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let index = ((samples.len() - 1) as f64 * q).round() as usize;
+            Duration::from_micros(u64::from(samples[index]))
+        };
+        Some((at(0.5), at(0.99)))
+    }
+
+    fn wrote<T>(&self, records: usize, started: Instant, result: &Result<T, StoreError>) {
+        self.write_calls.fetch_add(1, Ordering::Relaxed);
+        self.records_written
+            .fetch_add(records as u64, Ordering::Relaxed);
+        if result.is_err() {
+            self.failed_calls.fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX);
+        let mut samples = self.write_micros.lock().unwrap_or_else(|e| e.into_inner());
+        if samples.len() < MAX_SAMPLES {
+            samples.push(micros);
+        }
+    }
+
+    fn read<T>(&self, result: &Result<T, StoreError>, records: impl FnOnce(&T) -> usize) {
+        self.read_calls.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(value) => {
+                self.records_read
+                    .fetch_add(records(value) as u64, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.failed_calls.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A store counting into shared [`Counters`].
+#[derive(Debug)]
+pub struct CountingStore {
+    inner: Arc<dyn LeaseStore>,
+    counters: Arc<Counters>,
+}
+
+impl CountingStore {
+    /// Wraps `inner`, counting into `counters`.
+    pub fn new(inner: Arc<dyn LeaseStore>, counters: Arc<Counters>) -> CountingStore {
+        CountingStore { inner, counters }
+    }
+}
+
+fn listed<T>(listing: &Listing<T>) -> usize {
+    listing.records.len() + listing.corrupt.len()
+}
+
+#[async_trait]
+impl LeaseStore for CountingStore {
+    async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let result = self.inner.list_leases(group).await;
+        self.counters.read(&result, listed);
+        result
+    }
+
+    async fn get_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+    ) -> Result<Option<StoredLease>, StoreError> {
+        let result = self.inner.get_lease(group, partition).await;
+        self.counters
+            .read(&result, |found| usize::from(found.is_some()));
+        result
+    }
+
+    async fn put_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        record: &LeaseRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let started = Instant::now();
+        let result = self.inner.put_lease(group, partition, record, mode).await;
+        self.counters.wrote(1, started, &result);
+        result
+    }
+
+    async fn put_leases(
+        &self,
+        group: &GroupName,
+        writes: &[LeaseWrite],
+    ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
+        let started = Instant::now();
+        let result = self.inner.put_leases(group, writes).await;
+        self.counters.wrote(writes.len(), started, &result);
+        result
+    }
+
+    async fn delete_lease(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let result = self.inner.delete_lease(group, partition, version).await;
+        self.counters.wrote(1, started, &result);
+        result
+    }
+
+    async fn delete_leases(
+        &self,
+        group: &GroupName,
+        deletes: &[(PartitionId, Version)],
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        let started = Instant::now();
+        let result = self.inner.delete_leases(group, deletes).await;
+        self.counters.wrote(deletes.len(), started, &result);
+        result
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        let started = Instant::now();
+        let result = self.inner.transact(group, writes).await;
+        self.counters.wrote(writes.len(), started, &result);
+        result
+    }
+
+    async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
+        let result = self.inner.list_members(group).await;
+        self.counters.read(&result, listed);
+        result
+    }
+
+    async fn get_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+    ) -> Result<Option<StoredMember>, StoreError> {
+        let result = self.inner.get_member(group, node).await;
+        self.counters
+            .read(&result, |found| usize::from(found.is_some()));
+        result
+    }
+
+    async fn put_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        record: &MemberRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let started = Instant::now();
+        let result = self.inner.put_member(group, node, record, mode).await;
+        self.counters.wrote(1, started, &result);
+        result
+    }
+
+    async fn delete_member(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let result = self.inner.delete_member(group, node, version).await;
+        self.counters.wrote(1, started, &result);
+        result
+    }
+
+    async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
+        let result = self.inner.get_group(group).await;
+        self.counters
+            .read(&result, |found| usize::from(found.is_some()));
+        result
+    }
+
+    async fn put_group(
+        &self,
+        group: &GroupName,
+        record: &GroupRecord,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let started = Instant::now();
+        let result = self.inner.put_group(group, record, mode).await;
+        self.counters.wrote(1, started, &result);
+        result
+    }
+
+    async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        self.inner.watch(group).await
+    }
+}

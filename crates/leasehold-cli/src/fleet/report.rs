@@ -1,0 +1,137 @@
+//! What `fleet` reports, as text for a person or one JSON document.
+
+use serde::Serialize;
+
+use super::counting::Snapshot;
+use super::usage::Usage;
+
+/// The store calls of one stretch of the run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Window {
+    /// How long it lasted.
+    pub seconds: f64,
+    /// What the participants asked of the store meanwhile.
+    pub counts: Snapshot,
+}
+
+impl Window {
+    fn per_second(&self, count: u64) -> f64 {
+        if self.seconds > 0.0 {
+            count as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    fn line(&self, what: &str) -> String {
+        let c = &self.counts;
+        format!(
+            "{what} ({:.1} s): {:.1} write calls/s carrying {:.1} records/s, {:.1} read calls/s \
+             returning {:.1} records/s, {} calls failed",
+            self.seconds,
+            self.per_second(c.write_calls),
+            self.per_second(c.records_written),
+            self.per_second(c.read_calls),
+            self.per_second(c.records_read),
+            c.failed_calls
+        )
+    }
+}
+
+/// A fleet run's figures.
+#[derive(Debug, Serialize)]
+pub struct FleetReport {
+    pub nodes: u32,
+    pub partitions: u32,
+    pub lease_mode: String,
+    pub store: String,
+    /// Store clients (connections, sessions) the participants shared.
+    pub clients: u32,
+    pub seconds: f64,
+    /// From the start of every participant to every partition owned.
+    pub every_partition_owned_after: Option<f64>,
+    /// The group was used before, so its records were created held by nobody and the first
+    /// takes waited `acquire_after`.
+    pub held_by_nobody: bool,
+    pub owned_at_end: usize,
+    pub whole_run: Window,
+    /// From every partition owned to the end.
+    pub settled: Option<Window>,
+    /// Median and 99th percentile of the store's write calls, in milliseconds.
+    pub write_latency_ms: Option<[f64; 2]>,
+    pub scans_per_node: f64,
+    pub lease_readings_per_node: f64,
+    /// Leases that ended other than by a hand-off: expired, conflict, changed.
+    pub leases_lost: [u64; 3],
+    /// This process: the participants, the store clients and the runtime.
+    pub fleet_process: Usage,
+    /// The store's server processes, by command name, when asked for.
+    pub server: Option<(String, Usage)>,
+}
+
+impl FleetReport {
+    /// No lease lost, and every partition owned at the end.
+    pub fn healthy(&self) -> bool {
+        self.leases_lost.iter().sum::<u64>() == 0 && self.owned_at_end == self.partitions as usize
+    }
+
+    /// Prints the report as text, or as one JSON document.
+    pub fn print(&self, json: bool) -> anyhow::Result<()> {
+        if json {
+            return crate::say(&serde_json::to_string_pretty(self)?);
+        }
+        let mut lines = vec![format!(
+            "fleet: {} nodes × {} partitions, {}, {:.1} s on {}, {} store client(s)",
+            self.nodes, self.partitions, self.lease_mode, self.seconds, self.store, self.clients
+        )];
+        lines.push(match self.every_partition_owned_after {
+            Some(after) => format!("every partition owned after {after:.2} s"),
+            None => "NOT every partition was owned during the run".to_owned(),
+        });
+        if self.held_by_nobody {
+            lines.push(
+                "the group was used before: its records were created held by nobody, so the \
+                 first takes waited acquire_after (name a new group to measure a cold start)"
+                    .to_owned(),
+            );
+        }
+        lines.push(self.whole_run.line("whole run"));
+        if let Some(settled) = &self.settled {
+            lines.push(settled.line("once settled"));
+        }
+        if let Some([p50, p99]) = self.write_latency_ms {
+            lines.push(format!(
+                "write calls: median {p50:.2} ms, 99th percentile {p99:.2} ms"
+            ));
+        }
+        lines.push(format!(
+            "per node: {:.1} scans, {:.1} readings of the lease table",
+            self.scans_per_node, self.lease_readings_per_node
+        ));
+        let [expired, conflict, changed] = self.leases_lost;
+        lines.push(format!(
+            "leases lost: {} (expired {expired}, conflict {conflict}, changed {changed}); {} of {} \
+             partitions owned at the end",
+            expired + conflict + changed,
+            self.owned_at_end,
+            self.partitions
+        ));
+        let usage = |what: &str, usage: &Usage| {
+            format!(
+                "{what}: {:.1} s of CPU ({:.0}% of one core), {:.0} MiB resident, {:.0} MiB at most",
+                usage.cpu_seconds,
+                usage.cpu_seconds / self.seconds * 100.0,
+                usage.rss_mib,
+                usage.peak_rss_mib
+            )
+        };
+        lines.push(usage("this process", &self.fleet_process));
+        if let Some((name, server)) = &self.server {
+            lines.push(usage(
+                &format!("store server ({} {name} processes)", server.processes),
+                server,
+            ));
+        }
+        crate::say(&lines.join("\n"))
+    }
+}

@@ -1,0 +1,79 @@
+//! `leasehold fleet` at a small size: participants in one process take every partition and
+//! report what they cost the store, and the group is gone afterwards.
+
+mod common;
+
+use common::Site;
+use serde_json::Value;
+
+#[test]
+fn a_small_fleet_reports_its_store_costs_and_leaves_nothing_behind() {
+    let site = Site::new();
+    let run = site.run(&[
+        "--group",
+        "fleet-smoke",
+        "fleet",
+        "--nodes",
+        "4",
+        "--partitions",
+        "32",
+        "--duration",
+        "4s",
+        "--heartbeat",
+        "500ms",
+        "--validity",
+        "3s",
+        "--acquire-after",
+        "4s",
+        "--scan-interval",
+        "250ms",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("fleet --json printed no JSON ({e}): {run:?}"));
+    // Healthy or not, the exit code says the same as the report.
+    let lost: u64 = report["leases_lost"]
+        .as_array()
+        .expect("leases_lost")
+        .iter()
+        .map(|n| n.as_u64().expect("a count"))
+        .sum();
+    let healthy = lost == 0 && report["owned_at_end"] == 32;
+    assert_eq!(run.code, if healthy { 0 } else { 1 }, "{run:?}");
+    assert_eq!(report["nodes"], 4);
+    assert!(
+        report["every_partition_owned_after"].as_f64().is_some(),
+        "{report}"
+    );
+    let whole = &report["whole_run"]["counts"];
+    assert!(whole["write_calls"].as_u64() > Some(0), "{report}");
+    // Every partition was written at least once (taken), and the table read whole.
+    assert!(whole["records_written"].as_u64() >= Some(32), "{report}");
+    assert!(whole["records_read"].as_u64() >= Some(32), "{report}");
+    assert!(report["scans_per_node"].as_f64() > Some(1.0), "{report}");
+    assert!(report["write_latency_ms"][1].as_f64().is_some(), "{report}");
+    assert!(
+        report["fleet_process"]["cpu_seconds"].as_f64() > Some(0.0),
+        "{report}"
+    );
+
+    // The run's group is deleted; a group in use is refused.
+    let status = site.run(&["--group", "fleet-smoke", "status"]);
+    assert_eq!(status.code, 2, "{status:?}");
+    assert!(status.stderr.contains("does not exist"), "{status:?}");
+    site.ok(&["--group", "busy", "init", "--partitions", "2"]);
+    let refused = site.run(&[
+        "--group",
+        "busy",
+        "fleet",
+        "--nodes",
+        "1",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("already has records"),
+        "{refused:?}"
+    );
+}
