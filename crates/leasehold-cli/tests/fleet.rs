@@ -77,3 +77,37 @@ fn a_small_fleet_reports_its_store_costs_and_leaves_nothing_behind() {
         "{refused:?}"
     );
 }
+
+/// Fails if a fleet on PostgreSQL does not report the server's own row counts, or if they
+/// miss the renewals the clients sent.
+#[test]
+fn on_postgres_the_servers_row_counts_are_reported() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let run = site.run(&[
+        "fleet",
+        "--nodes",
+        "3",
+        "--partitions",
+        "16",
+        "--duration",
+        "4s",
+        "--heartbeat",
+        "500ms",
+        "--validity",
+        "3s",
+        "--acquire-after",
+        "4s",
+        "--scan-interval",
+        "250ms",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("fleet --json printed no JSON ({e}): {run:?}"));
+    let whole = &report["server_rows"][0];
+    // The 16 records were created by the run, and renewed every 500 ms since.
+    assert!(whole["inserted"].as_f64() > Some(0.0), "{report}");
+    assert!(whole["updated"].as_f64() > Some(0.0), "{report}");
+    assert!(whole["read"].as_f64() > Some(0.0), "{report}");
+}

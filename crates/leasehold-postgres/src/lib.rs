@@ -69,6 +69,7 @@ mod options;
 mod rows;
 mod schema;
 mod statements;
+mod statistics;
 mod store;
 mod tls;
 mod url;
@@ -77,4 +78,5 @@ mod writes;
 
 pub use options::PostgresOptions;
 pub use schema::SCHEMA_VERSION;
+pub use statistics::TableStatistics;
 pub use store::PostgresStore;

@@ -101,7 +101,7 @@ impl PostgresStore {
 
     /// Runs `call`, failing with [`StoreError::Timeout`] if it takes longer than the request
     /// timeout (waiting for a connection included).
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
@@ -111,7 +111,17 @@ impl PostgresStore {
             .unwrap_or(Err(StoreError::Timeout(limit)))
     }
 
-    async fn session(&self) -> Result<Arc<Session>, StoreError> {
+    /// The store's tables, as `pg_stat_user_tables` names them.
+    pub(crate) fn table_names(&self) -> Vec<String> {
+        let names = &self.inner.names;
+        vec![
+            names.leases.clone(),
+            names.members.clone(),
+            names.groups.clone(),
+        ]
+    }
+
+    pub(crate) async fn session(&self) -> Result<Arc<Session>, StoreError> {
         let inner = &self.inner;
         let mut slot = inner.shared.lock().await;
         let session = slot
@@ -120,7 +130,10 @@ impl PostgresStore {
         Ok(Arc::clone(session))
     }
 
-    fn fail(&self, action: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
+    pub(crate) fn fail(
+        &self,
+        action: &'static str,
+    ) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
         move |error| map_error(action, self.inner.options.statement_timeout, error)
     }
 

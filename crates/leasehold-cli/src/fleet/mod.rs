@@ -9,6 +9,7 @@
 
 mod counting;
 mod report;
+mod server;
 mod usage;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,10 +91,18 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
     admin::ensure_group_as(&*table.store, &table.group, &template).await?;
     let built = admin::init(&*table.store, &table.group, args.partitions).await?;
 
+    let server_counts = server::ServerCounts::open(&url).await;
+    let server_reading = || async {
+        match &server_counts {
+            Some(counts) => counts.read().await,
+            None => None,
+        }
+    };
     let counters = Arc::new(Counters::default());
     let losses = Arc::new(Losses::default());
     let (own_before, server_before) = (usage::own(), server_usage(args));
     let before = counters.snapshot();
+    let rows_before = server_reading().await;
     let started = Instant::now();
     let mut participants = Vec::with_capacity(configs.len());
     for (index, config) in configs.into_iter().enumerate() {
@@ -105,6 +114,7 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
 
     let mut owned_after = None;
     let mut at_ownership = before;
+    let mut rows_at_ownership = None;
     while started.elapsed() < args.duration {
         tokio::time::sleep(POLL).await;
         if owned_after.is_none() {
@@ -112,11 +122,13 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
             if owned == args.partitions as usize {
                 owned_after = Some(started.elapsed());
                 at_ownership = counters.snapshot();
+                rows_at_ownership = server_reading().await;
             }
         }
     }
     let ran = started.elapsed();
     let at_end = counters.snapshot();
+    let rows_at_end = server_reading().await;
     let (own_after, server_after) = (usage::own(), server_usage(args));
     let scans: u64 = participants.iter().map(|p| p.status().scans).sum();
     let readings: u64 = participants.iter().map(|p| p.status().lease_listings).sum();
@@ -131,6 +143,16 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
         seconds: (ran - after).as_secs_f64(),
         counts: at_end.since(at_ownership),
     });
+    let server_rows = match (rows_before, rows_at_end) {
+        (Some(first), Some(last)) => {
+            let whole = last.rate_since(&first, ran.as_secs_f64());
+            let settled = rows_at_ownership
+                .zip(owned_after)
+                .map(|(at, after)| last.rate_since(&at, (ran - after).as_secs_f64()));
+            Some([Some(whole), settled])
+        }
+        _ => None,
+    };
     let report = FleetReport {
         nodes: args.nodes,
         partitions: args.partitions,
@@ -146,6 +168,7 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
             counts: at_end.since(before),
         },
         settled,
+        server_rows,
         write_latency_ms: counters
             .write_latency()
             .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),

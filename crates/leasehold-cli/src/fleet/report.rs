@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::counting::Snapshot;
+use super::server::ServerRows;
 use super::usage::Usage;
 
 /// The store calls of one stretch of the run.
@@ -57,6 +58,9 @@ pub struct FleetReport {
     pub whole_run: Window,
     /// From every partition owned to the end.
     pub settled: Option<Window>,
+    /// The rows the store's server counted, per second, over the whole run and once settled
+    /// (PostgreSQL only; the server publishes its counts up to a second or so late).
+    pub server_rows: Option<[Option<ServerRows>; 2]>,
     /// Median and 99th percentile of the store's write calls, in milliseconds.
     pub write_latency_ms: Option<[f64; 2]>,
     pub scans_per_node: f64,
@@ -98,6 +102,15 @@ impl FleetReport {
         lines.push(self.whole_run.line("whole run"));
         if let Some(settled) = &self.settled {
             lines.push(settled.line("once settled"));
+        }
+        for (what, rows) in [("whole run", 0), ("once settled", 1)] {
+            if let Some(Some(rows)) = self.server_rows.map(|windows| windows[rows]) {
+                lines.push(format!(
+                    "server's row counts, {what}: {:.1} inserted, {:.1} updated, {:.1} deleted, \
+                     {:.1} read per second",
+                    rows.inserted, rows.updated, rows.deleted, rows.read
+                ));
+            }
         }
         if let Some([p50, p99]) = self.write_latency_ms {
             lines.push(format!(
