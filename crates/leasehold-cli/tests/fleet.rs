@@ -78,13 +78,8 @@ fn a_small_fleet_reports_its_store_costs_and_leaves_nothing_behind() {
     );
 }
 
-/// Fails if a fleet on PostgreSQL does not report the server's own row counts, or if they
-/// miss the renewals the clients sent.
-#[test]
-fn on_postgres_the_servers_row_counts_are_reported() {
-    let Some(site) = Site::postgres() else {
-        return;
-    };
+/// A small fleet's `--json` report on `site`'s store.
+fn small_fleet(site: &Site) -> Value {
     let run = site.run(&[
         "fleet",
         "--nodes",
@@ -103,11 +98,44 @@ fn on_postgres_the_servers_row_counts_are_reported() {
         "250ms",
         "--json",
     ]);
-    let report: Value = serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("fleet --json printed no JSON ({e}): {run:?}"));
-    let whole = &report["server_rows"][0];
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("fleet --json printed no JSON ({e}): {run:?}"))
+}
+
+/// Fails if a fleet on PostgreSQL does not report the server's own row counts, or if they
+/// miss the renewals the clients sent.
+#[test]
+fn on_postgres_the_servers_row_counts_are_reported() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let report = small_fleet(&site);
+    let whole = &report["server_counts"][0]["per_second"];
     // The 16 records were created by the run, and renewed every 500 ms since.
     assert!(whole["inserted"].as_f64() > Some(0.0), "{report}");
     assert!(whole["updated"].as_f64() > Some(0.0), "{report}");
     assert!(whole["read"].as_f64() > Some(0.0), "{report}");
+}
+
+/// Fails if a fleet on etcd does not report the members' own counts, or if the puts they
+/// applied fall short of the records the clients wrote.
+#[test]
+fn on_etcd_the_members_counts_are_reported() {
+    let Some(endpoints) = leasehold::testing::service_env("LEASEHOLD_TEST_ETCD_ENDPOINTS", "etcd")
+    else {
+        return;
+    };
+    let site = Site::on_server(format!("etcd://{endpoints}/leasehold-fleet-test"));
+    let report = small_fleet(&site);
+    let whole = &report["server_counts"][0]["per_second"];
+    let written = report["whole_run"]["counts"]["records_written"]
+        .as_f64()
+        .unwrap();
+    let seconds = report["whole_run"]["seconds"].as_f64().unwrap();
+    // Every record written is a put the members applied (more, if a run overlapped).
+    assert!(
+        whole["puts"].as_f64() >= Some(written / seconds * 0.9),
+        "{report}"
+    );
+    assert!(whole["ranges"].as_f64() > Some(0.0), "{report}");
 }

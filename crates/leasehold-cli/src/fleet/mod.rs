@@ -91,7 +91,8 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
     admin::ensure_group_as(&*table.store, &table.group, &template).await?;
     let built = admin::init(&*table.store, &table.group, args.partitions).await?;
 
-    let server_counts = server::ServerCounts::open(&url).await;
+    let store_text = cli.store.clone().unwrap_or_default();
+    let server_counts = server::ServerCounts::open(&url, &store_text).await;
     let server_reading = || async {
         match &server_counts {
             Some(counts) => counts.read().await,
@@ -143,13 +144,13 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
         seconds: (ran - after).as_secs_f64(),
         counts: at_end.since(at_ownership),
     });
-    let server_rows = match (rows_before, rows_at_end) {
+    let server_counts_seen = match (rows_before, rows_at_end) {
         (Some(first), Some(last)) => {
             let whole = last.rate_since(&first, ran.as_secs_f64());
             let settled = rows_at_ownership
                 .zip(owned_after)
                 .map(|(at, after)| last.rate_since(&at, (ran - after).as_secs_f64()));
-            Some([Some(whole), settled])
+            Some((whole, settled))
         }
         _ => None,
     };
@@ -168,7 +169,7 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
             counts: at_end.since(before),
         },
         settled,
-        server_rows,
+        server_counts: server_counts_seen,
         write_latency_ms: counters
             .write_latency()
             .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),

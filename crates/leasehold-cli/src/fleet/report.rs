@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::counting::Snapshot;
-use super::server::ServerRows;
+use super::server::ServerRates;
 use super::usage::Usage;
 
 /// The store calls of one stretch of the run.
@@ -58,9 +58,9 @@ pub struct FleetReport {
     pub whole_run: Window,
     /// From every partition owned to the end.
     pub settled: Option<Window>,
-    /// The rows the store's server counted, per second, over the whole run and once settled
-    /// (PostgreSQL only; the server publishes its counts up to a second or so late).
-    pub server_rows: Option<[Option<ServerRows>; 2]>,
+    /// What the store's server counted, per second, over the whole run and once settled
+    /// (PostgreSQL and etcd; PostgreSQL publishes its counts up to a second or so late).
+    pub server_counts: Option<(ServerRates, Option<ServerRates>)>,
     /// Median and 99th percentile of the store's write calls, in milliseconds.
     pub write_latency_ms: Option<[f64; 2]>,
     pub scans_per_node: f64,
@@ -103,12 +103,20 @@ impl FleetReport {
         if let Some(settled) = &self.settled {
             lines.push(settled.line("once settled"));
         }
-        for (what, rows) in [("whole run", 0), ("once settled", 1)] {
-            if let Some(Some(rows)) = self.server_rows.map(|windows| windows[rows]) {
+        if let Some((whole, settled)) = &self.server_counts {
+            for (what, rates) in [
+                ("whole run", Some(whole)),
+                ("once settled", settled.as_ref()),
+            ] {
+                let Some(rates) = rates else { continue };
+                let counts: Vec<String> = rates
+                    .per_second
+                    .iter()
+                    .map(|(name, rate)| format!("{rate:.1} {name}"))
+                    .collect();
                 lines.push(format!(
-                    "server's row counts, {what}: {:.1} inserted, {:.1} updated, {:.1} deleted, \
-                     {:.1} read per second",
-                    rows.inserted, rows.updated, rows.deleted, rows.read
+                    "the server counted, {what}: {} per second",
+                    counts.join(", ")
                 ));
             }
         }
