@@ -148,10 +148,6 @@ fn every_store_survives_the_fault_schedule() {
             "late renewal replies",
             late_renewal_replies_do_not_extend_a_lease,
         ),
-        (
-            "etcd leader cut from the others",
-            etcd_leader_cut_from_the_others,
-        ),
     ]);
 }
 
@@ -227,8 +223,10 @@ fn late_renewal_replies_do_not_extend_a_lease() {
 /// An etcd cluster of its own, each member in a network namespace: the leader, cut from the
 /// other two members three times while every node still reaches it, loses its quorum and
 /// the others elect another. Nodes whose calls went to it cannot renew and must stop at
-/// their deadline; the others take over no sooner.
-fn etcd_leader_cut_from_the_others() {
+/// their deadline; the others take over no sooner. A test of its own, beside at most one
+/// other, as it runs a cluster besides its fleet.
+#[test]
+fn the_etcd_leader_cut_from_its_peers_is_survived() {
     if !netns::Cluster::possible() {
         return;
     }

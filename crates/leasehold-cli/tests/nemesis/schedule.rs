@@ -19,6 +19,11 @@ pub const PARTITIONS: u32 = 8;
 /// re-established, a lease abandoned meanwhile taken over, on a loaded machine.
 const RECOVERY_BOUND: Duration = Duration::from_secs(30);
 
+/// The same after the etcd leader was cut from its peers, which takes the nodes longer to
+/// recover from: 0.3 to 19.7 s after the heal in a dozen runs on a loaded 2-core machine, and
+/// once more than 30 s (see BENCHMARKS.md).
+const LEADER_CUT_RECOVERY_BOUND: Duration = Duration::from_secs(60);
+
 /// The nodes' timings, as their flags take them.
 #[derive(Debug, Clone, Copy)]
 pub struct Timings {
@@ -60,7 +65,7 @@ pub struct Report {
     pub findings: Findings,
     /// The faults injected, in order, with when.
     pub events: Vec<String>,
-    /// Partitions not worked within [`RECOVERY_BOUND`] of the faults healing.
+    /// Partitions not worked within the recovery bound of the faults healing.
     pub idle_after_heal: Vec<u32>,
     /// From the heal to every partition worked again.
     pub recovery: Option<Duration>,
@@ -434,9 +439,12 @@ impl<'a> Fleet<'a> {
             ));
             cluster.isolate(leader);
             let cut = Instant::now();
-            // The cut is real only if the other two elect a leader of their own.
+            // The cut is real only if the other two elect a leader of their own: it lasts
+            // 6 s and until they have, which a loaded machine may slow, up to 30 s.
             let mut successor = None;
-            while cut.elapsed() < Duration::from_secs(6) {
+            while cut.elapsed() < Duration::from_secs(6)
+                || (successor.is_none() && cut.elapsed() < Duration::from_secs(30))
+            {
                 if successor.is_none() {
                     successor = cluster.leader_other_than(leader);
                 }
@@ -444,13 +452,16 @@ impl<'a> Fleet<'a> {
             }
             cluster.heal(leader);
             let successor = successor.unwrap_or_else(|| {
-                panic!("no other etcd member led while member {leader} was cut off")
+                panic!("no other etcd member led within 30 s of member {leader}'s cut")
             });
-            self.note(format!("etcd member {successor} led meanwhile; healed"));
+            let lasted = cut.elapsed().as_secs_f64();
+            self.note(format!(
+                "etcd member {successor} led meanwhile; healed after {lasted:.1}s"
+            ));
             sleep(Duration::from_secs(3));
         }
         let unexpected = self.exited_by_themselves();
-        self.finish(unexpected)
+        self.finish_within(unexpected, LEADER_CUT_RECOVERY_BOUND)
     }
 
     /// Cuts every node but `keep` from the store in turn, `rounds` times, each for longer
@@ -483,12 +494,17 @@ impl<'a> Fleet<'a> {
 
     /// Heals every link, waits for the recovery, stops the nodes and checks the logs.
     fn finish(&mut self, unexpected_exits: Vec<String>) -> Report {
+        self.finish_within(unexpected_exits, RECOVERY_BOUND)
+    }
+
+    /// [`Fleet::finish`], allowing `bound` for every partition to be worked again.
+    fn finish_within(&mut self, unexpected_exits: Vec<String>, bound: Duration) -> Report {
         for node in &self.nodes {
             node.set_link(LinkState::default());
         }
         self.note("every link healed".to_owned());
         let healed = unix_ns();
-        let recovery = self.wait_until_all_worked(healed, RECOVERY_BOUND);
+        let recovery = self.wait_until_all_worked(healed, bound);
         let mut bad_stops = Vec::new();
         for node in &mut self.nodes {
             if let Some(mut process) = node.process.take() {
@@ -500,7 +516,7 @@ impl<'a> Fleet<'a> {
         }
         let lines = read_log_so_far(&self.site.path("work.log"));
         let spans = checker::spans(&lines);
-        let bound = healed + RECOVERY_BOUND.as_nanos();
+        let bound = healed + bound.as_nanos();
         let mut findings = checker::check(&spans);
         let fence = read_log_so_far(&self.site.path("fence.log"));
         checker::check_tenures(&checker::tenures(&fence), &mut findings);
