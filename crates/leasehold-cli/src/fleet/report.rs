@@ -42,19 +42,26 @@ impl Window {
 /// A fleet run's figures.
 #[derive(Debug, Serialize)]
 pub struct FleetReport {
+    /// Participants run.
     pub nodes: u32,
+    /// The group's partitions.
     pub partitions: u32,
+    /// `per-partition` or `session`.
     pub lease_mode: String,
+    /// The store, as its URL shows it (without a password).
     pub store: String,
     /// Store clients (connections, sessions) the participants shared.
     pub clients: u32,
+    /// How long the run lasted.
     pub seconds: f64,
     /// From the start of every participant to every partition owned.
     pub every_partition_owned_after: Option<f64>,
     /// The group was used before, so its records were created held by nobody and the first
     /// takes waited `acquire_after`.
     pub held_by_nobody: bool,
+    /// Partitions held by some participant when the run ended.
     pub owned_at_end: usize,
+    /// The clients' calls over the whole run.
     pub whole_run: Window,
     /// From every partition owned to the end.
     pub settled: Option<Window>,
@@ -63,7 +70,9 @@ pub struct FleetReport {
     pub server_counts: Option<(ServerRates, Option<ServerRates>)>,
     /// Median and 99th percentile of the store's write calls, in milliseconds.
     pub write_latency_ms: Option<[f64; 2]>,
+    /// Scans of the table per participant.
     pub scans_per_node: f64,
+    /// Readings of the whole lease table per participant.
     pub lease_readings_per_node: f64,
     /// Leases that ended other than by a hand-off: expired, conflict, changed.
     pub leases_lost: [u64; 3],
