@@ -20,8 +20,8 @@ pub const PARTITIONS: u32 = 8;
 const RECOVERY_BOUND: Duration = Duration::from_secs(30);
 
 /// The same after the etcd leader was cut from its peers, which takes the nodes longer to
-/// recover from: 0.3 to 19.7 s after the heal in a dozen runs on a loaded 2-core machine, and
-/// once more than 30 s (see BENCHMARKS.md).
+/// recover from: 0.3 to 19.7 s after the heal in a dozen runs on a loaded 2-core machine,
+/// and one run that most likely passed 30 s (see BENCHMARKS.md).
 const LEADER_CUT_RECOVERY_BOUND: Duration = Duration::from_secs(60);
 
 /// The nodes' timings, as their flags take them.
