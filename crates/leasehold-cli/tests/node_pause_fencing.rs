@@ -45,16 +45,21 @@ fn paused_node_is_fenced(site: Site, mode: LeaseMode) {
 
     let mut taken = Vec::new();
     for attempt in 1.. {
+        // Wait for the even split (three each): before it the paused node may still be handing
+        // a partition over, and would never work under the epoch it was seen holding.
         site.wait_for(
-            Duration::from_secs(20),
-            "both nodes to hold partitions",
+            Duration::from_secs(30),
+            "both nodes to hold three partitions each",
             || {
                 let holders = site.holders();
                 holders.len() == 6
-                    && holders.values().all(Option::is_some)
-                    && ["paused", "other"]
-                        .iter()
-                        .all(|id| holders.values().any(|h| h.as_deref() == Some(id)))
+                    && ["paused", "other"].iter().all(|id| {
+                        holders
+                            .values()
+                            .filter(|h| h.as_deref() == Some(id))
+                            .count()
+                            == 3
+                    })
             },
         );
         taken = partitions(&site.status())
@@ -65,14 +70,18 @@ fn paused_node_is_fenced(site: Site, mode: LeaseMode) {
         // A lease is in the table before its holder's application starts on it: pause only
         // once the paused node has worked under each epoch it holds, so that there is work to
         // be superseded.
-        site.poll(Duration::from_secs(5), || {
-            let lines = read_log_so_far(&work);
-            taken.iter().all(|(partition, epoch)| {
-                lines
-                    .iter()
-                    .any(|l| l.partition == *partition && l.node == "paused" && l.epoch == *epoch)
-            })
-        });
+        site.wait_for(
+            Duration::from_secs(30),
+            "the paused node to work under each epoch it holds",
+            || {
+                let lines = read_log_so_far(&work);
+                taken.iter().all(|(partition, epoch)| {
+                    lines.iter().any(|l| {
+                        l.partition == *partition && l.node == "paused" && l.epoch == *epoch
+                    })
+                })
+            },
+        );
         paused.signal("STOP");
         // Three validities at least, and until the other node holds everything.
         sleep(Duration::from_millis(1200));
@@ -132,7 +141,11 @@ fn paused_node_is_fenced(site: Site, mode: LeaseMode) {
         };
         assert!(
             worked("paused", false) && worked("other", true),
-            "partition {partition}: expected work by paused under epoch {epoch} and by other later"
+            "partition {partition}: expected work by paused under epoch {epoch} (found: {}) \
+             and by other later (found: {})\n{}",
+            worked("paused", false),
+            worked("other", true),
+            site.node_logs()
         );
     }
 }
