@@ -74,8 +74,19 @@ pub enum Outcome {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        // The simulator drives its own single-threaded runtimes in virtual time.
-        Command::Sim(args) => return exit_code(sim::run(args)),
+        // The simulator drives its own single-threaded runtimes in virtual time: its nodes
+        // log only when asked (`RUST_LOG`, to follow one seed's replay), without wall-clock
+        // stamps, which would mean nothing there.
+        Command::Sim(args) => {
+            if std::env::var_os("RUST_LOG").is_some() {
+                tracing_subscriber::fmt()
+                    .with_env_filter(EnvFilter::from_default_env())
+                    .without_time()
+                    .with_writer(std::io::stderr)
+                    .init();
+            }
+            return exit_code(sim::run(args));
+        }
         Command::Completions { shell } => return exit_code(manual::completions(*shell)),
         Command::ManPages { directory } => return exit_code(manual::man_pages(directory)),
         Command::ExecWatchdog(args) => return exit_code(exec::watchdog::run(args)),

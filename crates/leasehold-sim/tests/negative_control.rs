@@ -430,7 +430,13 @@ fn destroys_on_a_live_fleet_pass_every_invariant() {
 /// leases, a take whose reply timed out landed after a listing still showed the record
 /// before it, so its holder forgot the take's deadline and, its view of the record out of
 /// date through a throttled store, released it only `acquire_after` after seeing it again
-/// (90054: one partition unowned past the liveness bound).
+/// (90054: one partition unowned past the liveness bound); a hand-off for an exclusion
+/// still renewed by its session after its drain limit, because the node, held up in slow
+/// store calls, renewed before it marked the hand-off abandoned (32734), or started counting
+/// the drain limit only when it first looked at the hand-off (54706); a node that, re-reading
+/// its session, found its member record forgotten while it was cut off wrote it back with
+/// the drain an operator had lifted meanwhile, so that it and the process after it held
+/// nothing in a settled fleet (12782, 41893).
 #[test]
 fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
     let (session, twins) = (by_session(), by_session_with_twins());
@@ -441,7 +447,10 @@ fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
     let runs = [
         (SimConfig::default(), vec![1]),
         (per_partition_twins, vec![917]),
-        (session, vec![36, 39, 1447, 72242, 90054]),
+        (
+            session,
+            vec![36, 39, 1447, 72242, 90054, 32734, 54706, 12782, 41893],
+        ),
         (twins, vec![103, 221]),
     ];
     every_seed_passes(runs.map(|(config, seeds)| {

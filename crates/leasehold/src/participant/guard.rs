@@ -50,6 +50,10 @@ pub(crate) struct Tenure {
     phase: AtomicU8,
     /// The deadline, as nanoseconds after `origin`.
     valid_until: AtomicU64,
+    /// When new work stopped for a hand-off, as nanoseconds after `origin`; `u64::MAX`
+    /// while serving. The drain limit counts from here, not from when the background task,
+    /// perhaps held up in slow store calls, first looks at the hand-off.
+    handing_off_since: AtomicU64,
     /// No later than any instant this tenure's clock read after the tenure began, so that
     /// a deadline before it (which could only be in the past) is stored as `origin` itself.
     origin: Instant,
@@ -77,6 +81,7 @@ impl Tenure {
             clock,
             phase: AtomicU8::new(Phase::Serving as u8),
             valid_until: AtomicU64::new(offset(origin, valid_until)),
+            handing_off_since: AtomicU64::new(u64::MAX),
             origin,
             permits: Mutex::new(0),
             progress,
@@ -131,9 +136,19 @@ impl Tenure {
         let lock = self.permits_lock();
         let serving = self.phase() == Phase::Serving;
         if serving {
+            let since = offset(self.origin, self.clock.now());
+            self.handing_off_since.store(since, Ordering::Release);
             self.set_phase(&lock, Phase::HandingOff);
         }
         serving
+    }
+
+    /// When new work on this tenure stopped for a hand-off, if it has.
+    pub(crate) fn handing_off_since(&self) -> Option<Instant> {
+        match self.handing_off_since.load(Ordering::Acquire) {
+            u64::MAX => None,
+            nanos => Some(self.origin + Duration::from_nanos(nanos)),
+        }
     }
 
     /// Ends the tenure: every guard and permit of it is invalid from now on.

@@ -42,7 +42,7 @@ impl Runner {
                 .handoffs
                 .entry(partition)
                 .or_insert_with(|| Handoff::Draining {
-                    until: now + self.config.drain_timeout,
+                    until: tenure.handing_off_since().unwrap_or(now) + self.config.drain_timeout,
                 });
             let holding = self.holdings.get_mut(&partition).expect("listed above");
             if !holding.handing_off {

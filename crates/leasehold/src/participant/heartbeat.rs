@@ -11,7 +11,7 @@ use crate::store::{LeaseWrite, PutMode};
 use crate::types::{is_valid_load, PartitionId, Version};
 
 use super::halt::Halt;
-use super::runner::{Handoff, Runner};
+use super::runner::Runner;
 use crate::types::LossReason;
 
 /// Stamps of session writes whose outcome may be unknown, kept to recognise this process's
@@ -45,10 +45,11 @@ impl Runner {
         }
         let written_at = self.write_stamp();
         let handoffs = &self.handoffs;
+        let now = self.clock.now();
         let writes: Vec<LeaseWrite> = self
             .holdings
             .iter()
-            .filter(|(partition, _)| handoffs.get(partition) != Some(&Handoff::Abandoned))
+            .filter(|(partition, _)| handoffs.get(partition).is_none_or(|h| h.renews_at(now)))
             .map(|(partition, holding)| {
                 let mut record = holding.record.clone();
                 record.written_at_unix_ms = written_at;
@@ -332,20 +333,7 @@ impl Runner {
                     }
                     return;
                 }
-                // Deleted while this node was away (see `forget_dead_members`, which never
-                // deletes a draining record): the last instruction it carried was "not
-                // draining", whatever this node last adopted. Register again accordingly.
-                Err(StoreError::NotFound { .. }) => {
-                    if session {
-                        // The session is gone, and whatever it held with it: the others wait
-                        // from when they saw it go, not on this node.
-                        self.end_session();
-                        self.session_read_at = None;
-                    }
-                    self.member_version = None;
-                    self.set_draining(false);
-                    self.recheck_group = true;
-                }
+                Err(StoreError::NotFound { .. }) => self.member_record_gone(),
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
                     if session {
                         // Refused, so certainly not landed: its stamp would only crowd out
@@ -394,7 +382,10 @@ impl Runner {
         let handoffs = &self.handoffs;
         for (partition, holding) in self.holdings.iter_mut() {
             // A hand-off whose work outlived the drain limit is left to run out.
-            if handoffs.get(partition) == Some(&Handoff::Abandoned) {
+            if handoffs
+                .get(partition)
+                .is_some_and(|h| !h.renews_at(sent_at))
+            {
                 continue;
             }
             if holding.valid_until < valid_until {
@@ -449,11 +440,7 @@ impl Runner {
             .await
         {
             Ok(Some(stored)) => stored,
-            Ok(None) => {
-                self.end_session();
-                self.member_version = None;
-                return;
-            }
+            Ok(None) => return self.member_record_gone(),
             Err(error) => {
                 tracing::warn!(node = %self.config.node, %error, "reading own session failed");
                 return;
@@ -573,11 +560,28 @@ impl Runner {
                 self.member_version = Some(stored.version);
                 self.member_syncs += 1;
             }
-            Ok(None) => self.member_version = None,
+            Ok(None) => self.member_record_gone(),
             Err(error) => {
                 tracing::warn!(node = %self.config.node, %error, "reading own member record failed")
             }
         }
+    }
+
+    /// This node's member record was found missing, by a write or a read: deleted while the
+    /// node was away (see `forget_dead_members`, which never deletes a draining record), so
+    /// the last instruction it carried was "not draining", whatever this node last adopted.
+    /// With session leases the session is gone, and whatever it held with it: the others
+    /// wait from when they saw it go, not on this node. The node registers again, checking
+    /// the group record anew. Every path that finds the record gone comes here, so that none
+    /// writes back a drain an operator has since lifted.
+    fn member_record_gone(&mut self) {
+        if self.session_mode() {
+            self.end_session();
+            self.session_read_at = None;
+        }
+        self.member_version = None;
+        self.set_draining(false);
+        self.recheck_group = true;
     }
 
     pub(super) fn set_draining(&mut self, draining: bool) {

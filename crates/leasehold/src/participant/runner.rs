@@ -45,6 +45,19 @@ pub(super) enum Handoff {
     Abandoned,
 }
 
+impl Handoff {
+    /// Whether a renewal sent at `sent_at` may extend the lease: only within the drain
+    /// limit. A renewal sent later (the runner was held up in slow store calls and marks the
+    /// hand-off abandoned only after its heartbeat) would keep an excluded or drained
+    /// partition past the bound its operator was promised.
+    pub(super) fn renews_at(self, sent_at: Instant) -> bool {
+        match self {
+            Handoff::Draining { until } => sent_at < until,
+            Handoff::Abandoned => false,
+        }
+    }
+}
+
 enum Event {
     Command(Option<Command>),
     Expire,
