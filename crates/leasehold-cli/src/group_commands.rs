@@ -1,20 +1,39 @@
-//! `timings` and `lease-mode`: the group record, and changing the timings every node must fit
-//! or how the group renews its leases.
+//! `timings` and `lease-mode`: the group record, and changing the timings every node must fit,
+//! the restart window, or how the group renews its leases.
+
+use std::time::Duration;
 
 use leasehold::admin;
 use leasehold::{GroupRecord, GroupTimings, LeaseMode};
 
-use crate::cli::{Cli, TimingsArgs};
+use crate::cli::{Cli, TimingsArgs, Window};
 use crate::group_table::GroupTable;
 use crate::reply::Reply;
 use crate::Outcome;
 use leasehold::duration::format_duration;
 
-/// Shows the group record, or changes its timings.
+/// Shows the group record, or changes its timings or its restart window.
 pub async fn run(cli: &Cli, args: &TimingsArgs) -> anyhow::Result<Outcome> {
     let table = GroupTable::open(cli).await?;
+    let mut reply = Reply::new(args.json);
+    if let Some(window) = args.restart_window {
+        let window = match window {
+            Window::Default => None,
+            Window::Set(window) => Some(window),
+        };
+        let record = admin::set_restart_window(&*table.store, &table.group, window).await?;
+        reply.say(&format!(
+            "group {}: partitions of a node restarting in place stay reserved for {} \
+             (nodes read it when they join)",
+            table.group,
+            format_duration(record.restart_window(Duration::ZERO))
+        ))?;
+        if args.timings.timings().is_none() {
+            return finish(&table, &record, args.json);
+        }
+    }
     let record = match args.timings.timings() {
-        Some(timings) => set(&table, timings, args.force, &mut Reply::new(args.json)).await?,
+        Some(timings) => set(&table, timings, args.force, &mut reply).await?,
         None => {
             let stored = table.store.get_group(&table.group).await?.ok_or_else(|| {
                 anyhow::anyhow!(
@@ -25,10 +44,15 @@ pub async fn run(cli: &Cli, args: &TimingsArgs) -> anyhow::Result<Outcome> {
             stored.value
         }
     };
-    if args.json {
-        crate::say(&serde_json::to_string_pretty(&record)?)?;
+    finish(&table, &record, args.json)
+}
+
+/// Shows the group record as it now stands.
+fn finish(table: &GroupTable, record: &GroupRecord, json: bool) -> anyhow::Result<Outcome> {
+    if json {
+        crate::say(&serde_json::to_string_pretty(record)?)?;
     } else {
-        show(&table, &record)?;
+        show(table, record)?;
     }
     Ok(Outcome::Success)
 }
@@ -94,6 +118,17 @@ fn show(table: &GroupTable, record: &GroupRecord) -> anyhow::Result<()> {
         lines.push(format!(
             "  mode change    to {pending} under way, or cut short: no node joins until \
              `leasehold lease-mode` runs again"
+        ));
+    }
+    if let Some(timings) = &record.timings {
+        lines.push(format!(
+            "  restart window {}{}",
+            format_duration(record.restart_window(timings.acquire_after)),
+            if record.restart_window.is_none() {
+                " (the default: acquire_after)"
+            } else {
+                ""
+            }
         ));
     }
     lines.push(format!("  epoch floor    {}", record.epoch_floor));

@@ -73,6 +73,7 @@ pub fn prepare(
     let reload_args = (args.exclude.clone(), args.exclude_file.clone());
     let mut process = Process::from_url(url, config)
         .store_call_limit(cli.timeout)
+        .restart_in_place(args.restart_in_place)
         .environment(environment)
         .callbacks(recorder)
         .on_reload(move |participant| {

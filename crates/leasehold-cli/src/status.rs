@@ -5,6 +5,7 @@
 //! shape.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use anyhow::Context;
 use leasehold::admin::AdminError;
@@ -35,6 +36,15 @@ struct PartitionRow {
     previous_owner: Option<String>,
     /// In a released record, the node it is handed to.
     handed_to: Option<String>,
+    /// In a record released by a node restarting in place, that node: the others leave the
+    /// partition to it for the group's restart window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reserved_for: Option<String>,
+    /// When that reservation runs out, by the writer's clock (its write time plus the
+    /// group's restart window): a diagnostic, as the others count the window from when they
+    /// first see the record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reserved_until_unix_ms: Option<u64>,
     /// With session leases, the session of the owner the lease is held in: the lease is its
     /// owner's while the owner's member record shows the same session. Sixteen hex digits
     /// ([`session_text`]).
@@ -96,9 +106,22 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     if leases.is_empty() {
         return Err(AdminError::NoSuchGroup(group.clone()).into());
     }
+    let window = table
+        .store
+        .get_group(group)
+        .await
+        .with_context(|| format!("cannot read the group record of group {group}"))?
+        .and_then(|stored| {
+            let timings = stored.value.timings?;
+            Some(stored.value.restart_window(timings.acquire_after))
+        });
     let mut document = StatusDocument {
         group: group.to_string(),
-        partitions: leases.records.iter().map(partition_row).collect(),
+        partitions: leases
+            .records
+            .iter()
+            .map(|lease| partition_row(lease, window))
+            .collect(),
         members: members.records.iter().map(member_row).collect(),
         nodes: None,
         corrupt: leases.corrupt.iter().map(|e| e.to_string()).collect(),
@@ -190,8 +213,10 @@ fn age_ms(written_at_unix_ms: Option<u64>) -> Option<u64> {
     written_at_unix_ms.map(|at| unix_ms_now().saturating_sub(at))
 }
 
-fn partition_row(lease: &StoredLease) -> PartitionRow {
+/// A lease record as a row; `window` is the group's restart window, if it has timings.
+fn partition_row(lease: &StoredLease, window: Option<Duration>) -> PartitionRow {
     let record = &lease.value;
+    let reserved = record.is_reserved();
     PartitionRow {
         partition: lease.key.0,
         owner: record.owner.as_ref().map(|o| o.to_string()),
@@ -205,7 +230,33 @@ fn partition_row(lease: &StoredLease) -> PartitionRow {
         age_ms: age_ms(record.written_at_unix_ms),
         previous_owner: record.previous_owner.as_ref().map(|o| o.to_string()),
         handed_to: record.handed_to.as_ref().map(|o| o.to_string()),
+        reserved_for: record
+            .handed_to
+            .as_ref()
+            .filter(|_| reserved)
+            .map(|o| o.to_string()),
+        reserved_until_unix_ms: record
+            .written_at_unix_ms
+            .zip(window)
+            .filter(|_| reserved)
+            .map(|(at, window)| at.saturating_add(window.as_millis() as u64)),
         session: session_text(record.session),
+    }
+}
+
+/// What a row's STATE column says: `reserved` for a record left to a node restarting in
+/// place, with the time left by this machine's clock.
+fn state_text(row: &PartitionRow) -> String {
+    match (&row.reserved_for, row.reserved_until_unix_ms) {
+        (Some(node), Some(until)) => match until.checked_sub(unix_ms_now()) {
+            Some(left) => format!(
+                "reserved for {node} ({} left)",
+                format_duration(Duration::from_millis(left))
+            ),
+            None => format!("reserved for {node} (window passed)"),
+        },
+        (Some(node), None) => format!("reserved for {node}"),
+        _ => row.state.to_owned(),
     }
 }
 
@@ -273,7 +324,7 @@ fn render(document: &StatusDocument) -> String {
             .partitions
             .iter()
             .filter(|p| p.state != "held" || p.owner.is_none())
-            .map(|p| format!("{} ({})", p.partition, p.state))
+            .map(|p| format!("{} ({})", p.partition, state_text(p)))
             .collect();
         if !unheld.is_empty() {
             out.push_str(&format!("not held: {}\n", unheld.join(", ")));
@@ -316,7 +367,7 @@ fn partition_table(document: &StatusDocument) -> String {
             row.partition.to_string(),
             or_dash(row.owner.as_ref()),
             row.epoch.to_string(),
-            row.state.to_owned(),
+            state_text(row),
             load(row.load),
             if row.prohibited.is_empty() {
                 "-".to_owned()
@@ -336,8 +387,17 @@ fn partition_table(document: &StatusDocument) -> String {
             .filter(|p| p.state == state)
             .count()
     };
+    let reserved = document
+        .partitions
+        .iter()
+        .filter(|p| p.reserved_for.is_some())
+        .count();
+    let reserved = match reserved {
+        0 => String::new(),
+        n => format!(" ({n} reserved for restarting nodes)"),
+    };
     out.push_str(&format!(
-        "{} partitions: {} held, {} released, {} offline; {} members\n",
+        "{} partitions: {} held, {} released{reserved}, {} offline; {} members\n",
         document.partitions.len(),
         count("held"),
         count("released"),
@@ -389,7 +449,7 @@ mod tests {
             value: MemberRecord::default(),
             version: Version::from_number(9),
         };
-        let partition = serde_json::to_value(partition_row(&lease)).unwrap();
+        let partition = serde_json::to_value(partition_row(&lease, None)).unwrap();
         assert_eq!(
             (
                 &partition["previous_owner"],
@@ -407,7 +467,7 @@ mod tests {
             },
             version: Version::from_number(10),
         };
-        let released = serde_json::to_value(partition_row(&handed)).unwrap();
+        let released = serde_json::to_value(partition_row(&handed, None)).unwrap();
         assert_eq!(
             (
                 &released["previous_owner"],
@@ -445,7 +505,7 @@ mod tests {
         let members = [described, bare];
         let document = StatusDocument {
             group: "orders".to_owned(),
-            partitions: vec![partition_row(&lease)],
+            partitions: vec![partition_row(&lease, None)],
             members: members.iter().map(member_row).collect(),
             nodes: Some(by_node(std::slice::from_ref(&lease), &members)),
             corrupt: Vec::new(),
@@ -461,6 +521,42 @@ mod tests {
             lines[2].starts_with("n2") && lines[2].contains(" - "),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_record_reserved_for_a_restarting_node_says_for_whom_and_until_when() {
+        let written = unix_ms_now() - 1_000;
+        let lease = |handed_to: &str| Stored {
+            key: PartitionId(2),
+            value: LeaseRecord {
+                previous_owner: Some(node("n0")),
+                handed_to: Some(node(handed_to)),
+                written_at_unix_ms: Some(written),
+                ..LeaseRecord::released()
+            },
+            version: Version::from_number(3),
+        };
+        let window = Some(Duration::from_secs(60));
+        let reserved = partition_row(&lease("n0"), window);
+        assert_eq!(reserved.reserved_for.as_deref(), Some("n0"));
+        assert_eq!(reserved.reserved_until_unix_ms, Some(written + 60_000));
+        assert!(
+            state_text(&reserved).starts_with("reserved for n0 (5"),
+            "{}",
+            state_text(&reserved)
+        );
+        let json = serde_json::to_value(&reserved).unwrap();
+        assert_eq!(json["state"], json!("released"));
+        assert_eq!(json["reserved_for"], json!("n0"));
+        // Handed to another node: a hand-off, not a reservation.
+        let handed = partition_row(&lease("n1"), window);
+        assert_eq!(handed.reserved_for, None);
+        assert_eq!(state_text(&handed), "released");
+        let passed = PartitionRow {
+            reserved_until_unix_ms: Some(written),
+            ..partition_row(&lease("n0"), window)
+        };
+        assert_eq!(state_text(&passed), "reserved for n0 (window passed)");
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub struct Process {
     wait: Arc<StoreWait>,
     call_limit: Option<Duration>,
     unchecked: bool,
+    restart_in_place: bool,
 }
 
 impl Process {
@@ -91,6 +92,7 @@ impl Process {
             wait: Arc::default(),
             call_limit: None,
             unchecked: false,
+            restart_in_place: false,
         }
     }
 
@@ -190,6 +192,15 @@ impl Process {
     /// say). Without it SIGHUP keeps its default action.
     pub fn on_reload(mut self, reload: impl Fn(&Participant) + Send + Sync + 'static) -> Process {
         self.reload = Some(Box::new(reload));
+        self
+    }
+
+    /// Makes a requested stop a restart in place ([`Participant::restart`]): the node's
+    /// partitions stay reserved for its name for the group's restart window, so that the
+    /// process started next under the name gets them back and nothing moves. A process that
+    /// is not coming back should stop without it, handing everything off at once.
+    pub fn restart_in_place(mut self, restart_in_place: bool) -> Process {
+        self.restart_in_place = restart_in_place;
         self
     }
 
@@ -307,6 +318,7 @@ impl Process {
         };
         let mut running = Running::new(participant, bounded, partitions, shutdown, hangup);
         running.reload = self.reload;
+        running.restart_in_place = self.restart_in_place;
         let admitted = tokio::select! {
             joined = running.participant.joined() => Some(joined),
             cause = running.shutdown.requested() => {

@@ -56,6 +56,8 @@ pub struct Running {
     pub(crate) shutdown: Shutdown,
     hangup: Option<Signal>,
     pub(crate) reload: Option<Reload>,
+    /// Whether [`Running::stop`] restarts in place ([`Participant::restart`]).
+    pub(crate) restart_in_place: bool,
 }
 
 impl Running {
@@ -74,6 +76,7 @@ impl Running {
             shutdown,
             hangup,
             reload: None,
+            restart_in_place: false,
         }
     }
 
@@ -118,6 +121,10 @@ impl Running {
             }
         };
         match &reason {
+            StopReason::Requested(cause) if self.restart_in_place => tracing::info!(
+                %node, signal = %cause, held = self.participant.owned().len(),
+                "stopping to restart in place: leases stay reserved for this node's name"
+            ),
             StopReason::Requested(cause) => tracing::info!(
                 %node, signal = %cause, held = self.participant.owned().len(),
                 "releasing leases and stopping"
@@ -129,11 +136,18 @@ impl Running {
 
     /// Hands every partition off once the work in flight under it has ended (within
     /// `drain_timeout`: past it the lease is left to expire instead), removes the node's
-    /// member record, and stops the participant.
+    /// member record, and stops the participant. With
+    /// [`Process::restart_in_place`](crate::Process::restart_in_place), each partition is
+    /// released reserved for the node's name instead ([`Participant::restart`]).
     pub async fn stop(self) {
         let node = self.participant.node().clone();
-        self.participant.shutdown().await;
-        tracing::info!(%node, "stopped");
+        if self.restart_in_place {
+            self.participant.restart().await;
+            tracing::info!(%node, "stopped; partitions reserved for the next process under this name");
+        } else {
+            self.participant.shutdown().await;
+            tracing::info!(%node, "stopped");
+        }
     }
 }
 

@@ -68,6 +68,20 @@ pub enum AdminError {
     /// The group's record refuses the change (an unknown format, say).
     #[error(transparent)]
     Group(#[from] GroupMismatch),
+    /// `set_restart_window` was asked for a window longer than the group allows.
+    #[error(
+        "group {group}: a restart window of {window:?} is longer than the group allows \
+         ({most:?}: {factor} times its acquire_after)",
+        factor = crate::group::MAX_RESTART_WINDOW_FACTOR
+    )]
+    RestartWindowTooLong {
+        /// The group.
+        group: GroupName,
+        /// The window asked for.
+        window: std::time::Duration,
+        /// The longest the group allows.
+        most: std::time::Duration,
+    },
     /// `destroy` found member records: nodes that may still be running.
     #[error(
         "group {group} has members ({}): stop them first (a node removes its record when it \
@@ -475,7 +489,7 @@ pub use destroy::{destroy, destroy_with_progress, Destroy};
 pub(crate) use group::adopt_timings;
 pub use group::{
     check_format, ensure_group, ensure_group_as, group_mode, raise_epoch_floor, set_lease_mode,
-    set_timings,
+    set_restart_window, set_timings,
 };
 pub use stale::{stale_check, StaleReport};
 

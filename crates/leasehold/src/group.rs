@@ -155,6 +155,11 @@ impl fmt::Display for GroupTimings {
     }
 }
 
+/// The longest restart window ([`GroupRecord::restart_window`]) a group may set, in
+/// multiples of its `acquire_after`: a reserved partition is served by nobody until its
+/// node comes back or the window ends.
+pub const MAX_RESTART_WINDOW_FACTOR: u32 = 4;
+
 /// What a group's nodes must agree on (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupRecord {
@@ -185,6 +190,17 @@ pub struct GroupRecord {
     /// registering again into a group that is being, or was, destroyed.
     #[serde(default)]
     pub generation: u64,
+    /// How long the others leave a node's partitions reserved for it while it restarts in
+    /// place ([`crate::Participant::restart`]), from when they first see each reserved
+    /// record; `None` for the default, the group's `acquire_after`. Read through
+    /// [`GroupRecord::restart_window`], which caps it.
+    #[serde(
+        default,
+        rename = "restart_window_ns",
+        with = "nanos::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub restart_window: Option<Duration>,
     /// Fields written by a newer version, kept as they are when this record is rewritten.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -200,6 +216,7 @@ impl Default for GroupRecord {
             lease_mode: LeaseMode::PerPartition,
             pending_lease_mode: None,
             generation: 0,
+            restart_window: None,
             other: BTreeMap::new(),
         }
     }
@@ -300,6 +317,17 @@ impl GroupRecord {
             timings,
             ..GroupRecord::default()
         }
+    }
+
+    /// How long the others leave a restarting node's reserved partitions to it: the
+    /// group's setting, else its `acquire_after` (`own_acquire_after` for a group with no
+    /// timings yet), at most [`MAX_RESTART_WINDOW_FACTOR`] times that `acquire_after`, so
+    /// that no setting keeps a partition unserved for long.
+    pub fn restart_window(&self, own_acquire_after: Duration) -> Duration {
+        let acquire_after = self.timings.map_or(own_acquire_after, |t| t.acquire_after);
+        self.restart_window
+            .unwrap_or(acquire_after)
+            .min(acquire_after * MAX_RESTART_WINDOW_FACTOR)
     }
 
     /// Refuses a group whose record format this build does not know.

@@ -86,7 +86,10 @@ pub use clock::{Clock, DriftClock, SeededRng, Sleep, TokioClock};
 pub use config::NegativeControls;
 pub use config::{ConfigError, ParticipantConfig};
 pub use error::{BoxError, StoreError};
-pub use group::{GroupMismatch, GroupRecord, GroupTimings, LeaseMode, StoredGroup, FORMAT_VERSION};
+pub use group::{
+    GroupMismatch, GroupRecord, GroupTimings, LeaseMode, StoredGroup, FORMAT_VERSION,
+    MAX_RESTART_WINDOW_FACTOR,
+};
 pub use memory::MemoryStore;
 pub use participant::{
     Callbacks, Environment, Halt, JoinError, LeaseEvent, LeaseEvents, LeaseGuard, Loss, Missed,

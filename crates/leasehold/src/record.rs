@@ -99,6 +99,15 @@ impl LeaseRecord {
         LeaseRecord::default()
     }
 
+    /// Whether the record is released and reserved for the node that released it, which is
+    /// restarting in place ([`crate::Participant::restart`]): it is handed to that same node.
+    /// The others leave it to that node for the group's restart window.
+    pub fn is_reserved(&self) -> bool {
+        self.state == LeaseState::Released
+            && self.handed_to.is_some()
+            && self.handed_to == self.previous_owner
+    }
+
     /// Whether `node` is on this partition's prohibited list.
     pub fn is_prohibited(&self, node: &NodeId) -> bool {
         self.prohibited.iter().any(|p| p == node)

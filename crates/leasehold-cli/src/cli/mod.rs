@@ -286,6 +286,24 @@ impl TimingArgs {
     }
 }
 
+/// A restart window given on the command line: a duration, or the group's default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Window {
+    /// The group's `acquire_after`.
+    Default,
+    /// This long.
+    Set(Duration),
+}
+
+fn parse_window(text: &str) -> Result<Window, String> {
+    match text {
+        "default" => Ok(Window::Default),
+        _ => parse_duration(text)
+            .map(Window::Set)
+            .map_err(|error| error.to_string()),
+    }
+}
+
 /// Options of `timings`.
 #[derive(Debug, Args)]
 pub struct TimingsArgs {
@@ -296,6 +314,11 @@ pub struct TimingsArgs {
     /// to be stopped).
     #[arg(long, requires = "lease_validity")]
     pub force: bool,
+    /// How long the others leave the partitions of a node restarting in place (`node
+    /// --restart-in-place`) reserved for it, from when they see them; `default` for the
+    /// group's acquire_after. At most four times acquire_after. Nodes read it when they join.
+    #[arg(long, value_name = "DURATION|default", value_parser = parse_window)]
+    pub restart_window: Option<Window>,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,

@@ -102,6 +102,15 @@ pub struct NodeArgs {
     /// flight under it before letting the lease expire instead [default: 30s].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", env = "LEASEHOLD_DRAIN_TIMEOUT")]
     pub drain_timeout: Option<Duration>,
+    /// At SIGTERM or SIGINT, restart in place: once the work in flight has ended, leave this
+    /// node's partitions reserved for its name instead of handing them to the others. The
+    /// process started next under the same `--id` takes them back at once (under new
+    /// epochs); the others take them only if it is not back within the group's restart
+    /// window (`leasehold timings --restart-window`, by default its acquire_after). For a
+    /// rolling restart of partitions that carry state; a node that is not coming back should
+    /// stop without it.
+    #[arg(long, env = "LEASEHOLD_RESTART_IN_PLACE")]
+    pub restart_in_place: bool,
     /// Append `<unix_ns> <node> <event> <partition> <epoch>` lines here, one per lease
     /// gained or given up: `acquired`, `released` (handed off), `expired` (ran out
     /// unrenewed; the time is the deadline), `conflict` (another write ended it), `changed`

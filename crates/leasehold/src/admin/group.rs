@@ -1,5 +1,5 @@
 //! Operator actions on the group record: creating it, the epoch floor that outlives deleted
-//! records, and changing the timings every node must fit.
+//! records, changing the timings every node must fit, and the restart window.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -235,6 +235,34 @@ pub(crate) async fn adopt_timings(
     })
     .await?;
     Ok((record, adopted.load(Ordering::Relaxed)))
+}
+
+/// Sets how long the others leave a node's partitions reserved for it while it restarts in
+/// place ([`GroupRecord::restart_window`]); `None` goes back to the default, the group's
+/// `acquire_after`. Refused beyond [`crate::group::MAX_RESTART_WINDOW_FACTOR`] times the
+/// group's `acquire_after`. Nodes read it when they join (and when they check the group
+/// record again): running nodes keep the window they read.
+pub async fn set_restart_window(
+    store: &dyn LeaseStore,
+    group: &GroupName,
+    window: Option<std::time::Duration>,
+) -> Result<GroupRecord, AdminError> {
+    update_group(store, group, |record| {
+        if let (Some(window), Some(timings)) = (window, record.timings) {
+            let most = timings.acquire_after * crate::group::MAX_RESTART_WINDOW_FACTOR;
+            if window > most {
+                return Err(AdminError::RestartWindowTooLong {
+                    group: group.clone(),
+                    window,
+                    most,
+                });
+            }
+        }
+        let changed = record.restart_window != window;
+        record.restart_window = window;
+        Ok(changed)
+    })
+    .await
 }
 
 /// Raises the group's epoch floor to at least `epoch`, so that lease records created again

@@ -92,6 +92,13 @@ impl Runner {
             if record.handed_to.is_none() || leaving {
                 record.previous_owner = Some(self.config.node.clone());
             }
+            // Restarting in place: handed to this node's own name, which marks it reserved
+            // (`LeaseRecord::is_reserved`): the process starting next under the name takes
+            // it back at once, the others only after the group's restart window.
+            if self.restarting && self.stopping.is_some() {
+                record.handed_to = Some(self.config.node.clone());
+                record.previous_owner = Some(self.config.node.clone());
+            }
             // The load stays: it is the partition's, and tells the next taker what it takes on.
             record.written_at_unix_ms = written_at;
             writes.push(LeaseWrite {

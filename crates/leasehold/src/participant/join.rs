@@ -60,7 +60,7 @@ impl Runner {
             let wait = self.clock.sleep_until(self.clock.now() + backoff.failed());
             tokio::select! {
                 command = self.commands.recv() => {
-                    if let Some(Command::Shutdown(done)) = command {
+                    if let Some(Command::Shutdown { done, .. }) = command {
                         self.remove_member().await;
                         let _ = done.send(());
                     }
@@ -130,6 +130,7 @@ impl Runner {
             _ => self.generation = Some(group.generation),
         }
         self.observed.lease_mode = group.lease_mode;
+        self.observed.restart_window = group.restart_window(self.config.acquire_after);
         self.observed.leases.set_epoch_floor(group.epoch_floor);
         Ok(())
     }

@@ -581,6 +581,23 @@ impl Participant {
     /// Releases every held lease (a graceful hand-off), removes this node's member record and
     /// waits for the background task to end. Later calls return at once.
     pub async fn shutdown(&self) {
+        self.stop(false).await
+    }
+
+    /// Stops for a restart in place: as [`Participant::shutdown`], the work in flight ends
+    /// first (up to the drain timeout), but each lease is then written released *reserved
+    /// for this node's name*. A process that starts under the same name takes them back at
+    /// once, each under a higher epoch (a new tenure, which fencing tells apart from this
+    /// one); the others leave them alone for the group's restart window
+    /// ([`crate::GroupRecord::restart_window`], by default its `acquire_after`), counted
+    /// from when each first sees them, and take them as any released lease after it. Nothing
+    /// moves if the process is back within the window; the partitions are served by nobody
+    /// in between. Later calls, and calls after a shutdown, return at once.
+    pub async fn restart(&self) {
+        self.stop(true).await
+    }
+
+    async fn stop(&self, restart: bool) {
         let task = self
             .inner
             .task
@@ -594,7 +611,7 @@ impl Participant {
         if self
             .inner
             .commands
-            .send(Command::Shutdown(done))
+            .send(Command::Shutdown { done, restart })
             .await
             .is_ok()
         {

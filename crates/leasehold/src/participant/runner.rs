@@ -33,7 +33,12 @@ const SLOW_CALLBACK_DIVISOR: u32 = 10;
 /// lease itself (see [`Shared::hand_off`]) and wakes the task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Shutdown(oneshot::Sender<()>),
+    /// Hand every lease off and stop, answering on `done`; with `restart`, each lease is
+    /// written released but reserved for this node's name (see [`super::Participant::restart`]).
+    Shutdown {
+        done: oneshot::Sender<()>,
+        restart: bool,
+    },
 }
 
 /// A lease being given up, waiting for the work in flight under it.
@@ -92,6 +97,9 @@ pub(crate) struct Runner {
     /// Set once a shutdown was asked for: the task hands every lease off, takes nothing new,
     /// and answers here when the last one is gone.
     pub(super) stopping: Option<oneshot::Sender<()>>,
+    /// Set with `stopping` when the node stops to restart in place: what it releases stays
+    /// reserved for its name.
+    pub(super) restarting: bool,
     pub(super) observed: Observed,
     pub(super) member_version: Option<Version>,
     pub(super) heartbeats: u64,
@@ -189,6 +197,7 @@ impl Runner {
             member_call: false,
             member_syncs: 0,
             stopping: None,
+            restarting: false,
             observed: Observed::default(),
             member_version: None,
             heartbeats: 0,
@@ -291,8 +300,9 @@ impl Runner {
             match event {
                 // Every handle is gone: stop without I/O; held leases expire on schedule.
                 Event::Command(None) => return,
-                Event::Command(Some(Command::Shutdown(done))) => {
+                Event::Command(Some(Command::Shutdown { done, restart })) => {
                     self.stopping = Some(done);
+                    self.restarting = restart;
                     // The member record goes first, so that whoever sees the releases also
                     // sees this node gone and counts its partitions in its own share:
                     // the releases are then taken at once, not after another scan. With
@@ -304,15 +314,18 @@ impl Runner {
                         self.remove_member().await;
                     }
                     let all: Vec<PartitionId> = self.holdings.keys().copied().collect();
-                    // In a group balanced by load, each to a member with room for it.
-                    let now = self.clock.now();
-                    self.returning.extend(crate::planner::directions(
-                        now,
-                        &self.config,
-                        &self.observed,
-                        &self.holdings,
-                        &all,
-                    ));
+                    // In a group balanced by load, each to a member with room for it;
+                    // restarting in place, to this node's name.
+                    if !restart {
+                        let now = self.clock.now();
+                        self.returning.extend(crate::planner::directions(
+                            now,
+                            &self.config,
+                            &self.observed,
+                            &self.holdings,
+                            &all,
+                        ));
+                    }
                     self.release(all).await;
                 }
                 Event::Expire => self.expire_due(),

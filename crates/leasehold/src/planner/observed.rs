@@ -31,6 +31,9 @@ pub struct Observed {
     pub notified: bool,
     /// How the group renews its leases (from its group record).
     pub lease_mode: LeaseMode,
+    /// How long a record reserved for a restarting node is left to it, from first sight
+    /// (from the group record: [`crate::GroupRecord::restart_window`]).
+    pub restart_window: std::time::Duration,
     /// With session leases, when this node's session became its own: the reply to its first
     /// write of its member record. A record naming this node that it does not hold may be a
     /// previous process's under the same name, which renewed it through the same session

@@ -270,6 +270,13 @@ fn ready_at(input: &PlanInput<'_>, seen: &SeenLease) -> Option<Instant> {
     } = *input;
     let ready_at = match seen.state {
         LeaseState::Offline => return None,
+        // Reserved for a node restarting in place: its own at once, the others' once the
+        // group's window has passed since they first saw it.
+        LeaseState::Released
+            if seen.owner.as_ref() != Some(&config.node) && observed.leases.is_reserved(seen) =>
+        {
+            seen.first_seen + observed.restart_window
+        }
         LeaseState::Released => seen.first_seen,
         LeaseState::Held => seen.first_seen + config.acquire_after,
     };

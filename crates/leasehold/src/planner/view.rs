@@ -59,6 +59,11 @@ impl SeenLease {
         aside: &mut Aside,
     ) -> SeenLease {
         let restricted = !record.prohibited.is_empty();
+        if record.is_reserved() {
+            aside.reserved.insert(partition);
+        } else if !aside.reserved.is_empty() {
+            aside.reserved.remove(&partition);
+        }
         if restricted {
             aside.prohibited.insert(partition, record.prohibited);
         } else if !aside.prohibited.is_empty() {
@@ -118,6 +123,10 @@ pub(crate) struct Aside {
     prohibited: BTreeMap<PartitionId, Vec<NodeId>>,
     /// The node that released each row marked handed.
     released_by: BTreeMap<PartitionId, NodeId>,
+    /// The released rows reserved for the node that released them, which is restarting in
+    /// place ([`LeaseRecord::is_reserved`]): their `owner` names it. A set beside the rows
+    /// rather than a flag in them, which would make every row of a large view bigger.
+    reserved: std::collections::BTreeSet<PartitionId>,
 }
 
 impl Aside {
@@ -128,6 +137,9 @@ impl Aside {
         }
         if row.handed {
             self.released_by.remove(&row.partition);
+        }
+        if !self.reserved.is_empty() {
+            self.reserved.remove(&row.partition);
         }
     }
 }
@@ -234,6 +246,14 @@ impl LeaseView {
     pub fn from(&self, partition: PartitionId) -> impl Iterator<Item = &SeenLease> + '_ {
         let start = self.rows.partition_point(|row| row.partition < partition);
         self.rows[start..].iter().filter(|row| !row.forgotten)
+    }
+
+    /// Whether `seen`, a row of this view, is released and reserved for its `owner`, a node
+    /// restarting in place: the others leave it for the group's restart window.
+    pub fn is_reserved(&self, seen: &SeenLease) -> bool {
+        seen.state == LeaseState::Released
+            && !self.aside.reserved.is_empty()
+            && self.aside.reserved.contains(&seen.partition)
     }
 
     /// Whether `node` is on the prohibited list of `seen`, a row of this view.
