@@ -526,15 +526,18 @@ mod tests {
     #[test]
     fn a_record_reserved_for_a_restarting_node_says_for_whom_and_until_when() {
         let written = unix_ms_now() - 1_000;
-        let lease = |handed_to: &str| Stored {
-            key: PartitionId(2),
-            value: LeaseRecord {
-                previous_owner: Some(node("n0")),
-                handed_to: Some(node(handed_to)),
+        let lease = |handed_to: &str| {
+            let mut value = LeaseRecord {
                 written_at_unix_ms: Some(written),
                 ..LeaseRecord::released()
-            },
-            version: Version::from_number(3),
+            };
+            value.reserve_for(&node("n0"));
+            value.handed_to = Some(node(handed_to));
+            Stored {
+                key: PartitionId(2),
+                value,
+                version: Version::from_number(3),
+            }
         };
         let window = Some(Duration::from_secs(60));
         let reserved = partition_row(&lease("n0"), window);

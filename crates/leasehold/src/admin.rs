@@ -363,13 +363,22 @@ pub async fn nudge(store: &dyn LeaseStore, group: &GroupName) -> Result<(), Admi
 
 /// Bumps a partition: changes its record's version so the holder's next renewal fails and it
 /// drops the partition; another node takes it after `acquire_after`. Only the holder can
-/// release, so this never lets two nodes serve at once.
+/// release, so this never lets two nodes serve at once. A partition reserved for a node
+/// restarting in place ([`LeaseRecord::is_reserved`]) is freed: any node takes it at once.
 pub async fn kick(
     store: &dyn LeaseStore,
     group: &GroupName,
     partition: PartitionId,
 ) -> Result<LeaseRecord, AdminError> {
-    update_lease(store, group, partition, |r| r.note = Some("kicked".into())).await
+    update_lease(store, group, partition, |r| {
+        // A partition reserved for a restarting node is freed for any node at once.
+        if r.is_reserved() {
+            r.owner = None;
+            r.handed_to = None;
+        }
+        r.note = Some("kicked".into());
+    })
+    .await
 }
 
 /// Keeps `node` off `partition`. The record changes, so the current holder drops it and it

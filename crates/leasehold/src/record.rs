@@ -100,12 +100,20 @@ impl LeaseRecord {
     }
 
     /// Whether the record is released and reserved for the node that released it, which is
-    /// restarting in place ([`crate::Participant::restart`]): it is handed to that same node.
-    /// The others leave it to that node for the group's restart window.
+    /// restarting in place ([`crate::Participant::restart`]): a released record that still
+    /// names its last holder as `owner` and is handed to that same node. (A partition handed
+    /// back to the node it came from also has `handed_to` equal to `previous_owner`, but no
+    /// owner: released records otherwise name none.) The others leave it to that node for
+    /// the group's restart window.
     pub fn is_reserved(&self) -> bool {
-        self.state == LeaseState::Released
-            && self.handed_to.is_some()
-            && self.handed_to == self.previous_owner
+        self.state == LeaseState::Released && self.owner.is_some() && self.handed_to == self.owner
+    }
+
+    /// Makes a released record reserved for `node` (see [`LeaseRecord::is_reserved`]).
+    pub fn reserve_for(&mut self, node: &NodeId) {
+        self.owner = Some(node.clone());
+        self.handed_to = Some(node.clone());
+        self.previous_owner = Some(node.clone());
     }
 
     /// Whether `node` is on this partition's prohibited list.
@@ -415,6 +423,31 @@ pub(crate) fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_a_released_record_naming_its_owner_as_heir_is_reserved() {
+        let node = |name: &str| NodeId::new(name).unwrap();
+        let mut reserved = LeaseRecord::released();
+        reserved.reserve_for(&node("a"));
+        assert!(reserved.is_reserved());
+        // Handed back to the node it came from: no owner, not a reservation.
+        let home = LeaseRecord {
+            previous_owner: Some(node("a")),
+            handed_to: Some(node("a")),
+            ..LeaseRecord::released()
+        };
+        assert!(!home.is_reserved());
+        let handed = LeaseRecord {
+            handed_to: Some(node("b")),
+            ..reserved.clone()
+        };
+        assert!(!handed.is_reserved());
+        let taken = LeaseRecord {
+            state: LeaseState::Held,
+            ..reserved
+        };
+        assert!(!taken.is_reserved());
+    }
     use super::*;
     use crate::codec::{decode, encode};
 

@@ -48,6 +48,8 @@ pub struct Settings {
     lease_mode: LeaseMode,
     /// The window of the steady-state measurement; zero for none.
     steady: Duration,
+    /// Whether nodes stop by restarting in place.
+    restart_in_place: bool,
 }
 
 impl Settings {
@@ -90,6 +92,7 @@ impl Settings {
                 .unwrap_or(args.acquire_after * 4 + Duration::from_secs(20)),
             lease_mode: args.lease_mode,
             steady: args.steady,
+            restart_in_place: args.restart_in_place,
         };
         anyhow::ensure!(
             settings.pause > settings.validity,
@@ -135,6 +138,10 @@ impl Settings {
         ]
         .into_iter()
         .flatten()
+        .chain(
+            self.restart_in_place
+                .then(|| OsString::from("--restart-in-place")),
+        )
         // Port 0: each node picks a free port and prints it, so nodes never collide.
         .chain(
             (!self.steady.is_zero())
@@ -274,6 +281,10 @@ async fn one_run(
     admin::set_timings(store, &table.group, settings.timings(), false).await?;
     // Always set: the group record outlives a run, and with it the mode of an earlier bench.
     admin::set_lease_mode(store, &table.group, settings.lease_mode).await?;
+    let window = settings
+        .restart_in_place
+        .then_some(settings.acquire_after * leasehold::MAX_RESTART_WINDOW_FACTOR);
+    admin::set_restart_window(store, &table.group, window).await?;
     let bench = Bench { settings, fleet };
     bench.apply_all(report).await
 }
@@ -447,6 +458,14 @@ impl Bench<'_> {
         for node in &everyone {
             let stopping = now_ns();
             self.fleet.signal(node, Signal::Term)?;
+            if self.settings.restart_in_place {
+                // Its partitions wait for it: started again at once, it takes them back, and
+                // nothing need move (the fewest moves stay 0).
+                self.fleet.wait_exit(node, self.settings.limit).await?;
+                self.fleet.start(node)?;
+                self.settle(stopping, everyone.clone()).await?;
+                continue;
+            }
             fewest += self.held_by(node, stopping)?;
             self.fleet.wait_exit(node, self.settings.limit).await?;
             let mut live = everyone.clone();

@@ -94,7 +94,7 @@ impl Report {
         format!(
             "leasehold bench on {}: {} nodes, {} partitions, {} run(s) of {}\n\
              heartbeat {}, validity {}, acquire_after {}, scan {}, store timeout {}, pause {}\n\
-             lease mode {}, steady-state window {}",
+             lease mode {}, steady-state window {}{}",
             self.store,
             s.nodes,
             s.partitions,
@@ -115,6 +115,14 @@ impl Report {
                 "off".to_owned()
             } else {
                 duration(s.steady)
+            },
+            if s.restart_in_place {
+                format!(
+                    ", nodes restart in place (window {})",
+                    duration(s.acquire_after * leasehold::MAX_RESTART_WINDOW_FACTOR)
+                )
+            } else {
+                String::new()
             },
         )
     }
@@ -336,6 +344,7 @@ impl Report {
             "partitions": s.partitions,
             "runs": s.runs,
             "lease_mode": s.lease_mode.as_str(),
+            "restart_in_place": s.restart_in_place,
             "timings_ms": {
                 "heartbeat": millis(s.heartbeat),
                 "lease_validity": millis(s.validity),

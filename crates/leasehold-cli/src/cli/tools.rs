@@ -118,6 +118,12 @@ pub struct BenchArgs {
     /// not, and such batches are reported apart.
     #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
     pub steady: Duration,
+    /// Every node stops by restarting in place (`node --restart-in-place`): in a rolling
+    /// restart each node is started again as soon as it has exited, and its partitions wait
+    /// for it instead of moving. The group's restart window is set to its longest, four
+    /// times acquire_after. Without it a stop hands everything off.
+    #[arg(long)]
+    pub restart_in_place: bool,
     /// Keep every node's log and the fence logs in this directory (default: a temporary
     /// directory, removed at the end).
     #[arg(long, value_name = "DIR")]

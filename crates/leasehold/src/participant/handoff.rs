@@ -96,8 +96,7 @@ impl Runner {
             // (`LeaseRecord::is_reserved`): the process starting next under the name takes
             // it back at once, the others only after the group's restart window.
             if self.restarting && self.stopping.is_some() {
-                record.handed_to = Some(self.config.node.clone());
-                record.previous_owner = Some(self.config.node.clone());
+                record.reserve_for(&self.config.node);
             }
             // The load stays: it is the partition's, and tells the next taker what it takes on.
             record.written_at_unix_ms = written_at;

@@ -39,6 +39,16 @@ fn released_to(previous: &str, heir: &str, epoch: u64) -> LeaseRecord {
     }
 }
 
+/// A released record reserved for `name`, restarting in place.
+fn reserved_for(name: &str, epoch: u64) -> LeaseRecord {
+    let mut record = LeaseRecord {
+        epoch: Epoch(epoch),
+        ..LeaseRecord::released()
+    };
+    record.reserve_for(&node(name));
+    record
+}
+
 /// A member record with every optional field set, with text that quotes, escapes, commas
 /// and non-ASCII characters could break in a store that parses what it keeps.
 fn described_member() -> MemberRecord {
@@ -162,7 +172,8 @@ async fn put_and_read_member(
 }
 
 /// A lease record's `previous_owner` and `handed_to` are kept by creates, updates and
-/// batches, and each cleared by a write without it; a member record's capacity, maximum
+/// batches, and each cleared by a write without it, and so is the owner of a released record
+/// reserved for a restarting node; a member record's capacity, maximum
 /// load, partition cap, address and metadata are kept exactly, at their limits too, and
 /// cleared the same way.
 pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
@@ -194,6 +205,16 @@ pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
         .await
         .expect("update without a previous owner");
     assert_lease(&*store, &group, 0, &cleared, "previous owner cleared").await;
+    // Released, yet naming an owner: what reserves a partition for a node restarting in
+    // place. A store that dropped the owner of a released record would turn it into a
+    // hand-back any node may take.
+    let reserved = reserved_for("restarting", 5);
+    let v0 = store
+        .put_lease(&group, PartitionId(0), &reserved, PutMode::Update(v0))
+        .await
+        .expect("update to a record reserved for a restarting node");
+    assert_lease(&*store, &group, 0, &reserved, "reserved").await;
+    assert!(get_lease(&*store, &group, 0).await.is_reserved());
 
     let writes = vec![
         LeaseWrite {
@@ -214,6 +235,11 @@ pub async fn optional_fields_round_trip(store: Arc<dyn LeaseStore>) {
         LeaseWrite {
             partition: PartitionId(3),
             record: LeaseRecord::released(),
+            mode: PutMode::Create,
+        },
+        LeaseWrite {
+            partition: PartitionId(4),
+            record: reserved_for("restarting", 2),
             mode: PutMode::Create,
         },
     ];
