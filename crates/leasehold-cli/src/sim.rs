@@ -26,6 +26,7 @@ pub fn config(args: &SimArgs) -> SimConfig {
     config.unsafe_ignore_members = args.unsafe_ignore_members;
     config.unsafe_destroy = args.unsafe_destroy;
     config.unsafe_ignore_exclusions = args.unsafe_ignore_exclusions;
+    config.unsafe_ignore_reservations = args.unsafe_ignore_reservations;
     config.load = (args.load == "zipf").then(leasehold_sim::LoadShape::default);
     config.rolling_restart = args.rolling_restart;
     config.lease_mode = args.lease_mode;
@@ -232,6 +233,10 @@ fn unsafe_note(config: &SimConfig) -> String {
         (
             config.unsafe_ignore_exclusions,
             "nodes ignoring their exclusion lists",
+        ),
+        (
+            config.unsafe_ignore_reservations,
+            "nodes taking partitions reserved for a restarting node",
         ),
     ]
     .into_iter()

@@ -44,6 +44,12 @@ struct StaleDocument {
     missing_count: u64,
     /// Not a problem: partitions an operator took out of service.
     offline: Vec<u32>,
+    /// Not a problem: partitions reserved for a node restarting in place, within the
+    /// group's restart window.
+    reserved: Vec<Reserved>,
+    /// Problem: partitions still reserved for a restarting node twice the window after it
+    /// wrote them (it did not come back, and no other node took them).
+    reservations_run_out: Vec<Reserved>,
     /// Problem: lease and member records that cannot be read, each naming its record.
     corrupt: Vec<String>,
     /// Problem: partitions whose epoch went back.
@@ -124,6 +130,8 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
         missing: numbers(&report.missing),
         missing_count: report.missing_count,
         offline: numbers(&report.offline),
+        reserved: reserved(&report.reserved),
+        reservations_run_out: reserved(&report.reservations_run_out),
         corrupt: report.corrupt.clone(),
         epochs_back: report
             .epochs_back
@@ -138,6 +146,31 @@ fn document(table: &GroupTable, args: &StaleArgs, report: &StaleReport) -> Stale
         draining_nodes: report.draining.iter().map(|n| n.to_string()).collect(),
         min_nodes: report.min_nodes,
     }
+}
+
+/// A partition reserved for a restarting node.
+#[derive(Debug, Serialize)]
+struct Reserved {
+    partition: u32,
+    node: String,
+}
+
+fn reserved(entries: &[(leasehold::PartitionId, leasehold::NodeId)]) -> Vec<Reserved> {
+    entries
+        .iter()
+        .map(|(partition, node)| Reserved {
+            partition: partition.0,
+            node: node.to_string(),
+        })
+        .collect()
+}
+
+fn reserved_list(entries: &[Reserved]) -> String {
+    let words: Vec<String> = entries
+        .iter()
+        .map(|r| format!("{} ({})", r.partition, r.node))
+        .collect();
+    words.join(", ")
 }
 
 fn list(numbers: &[u32]) -> String {
@@ -171,6 +204,18 @@ fn render(document: &StaleDocument) -> String {
         if !numbers.is_empty() {
             lines.push(format!("{label}: {}", list(numbers)));
         }
+    }
+    if !document.reservations_run_out.is_empty() {
+        lines.push(format!(
+            "reserved for a restart that did not come back in time: {}",
+            reserved_list(&document.reservations_run_out)
+        ));
+    }
+    if !document.reserved.is_empty() {
+        lines.push(format!(
+            "reserved for restarting nodes (not a problem): {}",
+            reserved_list(&document.reserved)
+        ));
     }
     let unlisted = document.missing_count - document.missing.len() as u64;
     if unlisted > 0 {

@@ -208,6 +208,9 @@ pub struct SimConfig {
     /// Negative control: nodes ignore their exclusion lists, keeping and taking the
     /// partitions the director excludes; the exclusion check must catch it.
     pub unsafe_ignore_exclusions: bool,
+    /// Negative control: nodes take a partition reserved for a node restarting in place as
+    /// any released one, at once; the reservation check must catch it.
+    pub unsafe_ignore_reservations: bool,
     /// Negative control: node `n0` counts no member but itself, so its share is the whole
     /// table and it never hands off a surplus; the balance check must catch it.
     pub unsafe_ignore_members: bool,
@@ -295,6 +298,7 @@ impl SimConfig {
             unsafe_ignore_members: false,
             unsafe_destroy: false,
             unsafe_ignore_exclusions: false,
+            unsafe_ignore_reservations: false,
             sample_every: Duration::from_secs(1),
             work_every: Duration::from_secs(2),
             change_notices: true,
@@ -446,6 +450,10 @@ impl SimConfig {
             (self.unsafe_ignore_members, " --unsafe-ignore-members"),
             (self.unsafe_destroy, " --unsafe-destroy"),
             (self.unsafe_ignore_exclusions, " --unsafe-ignore-exclusions"),
+            (
+                self.unsafe_ignore_reservations,
+                " --unsafe-ignore-reservations",
+            ),
             (self.load.is_some(), " --load zipf"),
             (self.rolling_restart, " --rolling-restart"),
             (

@@ -81,6 +81,8 @@ pub struct FaultCounts {
     pub rebuilds: u64,
     /// Windows in which one node could not decode another's member record.
     pub garbled_members: u64,
+    /// Nodes stopped to restart in place (back within the restart window, late, or never).
+    pub restarts_in_place: u64,
 }
 
 impl FaultCounts {
@@ -103,6 +105,7 @@ impl FaultCounts {
         self.misconfigured += other.misconfigured;
         self.rebuilds += other.rebuilds;
         self.garbled_members += other.garbled_members;
+        self.restarts_in_place += other.restarts_in_place;
     }
 }
 

@@ -22,7 +22,9 @@
 //!   the store;
 //! - **clock drift**: each node's clock runs at its own rate within the configured ±ρ, at
 //!   either edge a third of the time each;
-//! - **membership churn**: joins, graceful leaves, drains and undrains;
+//! - **membership churn**: joins, graceful leaves, drains and undrains, and restarts in
+//!   place (the node's partitions reserved for its name) that come back within the
+//!   restart window, late, or never;
 //! - **operator commands**: kicks, offline and online, prohibit and allow, made through
 //!   [`leasehold::admin`] as the command-line tool makes them;
 //! - **mis-set restarts**: a crashed node restarting with timings that break the safety
@@ -35,7 +37,8 @@
 //!
 //! At every callback, every store call and frequent sampling points the [`invariants`] are
 //! checked: single owner, strictly increasing epochs, fencing, liveness once faults stop,
-//! balance whenever the fleet has settled, that no node serves what it excludes, and, with
+//! balance whenever the fleet has settled, that no node serves what it excludes, that no
+//! node takes a partition reserved for a restarting one before the window, and, with
 //! session leases, that no process ends its own session over its own last write of it. A
 //! [`Violation`] names the invariant, the seed, the simulated time and the command that
 //! replays it.
@@ -51,7 +54,9 @@
 //! ([`SimConfig::unsafe_stop_acquiring`]) for the liveness check; and a node that counts no
 //! other member, so never hands off its surplus ([`SimConfig::unsafe_ignore_members`]), for
 //! the balance check; nodes that ignore their own exclusion lists
-//! ([`SimConfig::unsafe_ignore_exclusions`]) for the exclusion check; and, in groups renewing by
+//! ([`SimConfig::unsafe_ignore_exclusions`]) for the exclusion check; nodes that take reserved
+//! partitions at once ([`SimConfig::unsafe_ignore_reservations`]) for the reservation check;
+//! and, in groups renewing by
 //! session ([`SimConfig::lease_mode`]), takes and operator commands that leave the holder's
 //! session alone ([`SimConfig::unsafe_session_take`], [`SimConfig::unsafe_session_operator`])
 //! for the single-owner check. The own-session check has no switch: its controls are the

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use leasehold::{
     Callbacks, Environment, GroupMismatch, Halt, LeaseGuard, LeaseStore, Loss, NegativeControls,
@@ -62,6 +63,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
     controls.skip_group_check = misconfigured && world.config.unsafe_mixed_timings;
     controls.reuse_epoch = world.config.unsafe_epoch_reuse;
     controls.ignore_exclusions = world.config.unsafe_ignore_exclusions;
+    controls.ignore_reservations = world.config.unsafe_ignore_reservations;
     controls.take_ignores_session = world.config.unsafe_session_take;
     controls.take_ended_sessions = world.config.unsafe_session_identity;
     controls.ignore_listed_changes = world.config.unsafe_unchecked_holdings;
@@ -108,6 +110,7 @@ fn start_as(world: &Arc<World>, index: usize, misconfigured: bool) {
         sampled: None,
         sessions_ended: 0,
         scanned: false,
+        restarting: false,
     });
     let rate = slot.rate;
     let mis_set = if misconfigured { " mis-set" } else { "" };
@@ -155,11 +158,7 @@ async fn stops_by_itself(
     };
     let restart_in = {
         let mut state = world.lock();
-        let current = state
-            .nodes
-            .get(&index)
-            .is_some_and(|slot| slot.incarnation == holder.incarnation);
-        if !current || end_process(&world, &mut state, index, Life::Left).is_none() {
+        if !end_if_current(&world, &mut state, holder) {
             return;
         }
         world.event(&mut state, format!("{holder} stopped by itself: {halt}"));
@@ -229,6 +228,16 @@ pub(crate) fn end_process(
     Some(process)
 }
 
+/// Ends `holder`'s process, leaving its slot `Left`, if it is still the node's current one
+/// and running; returns whether it did.
+fn end_if_current(world: &World, state: &mut State, holder: Holder) -> bool {
+    let current = state
+        .nodes
+        .get(&holder.node)
+        .is_some_and(|slot| slot.incarnation == holder.incarnation);
+    current && end_process(world, state, holder.node, Life::Left).is_some()
+}
+
 /// Shuts node `index` down gracefully in the background: it releases its leases (its
 /// callbacks report each), removes its member record, and its process ends.
 pub(crate) fn leave(world: &Arc<World>, index: usize) {
@@ -250,6 +259,57 @@ pub(crate) fn leave(world: &Arc<World>, index: usize) {
             let mut state = world.lock();
             end_process(&world, &mut state, index, Life::Left);
             world.event(&mut state, format!("{holder} left"));
+        }
+    };
+    world.spawn(&mut state, task);
+}
+
+/// Stops node `index` to restart in place, in the background: its work in flight ends, each
+/// lease it holds is written released and reserved for its name, and its process ends. With
+/// `back_after`, it is started again that long after (within the restart window, or late);
+/// without, it never comes back and the others take its partitions once the window ends.
+pub(crate) fn restart_in_place(world: &Arc<World>, index: usize, back_after: Option<Duration>) {
+    let mut state = world.lock();
+    let Some(slot) = state.nodes.get_mut(&index) else {
+        return;
+    };
+    let holder = slot.holder(index);
+    let Life::Running(process) = &mut slot.life else {
+        return;
+    };
+    process.restarting = true;
+    let participant = process.participant.clone();
+    slot.leaving = true;
+    let when = match back_after {
+        Some(delay) => format!("back {:.3}s after it stops", delay.as_secs_f64()),
+        None => "not coming back".to_owned(),
+    };
+    world.event(&mut state, format!("{holder} restarting in place, {when}"));
+    state.counts.restarts_in_place += 1;
+    let task = {
+        let world = Arc::clone(world);
+        async move {
+            participant.restart().await;
+            {
+                let mut state = world.lock();
+                if !end_if_current(&world, &mut state, holder) {
+                    return;
+                }
+                world.event(&mut state, format!("{holder} stopped to restart in place"));
+                if back_after.is_some() {
+                    // Down until started again; the faults' end starts it at the latest.
+                    if let Some(slot) = state.nodes.get_mut(&index) {
+                        slot.life = Life::Crashed;
+                        slot.leaving = false;
+                    }
+                }
+            }
+            let Some(delay) = back_after else {
+                return;
+            };
+            tokio::time::sleep(delay).await;
+            let faulty = Instant::now() < world.origin + world.config.quiet_at();
+            restart(&world, index, faulty);
         }
     };
     world.spawn(&mut state, task);

@@ -314,7 +314,7 @@ impl fmt::Display for Figures {
              {} lost replies, {} held-back writes, {} slow replies, {} dropped calls, \
              {} links slowed and cut, {} joins, {} leaves, {} drains/undrains, \
              {} operator commands, {} mis-set restarts, {} destroys and rebuilds, \
-             {} member records one node could not read",
+             {} member records one node could not read, {} restarts in place",
             "faults injected",
             c.crashes,
             c.pauses,
@@ -332,7 +332,8 @@ impl fmt::Display for Figures {
             c.operator,
             c.misconfigured,
             c.rebuilds,
-            c.garbled_members
+            c.garbled_members,
+            c.restarts_in_place
         )?;
         writeln!(
             f,

@@ -123,6 +123,12 @@ impl Timings {
         self.heartbeat + listing + self.store_timeout
     }
 
+    /// How long the others leave a node restarting in place its partitions: the group's
+    /// default restart window, its `acquire_after` (the group adopts the fleet's timings).
+    pub fn restart_window(&self) -> Duration {
+        self.acquire_after
+    }
+
     /// How long a hand-off waits for the work in flight: the participant's default, which
     /// simulated nodes keep.
     pub fn drain_timeout(&self) -> Duration {

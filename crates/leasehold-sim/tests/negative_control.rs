@@ -12,6 +12,8 @@
 //! - liveness: nodes that stop taking partitions once the faults stop;
 //! - balance: a node that counts no other member and so never hands off its surplus;
 //! - exclusion: nodes that keep and take the partitions their own exclusion lists name;
+//! - reservation: nodes that take a partition reserved for a node restarting in place at
+//!   once, as any released one;
 //! - session leases, single owner: takes, and operator commands, that change a lease without
 //!   its holder's session, so the holder's next renewal succeeds and it keeps serving; and,
 //!   with twins (a second process under a paused node's name), takes of leases held under a
@@ -166,7 +168,21 @@ fn nodes_that_ignore_their_exclusion_lists_are_caught_by_the_exclusion_check() {
         Invariant::Exclusion,
         "--unsafe-ignore-exclusions",
         16,
-        0.28,
+        0.23,
+    );
+}
+
+#[test]
+fn nodes_that_take_reserved_partitions_at_once_are_caught_by_the_reservation_check() {
+    let mut config = fleet();
+    config.unsafe_ignore_reservations = true;
+    // A restart in place is one membership change of several: more seeds than most.
+    caught_in(
+        &config,
+        Invariant::Reservation,
+        "--unsafe-ignore-reservations",
+        24,
+        0.09,
     );
 }
 

@@ -335,6 +335,9 @@ impl ParticipantConfig {
         if self.controls.ignore_exclusions {
             return Err(ConfigError::UnsafeExclusions);
         }
+        if self.controls.ignore_reservations {
+            return Err(ConfigError::UnsafeReservations);
+        }
         Self::check_excluded(self.partitions, &self.excluded)?;
         if !(self.load_band.is_finite() && self.load_band >= 1.0) {
             return Err(ConfigError::LoadBandOutOfRange {
@@ -423,6 +426,9 @@ pub enum ConfigError {
     /// The simulator's negative control for exclusion lists was switched on outside it.
     #[error("the negative control ignore_exclusions makes a node serve partitions it excludes")]
     UnsafeExclusions,
+    /// The simulator's negative control for restart reservations was switched on outside it.
+    #[error("the negative control ignore_reservations moves the partitions of a node restarting in place")]
+    UnsafeReservations,
     /// What the node would publish in its member record (`advertise`, `metadata`) is
     /// refused by every store.
     #[error("{} {reason}", if *field == "address" { "advertise" } else { *field })]

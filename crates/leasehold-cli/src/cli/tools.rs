@@ -200,6 +200,10 @@ pub struct SimArgs {
     /// which the exclusion check must catch.
     #[arg(long = "unsafe-ignore-exclusions")]
     pub unsafe_ignore_exclusions: bool,
+    /// Negative control: nodes take the partitions reserved for a node restarting in place
+    /// at once, which the reservation check must catch.
+    #[arg(long = "unsafe-ignore-reservations")]
+    pub unsafe_ignore_reservations: bool,
     /// The load on the partitions: none (nodes balance by count), or zipf (each partition's
     /// load from a Zipf distribution, s = 0.6, a tenth of the ranks shuffled every ten
     /// minutes; node capacities and weights 2, 3 and 4 in turn), which nodes report and balance on.

@@ -1,6 +1,7 @@
-//! Membership churn: joins, graceful leaves, drains and undrains.
+//! Membership churn: joins, graceful leaves, restarts in place, drains and undrains.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use leasehold::admin;
 use tokio::time::Instant;
@@ -13,6 +14,7 @@ use crate::world::{Life, Slot};
 enum Change {
     Join,
     Leave(usize),
+    RestartInPlace(usize),
     Drain(usize),
     Undrain(usize),
 }
@@ -39,6 +41,10 @@ impl Director {
                 state.counts.joins += 1;
             }
             Change::Leave(index) => lifecycle::leave(&world, index),
+            Change::RestartInPlace(index) => {
+                let back_after = self.restart_delay();
+                lifecycle::restart_in_place(&world, index, back_after);
+            }
             Change::Drain(index) | Change::Undrain(index) => {
                 let draining = matches!(change, Change::Drain(_));
                 let name = world.lock().nodes[&index].name.clone();
@@ -94,9 +100,31 @@ impl Director {
             if let Some(index) = self.choose(&serving) {
                 options.push(Change::Leave(index));
                 options.push(Change::Drain(index));
+                // Only while the restart, late or never coming back, is over before the
+                // faults stop: the fleet must recover in the quiet period from the faults.
+                let window = world.timings.restart_window();
+                let margin =
+                    world.timings.drain_timeout() + window * 3 + world.config.faults.restart_within;
+                if Instant::now() + margin < self.quiet_at {
+                    options.push(Change::RestartInPlace(index));
+                }
             }
         }
         (!options.is_empty()).then(|| options[self.rng.below(options.len())])
+    }
+
+    /// When a node restarting in place comes back after it stops: within the restart window
+    /// mostly, after it now and then, and never in one case of seven.
+    fn restart_delay(&mut self) -> Option<Duration> {
+        let window = self.world.timings.restart_window();
+        let draw = self.rng.next_f64();
+        if draw < 0.6 {
+            Some(window.mul_f64(self.rng.next_f64() / 2.0))
+        } else if draw < 6.0 / 7.0 {
+            Some(window.mul_f64(1.0 + self.rng.next_f64()))
+        } else {
+            None
+        }
     }
 
     fn choose(&mut self, indices: &[usize]) -> Option<usize> {

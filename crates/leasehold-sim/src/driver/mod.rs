@@ -74,6 +74,11 @@ pub(crate) async fn simulate(world: Arc<World>) {
         state.faults.delays = faults.delayed_write_rate > 0.0;
         state.faults.calls |= state.faults.delays;
     }
+    {
+        let follower = Arc::clone(&world).follow_reservations();
+        let mut state = world.lock();
+        world.spawn(&mut state, follower);
+    }
     for index in 0..config.nodes {
         lifecycle::start(&world, index);
     }

@@ -7,6 +7,7 @@ pub mod epochs;
 pub mod exclusions;
 pub mod fencing;
 pub mod liveness;
+pub mod reservations;
 pub mod sessions;
 pub mod single_owner;
 pub mod work;
@@ -49,6 +50,9 @@ pub enum Invariant {
     Exclusion,
     /// [`sessions`]: a process ends its own session only after another writer changed it.
     OwnSession,
+    /// [`reservations`]: a partition reserved for a restarting node is left to it for the
+    /// restart window.
+    Reservation,
 }
 
 impl Invariant {
@@ -63,6 +67,7 @@ impl Invariant {
             Invariant::WorkOverlap => "work-overlap",
             Invariant::Exclusion => "exclusion",
             Invariant::OwnSession => "own-session",
+            Invariant::Reservation => "reservation",
         }
     }
 }

@@ -195,8 +195,17 @@ impl World {
         self.sample(&mut state, holder);
         state.recorder.changed(Instant::now());
         if loss.reason == LossReason::Released {
-            state.recorder.released(loss.partition, Instant::now());
-            state.load.moved();
+            // A release reserving the partition for a restart in place is no hand-off: the
+            // partition waits for its node, and no other may take it for a while.
+            let restarting = state
+                .nodes
+                .get(&holder.node)
+                .and_then(Slot::process)
+                .is_some_and(|process| process.restarting);
+            if !restarting {
+                state.recorder.released(loss.partition, Instant::now());
+                state.load.moved();
+            }
         } else if let Some(process) = state.nodes.get(&holder.node).and_then(Slot::process) {
             // A release waits for the permits, so only the other losses can cut work short.
             let at = process.clock.to_true(loss.at);

@@ -39,6 +39,9 @@ pub(crate) struct Process {
     pub sessions_ended: u64,
     /// Whether it has completed a scan: joined the group, registered and read the others.
     pub scanned: bool,
+    /// Whether it is stopping to restart in place: what it releases is reserved, not handed
+    /// off, and is not measured as a hand-off.
+    pub restarting: bool,
 }
 
 /// Where a node is in its life.
@@ -119,6 +122,8 @@ pub(crate) struct State {
     /// delete), for the own-session check; none after a create, which may land on a record
     /// someone else deleted.
     pub own_members: BTreeMap<Holder, Option<Version>>,
+    /// The partitions reserved for nodes restarting in place, from the store's writes.
+    pub reservations: crate::invariants::reservations::Reservations,
 }
 
 impl State {
@@ -201,6 +206,7 @@ impl World {
                 rolling: None,
                 garbled: None,
                 own_members: BTreeMap::new(),
+                reservations: Default::default(),
             }),
             timings,
         })
@@ -268,3 +274,4 @@ impl World {
 
 mod checks;
 mod network;
+mod reservations;

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::group::LeaseMode;
-use crate::record::{LeaseState, StoredLease, StoredMember};
+use crate::record::{unix_ms_now, LeaseState, StoredLease, StoredMember};
 use crate::store::LeaseStore;
 use crate::types::{Epoch, GroupName, NodeId, PartitionId, Version};
 
@@ -16,8 +16,16 @@ pub struct StaleReport {
     /// Partitions held in both samples with the same version: their holder did not renew
     /// (with session leases: and its holder's session shows no new renewal either).
     pub unrenewed: Vec<(PartitionId, Option<NodeId>)>,
-    /// Partitions held by nobody (released, or held with no owner) in the second sample.
+    /// Partitions held by nobody (released, or held with no owner) in the second sample,
+    /// but for those reserved for a node restarting in place within their window.
     pub unowned: Vec<PartitionId>,
+    /// Partitions reserved for a node restarting in place, within the group's restart window
+    /// by their write stamp and this machine's clock: unowned on purpose, until the node is
+    /// back or the window ends. Not a problem.
+    pub reserved: Vec<(PartitionId, NodeId)>,
+    /// Partitions still reserved for a restarting node twice the restart window after it
+    /// wrote them: the node did not come back in time, and no other node has taken them.
+    pub reservations_run_out: Vec<(PartitionId, NodeId)>,
     /// Partitions below `expected` with no record at all: the first
     /// [`StaleReport::MISSING_LISTED`] of them.
     pub missing: Vec<PartitionId>,
@@ -61,6 +69,7 @@ impl StaleReport {
     pub fn has_problems(&self) -> bool {
         !self.unrenewed.is_empty()
             || !self.unowned.is_empty()
+            || !self.reservations_run_out.is_empty()
             || self.missing_count > 0
             || !self.corrupt.is_empty()
             || !self.epochs_back.is_empty()
@@ -85,9 +94,16 @@ pub async fn stale_check(
     if first_leases.is_empty() {
         return Err(AdminError::NoSuchGroup(group.clone()));
     }
-    let (floor, mode) = match store.get_group(group).await? {
-        Some(stored) => (stored.value.epoch_floor, stored.value.lease_mode),
-        None => (Epoch(0), LeaseMode::default()),
+    let (floor, mode, window) = match store.get_group(group).await? {
+        Some(stored) => (
+            stored.value.epoch_floor,
+            stored.value.lease_mode,
+            stored
+                .value
+                .timings
+                .map(|timings| stored.value.restart_window(timings.acquire_after)),
+        ),
+        None => (Epoch(0), LeaseMode::default(), None),
     };
     let session = mode == LeaseMode::Session;
     tokio::time::sleep(watch).await;
@@ -152,6 +168,25 @@ pub async fn stale_check(
         }
         match record.state {
             LeaseState::Offline => report.offline.push(lease.key),
+            LeaseState::Released if record.is_reserved() => {
+                let node = record
+                    .owner
+                    .clone()
+                    .expect("a reserved record names its owner");
+                // Twice the window: the others count it from when they first see the
+                // record, and this machine's clock is not the writer's.
+                let run_out = record
+                    .written_at_unix_ms
+                    .zip(window)
+                    .is_some_and(|(at, window)| {
+                        at.saturating_add(2 * window.as_millis() as u64) < unix_ms_now()
+                    });
+                if run_out {
+                    report.reservations_run_out.push((lease.key, node));
+                } else {
+                    report.reserved.push((lease.key, node));
+                }
+            }
             LeaseState::Released => report.unowned.push(lease.key),
             LeaseState::Held if record.owner.is_none() => report.unowned.push(lease.key),
             LeaseState::Held => {

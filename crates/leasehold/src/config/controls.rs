@@ -31,4 +31,7 @@ pub struct NegativeControls {
     /// record changed behind the holder's back (by a write that left its session alone)
     /// goes unnoticed for as long as its session renews.
     pub ignore_listed_changes: bool,
+    /// Take a released record reserved for a node restarting in place as any released
+    /// record, with no wait: the restarting node's partitions move while it is away.
+    pub ignore_reservations: bool,
 }

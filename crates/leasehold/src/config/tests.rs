@@ -558,6 +558,13 @@ fn an_exclusion_list_naming_partitions_the_group_lacks_is_refused() {
 }
 
 #[test]
+fn the_reservation_control_is_refused_by_validation() {
+    let mut control = ParticipantConfig::new(NodeId::new("n").unwrap(), 8);
+    control.controls.ignore_reservations = true;
+    assert_eq!(control.validate(), Err(ConfigError::UnsafeReservations));
+}
+
+#[test]
 fn an_address_or_labels_no_store_would_keep_are_refused() {
     let mut config = ParticipantConfig::new(NodeId::new("n").unwrap(), 8);
     config.advertise = Some("http://10.0.0.7:8080".into());

@@ -273,7 +273,9 @@ fn ready_at(input: &PlanInput<'_>, seen: &SeenLease) -> Option<Instant> {
         // Reserved for a node restarting in place: its own at once, the others' once the
         // group's window has passed since they first saw it.
         LeaseState::Released
-            if seen.owner.as_ref() != Some(&config.node) && observed.leases.is_reserved(seen) =>
+            if seen.owner.as_ref() != Some(&config.node)
+                && !config.controls.ignore_reservations
+                && observed.leases.is_reserved(seen) =>
         {
             seen.first_seen + observed.restart_window
         }

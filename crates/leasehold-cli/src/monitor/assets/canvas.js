@@ -1,7 +1,7 @@
 // The map itself: the layout of cells on the canvas, drawing them, and which cell is under
 // the pointer.
 
-import { C, cellColour, CH, S } from './state.js';
+import { C, cellColour, CH, reservedColour, S } from './state.js';
 import { $, canvas, ctx, hoverRing, selectRing, wrap } from './dom.js';
 
 // Geometry in device pixels: cells are whole device pixels so that each one is a crisp
@@ -91,6 +91,16 @@ export function drawLook(g, x, y, s, look, dpr) {
     g.textBaseline = 'top';
     g.fillText(String(look.label), x + Math.round(3 * dpr), y + Math.round(3 * dpr));
   }
+  if (look.reservedFor) {
+    // Released, waiting for its node to come back from a restart: a frame in that node's
+    // colour around the released fill.
+    const k = Math.max(1, Math.round(s / 6));
+    g.fillStyle = look.reservedFor.css;
+    g.fillRect(x, y, s, k);
+    g.fillRect(x, y + s - k, s, k);
+    g.fillRect(x, y, k, s);
+    g.fillRect(x + s - k, y, k, s);
+  }
   if (look.unrenewed) {
     // Amber alone vanishes on the yellow and orange node colours: the outline carries it
     // there, and in cells too small for a triangle a dark corner does.
@@ -148,12 +158,14 @@ function lookOf(p) {
     state: S.states[p],
     unrenewed: S.unrenewed.has(p),
     prohibited: S.prohibited.has(p),
+    reservedFor: reservedColour(p),
     label: p,
   };
 }
 
 function needsMarks(p) {
   return (L.size >= 8 && S.states[p] !== CH.H && S.states[p] !== CH.R) ||
+    reservedColour(p) !== undefined ||
     S.unrenewed.has(p) || S.prohibited.has(p) || L.size / L.dpr >= 30;
 }
 

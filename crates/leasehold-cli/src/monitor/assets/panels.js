@@ -167,6 +167,7 @@ export function tickMembers() {
 function stateText(p) {
   const ch = String.fromCharCode(S.states[p]);
   if (ch === 'H' && S.owners[p] < 0) return 'held, no owner';
+  if (ch === 'R' && S.owners[p] >= 0) return `reserved for ${names[S.owners[p]]} (restarting)`;
   return STATE_NAMES[ch] || `unknown (${ch})`;
 }
 
@@ -257,6 +258,8 @@ export function renderLegend() {
     ['Corrupt', { fill: C.corrupt, state: CH.C }],
     ['Unrenewed', { fill: C.released, state: CH.R, unrenewed: true }],
     ['Prohibited', { fill: C.released, state: CH.R, prohibited: true }],
+    ['Reserved for a restarting node: its colour as a frame',
+      { fill: C.released, state: CH.R, reservedFor: nodeColours[0] || colour(hexToRgb(PALETTE[0])) }],
   ];
   const dpr = Math.min(Math.max(window.devicePixelRatio || 1, 1), 4);
   $('legend').replaceChildren(...items.map(([label, look]) => {

@@ -123,6 +123,12 @@ export function register(list) {
   }
 }
 
+// The colour of the node a released partition is reserved for (its restart in place), if
+// it is: the server names an owner of a released record only then.
+export function reservedColour(p) {
+  return S.states[p] === CH.R && S.owners[p] >= 0 ? nodeColours[S.owners[p]] : undefined;
+}
+
 export function cellColour(p) {
   switch (S.states[p]) {
     case CH.H: return S.owners[p] >= 0 ? nodeColours[S.owners[p]] : C.released;

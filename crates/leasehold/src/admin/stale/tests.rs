@@ -117,6 +117,10 @@ fn problems(report: &StaleReport) -> Vec<&'static str> {
         ("missing", report.missing_count > 0),
         ("corrupt", !report.corrupt.is_empty()),
         ("epochs back", !report.epochs_back.is_empty()),
+        (
+            "reservation run out",
+            !report.reservations_run_out.is_empty(),
+        ),
         ("too few nodes", report.live_nodes.len() < report.min_nodes),
     ];
     let found: Vec<&'static str> = kinds
@@ -358,4 +362,44 @@ async fn with_sessions_a_lease_of_an_ended_session_is_unrenewed_whatever_the_nex
     .await;
     assert_eq!(report.unrenewed, [(PartitionId(1), Some(node("server-1")))]);
     assert_eq!(report.live_nodes, [node("server-1")]);
+}
+
+/// Fails if a partition reserved for a restarting node within its window is counted as
+/// unowned, or if one whose window ran out long ago is not a problem.
+#[tokio::test]
+async fn reserved_partitions_are_listed_and_a_reservation_run_out_is_a_problem() {
+    let store = quiet_table(3).await;
+    crate::admin::set_timings(
+        &store,
+        &group(),
+        crate::GroupTimings {
+            lease_validity: Duration::from_secs(10),
+            acquire_after: Duration::from_secs(15),
+            max_clock_drift: 0.01,
+        },
+        false,
+    )
+    .await
+    .unwrap();
+    let reserved = |written_ms_ago: u64| {
+        let mut record = LeaseRecord {
+            written_at_unix_ms: Some(unix_ms_now() - written_ms_ago),
+            ..LeaseRecord::released()
+        };
+        record.reserve_for(&node("restarting"));
+        record
+    };
+    write(&store, 0, reserved(1_000)).await;
+    let report = check(&store, 0, None).await;
+    assert_eq!(report.reserved, [(PartitionId(0), node("restarting"))]);
+    assert_eq!(problems(&report), NONE, "{report:?}");
+    // Written 31 s ago against a window of 15 s: more than twice the window.
+    write(&store, 0, reserved(31_000)).await;
+    let report = check(&store, 0, None).await;
+    assert!(report.reserved.is_empty());
+    assert_eq!(
+        report.reservations_run_out,
+        [(PartitionId(0), node("restarting"))]
+    );
+    assert_eq!(problems(&report), ["reservation run out"]);
 }
