@@ -458,6 +458,71 @@ async function scale(browser, dir) {
 
 // ------------------------------------------------------------------ main
 
+// A node restarting in place: its cells keep the released fill, framed in its colour, until
+// it is back and fills them again; the other node's cells never change hands.
+async function restartInPlace(browser, dir) {
+  log('case 3: a node restarting in place on 8 partitions');
+  const store = ['--store', `sqlite:${path.join(dir, 'restart.db')}`, '--group', 'restart'];
+  await run('init', [...store, 'init', '--partitions', '8', '--validity', '2s', '--acquire-after', '10s'], { cwd: dir });
+  await run('window', [...store, 'timings', '--restart-window', '40s'], { cwd: dir });
+  const monitor = start('monitor', [...store, 'monitor', '--listen', '127.0.0.1:0', '--interval', '250ms'], { cwd: dir });
+  const url = await listeningUrl(monitor);
+  const flags = ['--heartbeat', '500ms', '--validity', '2s', '--acquire-after', '10s', '--scan-interval', '500ms',
+    '--restart-in-place'];
+  const node = (name) => start(name, [...store, 'node', '--id', name, ...flags], { cwd: dir });
+  const restarting = node('node-a');
+  node('node-b');
+  const page = await openPage(browser, url);
+  const before = await waitForCells('four cells for each node', page, 'owners',
+    (s) => s.owners['node-a'] === 4 && s.owners['node-b'] === 4);
+  const ofA = await page.evaluate(() => [...Array(8).keys()].filter((p) => window.leaseholdMap.ownerOf(p) === 'node-a'));
+  const colourA = await page.evaluate(() => window.leaseholdMap.colorOf('node-a'));
+  const released = await page.evaluate(() => window.leaseholdMap.stateColor('R'));
+  log(`node-a holds ${ofA.join(' ')} (${JSON.stringify(before.owners)}); SIGTERM, restarting in place`);
+  killGroup(restarting, 'SIGTERM');
+  await restarting.done;
+  const pixel = (p, where) => page.evaluate(([q, w]) => {
+    const canvas = document.getElementById('map');
+    const c = w === 'edge' ? window.leaseholdMap.cellEdge(q) : window.leaseholdMap.cellCenter(q);
+    const scale = canvas.width / canvas.clientWidth;
+    return Array.from(canvas.getContext('2d').getImageData(Math.floor(c.x * scale), Math.floor(c.y * scale), 1, 1).data.slice(0, 3));
+  }, [p, where]);
+  const same = (a, b) => a && b && a.every((v, i) => Math.abs(v - b[i]) <= 2);
+  const framed = async () => {
+    for (const p of ofA) {
+      const reserved = await page.evaluate((q) => window.leaseholdMap.reservedFor(q), p);
+      if (reserved !== 'node-a' || !same(await pixel(p, 'centre'), released) || !same(await pixel(p, 'edge'), colourA)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (const deadline = Date.now() + WAIT_MS; !(await framed());) {
+    checkPageErrors();
+    if (Date.now() > deadline) {
+      throw new Failure(`node-a's cells not drawn reserved: centre ${await pixel(ofA[0], 'centre')}, edge ${await pixel(ofA[0], 'edge')}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const detail = await (async () => {
+    const c = await page.evaluate((q) => window.leaseholdMap.cellCenter(q), ofA[0]);
+    const box = await page.locator('#map').boundingBox();
+    await page.mouse.click(box.x + c.x, box.y + c.y);
+    return page.locator('#detail').innerText();
+  })();
+  if (!detail.includes('reserved for node-a')) throw new Failure(`the panel of a reserved partition says ${JSON.stringify(detail)}`);
+  await screenshot(page, 'monitor-restart-in-place.png');
+  log(`node-a's ${ofA.length} cells framed in its colour ${colourA} on the released fill; the panel says reserved`);
+  node('node-a');
+  const after = await waitForCells('node-a back on its four cells', page, 'owners',
+    (s) => s.owners['node-a'] === 4 && s.owners['node-b'] === 4);
+  const back = await page.evaluate(() => [...Array(8).keys()].filter((p) => window.leaseholdMap.ownerOf(p) === 'node-a'));
+  if (back.join() !== ofA.join()) throw new Failure(`node-a came back to ${back.join(' ')}, not ${ofA.join(' ')}`);
+  log(`node-a back on the same cells ${back.join(' ')}: ${JSON.stringify(after.owners)}`);
+  checkPageErrors();
+  await page.context().close();
+}
+
 async function main() {
   if (!fs.existsSync(bin)) throw new Failure(`no leasehold binary at ${bin} (build it, or set LEASEHOLD_BIN)`);
   if (!fs.existsSync(chromiumPath)) throw new Failure(`no browser at ${chromiumPath} (install Debian's chromium)`);
@@ -467,6 +532,8 @@ async function main() {
   let failed = false;
   try {
     await threeNodes(browser, dir);
+    await stopAll();
+    await restartInPlace(browser, dir);
     await stopAll();
     await scale(browser, dir);
   } catch (error) {

@@ -85,12 +85,6 @@ export function drawLook(g, x, y, s, look, dpr) {
       g.restore();
     }
   }
-  if (look.label !== undefined && s / dpr >= 30) {
-    g.fillStyle = look.fill.ink;
-    g.font = `${Math.round(9.5 * dpr)}px system-ui, sans-serif`;
-    g.textBaseline = 'top';
-    g.fillText(String(look.label), x + Math.round(3 * dpr), y + Math.round(3 * dpr));
-  }
   if (look.reservedFor) {
     // Released, waiting for its node to come back from a restart: a frame in that node's
     // colour around the released fill.
@@ -100,6 +94,12 @@ export function drawLook(g, x, y, s, look, dpr) {
     g.fillRect(x, y + s - k, s, k);
     g.fillRect(x, y, k, s);
     g.fillRect(x + s - k, y, k, s);
+  }
+  if (look.label !== undefined && s / dpr >= 30) {
+    g.fillStyle = look.fill.ink;
+    g.font = `${Math.round(9.5 * dpr)}px system-ui, sans-serif`;
+    g.textBaseline = 'top';
+    g.fillText(String(look.label), x + Math.round(3 * dpr), y + Math.round(3 * dpr));
   }
   if (look.unrenewed) {
     // Amber alone vanishes on the yellow and orange node colours: the outline carries it
@@ -229,4 +229,11 @@ export function cellCenter(p) {
   const [x, y] = cellOrigin(p);
   const scale = canvas.clientWidth / canvas.width || 1 / L.dpr;
   return { x: (x + L.size / 2) * scale, y: (y + L.size / 2) * scale };
+}
+
+// A point inside a cell's edge, where a reserved cell's frame is drawn, in CSS pixels.
+export function cellEdge(p) {
+  const [x, y] = cellOrigin(p);
+  const scale = canvas.clientWidth / canvas.width || 1 / L.dpr;
+  return { x: (x + L.size / 2) * scale, y: (y + 0.5) * scale };
 }

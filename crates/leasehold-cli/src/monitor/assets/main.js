@@ -6,7 +6,7 @@
 
 import { C, CH, nameIndex, names, nodeColours, readTheme, S } from './state.js';
 import { canvas, tip, wrap } from './dom.js';
-import { cellAt, cellCenter, computeLayout, drawAll, L, layout, placeRings } from './canvas.js';
+import { cellAt, cellCenter, cellEdge, computeLayout, drawAll, L, layout, placeRings } from './canvas.js';
 import { renderPlot } from './plot.js';
 import { placeTip, renderDetail, renderLegend, renderReadAge, showTip, tickMembers } from './panels.js';
 import { connect } from './stream.js';
@@ -94,7 +94,12 @@ window.leaseholdMap = {
     return c ? c.rgb.slice() : null;
   },
   get backgroundColor() { return C.bg.rgb.slice(); },
+  // The node a released partition is reserved for while it restarts in place, if any.
+  reservedFor(p) {
+    return p >= 0 && p < S.n && S.states[p] === CH.R && S.owners[p] >= 0 ? names[S.owners[p]] : null;
+  },
   cellCenter,
+  cellEdge,
 };
 
 readTheme();
