@@ -268,7 +268,17 @@ pub(crate) fn leave(world: &Arc<World>, index: usize) {
 /// lease it holds is written released and reserved for its name, and its process ends. With
 /// `back_after`, it is started again that long after (within the restart window, or late);
 /// without, it never comes back and the others take its partitions once the window ends.
-pub(crate) fn restart_in_place(world: &Arc<World>, index: usize, back_after: Option<Duration>) {
+///
+/// With `twin`, a second process under the name starts at the same moment as the node's own,
+/// as a duplicated pod would, at that index: both go for the reserved partitions. Per
+/// partition, where nothing makes one of two processes under a name give way, the twin is
+/// stopped for good `acquire_after` later.
+pub(crate) fn restart_in_place(
+    world: &Arc<World>,
+    index: usize,
+    back_after: Option<Duration>,
+    twin: Option<usize>,
+) {
     let mut state = world.lock();
     let Some(slot) = state.nodes.get_mut(&index) else {
         return;
@@ -310,9 +320,58 @@ pub(crate) fn restart_in_place(world: &Arc<World>, index: usize, back_after: Opt
             tokio::time::sleep(delay).await;
             let faulty = Instant::now() < world.origin + world.config.quiet_at();
             restart(&world, index, faulty);
+            if let Some(twin) = twin {
+                start_twin(&world, index, twin);
+                if world.config.lease_mode != leasehold::LeaseMode::Session {
+                    tokio::time::sleep(world.timings.acquire_after).await;
+                    retire(&world, twin);
+                }
+            }
         }
     };
     world.spawn(&mut state, task);
+}
+
+/// Starts a second process under node `of`'s name, as node `index`.
+fn start_twin(world: &Arc<World>, of: usize, index: usize) {
+    {
+        let mut state = world.lock();
+        let Some(slot) = state.nodes.get(&of) else {
+            return;
+        };
+        let twin = Slot {
+            name: slot.name.clone(),
+            rate: slot.rate,
+            incarnation: 0,
+            life: Life::Crashed,
+            draining: false,
+            leaving: false,
+            misconfigured: false,
+            excluded: slot.excluded,
+        };
+        let name = twin.name.clone();
+        state.nodes.insert(index, twin);
+        world.event(
+            &mut state,
+            format!("a second process starts under {name}'s name as n{index}"),
+        );
+    }
+    start(world, index);
+}
+
+/// Stops node `index`'s process for good: a twin whose double was meant to stay.
+pub(crate) fn retire(world: &World, index: usize) {
+    let mut state = world.lock();
+    let Some(slot) = state.nodes.get(&index) else {
+        return;
+    };
+    let holder = slot.holder(index);
+    if end_process(world, &mut state, index, Life::Left).is_none() {
+        if let Some(slot) = state.nodes.get_mut(&index) {
+            slot.life = Life::Left;
+        }
+    }
+    world.event(&mut state, format!("{holder} stopped for good"));
 }
 
 /// A worker of node `holder`: every `work_every` it checks its leases, and submits the work

@@ -43,7 +43,13 @@ impl Director {
             Change::Leave(index) => lifecycle::leave(&world, index),
             Change::RestartInPlace(index) => {
                 let back_after = self.restart_delay();
-                lifecycle::restart_in_place(&world, index, back_after);
+                // With twins, now and then a second process comes back under the name too.
+                let twin = (world.config.twins && back_after.is_some() && self.rng.next_f64() < 0.5)
+                    .then(|| {
+                        self.next_node += 1;
+                        self.next_node - 1
+                    });
+                lifecycle::restart_in_place(&world, index, back_after, twin);
             }
             Change::Drain(index) | Change::Undrain(index) => {
                 let draining = matches!(change, Change::Drain(_));

@@ -142,18 +142,7 @@ impl Director {
     /// Stops the node that a twin replaced for good, whatever became of its process since
     /// (crashed and waiting for a restart, restarted): one process per name is left.
     pub(super) fn retire(&mut self, index: usize) {
-        let world = Arc::clone(&self.world);
-        let mut state = world.lock();
-        let Some(slot) = state.nodes.get(&index) else {
-            return;
-        };
-        let holder = slot.holder(index);
-        if lifecycle::end_process(&world, &mut state, index, Life::Left).is_none() {
-            if let Some(slot) = state.nodes.get_mut(&index) {
-                slot.life = Life::Left;
-            }
-        }
-        world.event(&mut state, format!("{holder} stopped for good"));
+        lifecycle::retire(&self.world, index);
     }
 
     pub(super) fn resume(&mut self, holder: Holder) {
