@@ -177,3 +177,17 @@ fn the_restart_window_defaults_to_acquire_after_and_is_capped() {
         config.acquire_after * leasehold::MAX_RESTART_WINDOW_FACTOR
     );
 }
+
+/// A group whose window is zero hands a restarting node's partitions over at once.
+#[tokio::test(start_paused = true)]
+async fn a_window_of_zero_makes_a_restart_a_hand_off() {
+    let store = store(8, LeaseMode::PerPartition).await;
+    admin::set_restart_window(&*store, &group(), Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let (a, b, _) = settled(&store).await;
+    a.restart().await;
+    sleep(Duration::from_millis(1000)).await;
+    assert_eq!(b.owned().len(), 8);
+    b.shutdown().await;
+}

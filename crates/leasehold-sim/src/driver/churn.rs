@@ -44,7 +44,9 @@ impl Director {
             Change::RestartInPlace(index) => {
                 let back_after = self.restart_delay();
                 // With twins, now and then a second process comes back under the name too.
-                let twin = (world.config.twins && back_after.is_some() && self.rng.next_f64() < 0.5)
+                let twin = (world.config.twins
+                    && back_after.is_some()
+                    && self.rng.next_f64() < 0.5)
                     .then(|| {
                         self.next_node += 1;
                         self.next_node - 1
