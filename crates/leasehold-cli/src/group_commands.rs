@@ -1,8 +1,6 @@
 //! `timings` and `lease-mode`: the group record, and changing the timings every node must fit,
 //! the restart window, or how the group renews its leases.
 
-use std::time::Duration;
-
 use leasehold::admin;
 use leasehold::{GroupRecord, GroupTimings, LeaseMode};
 
@@ -22,11 +20,15 @@ pub async fn run(cli: &Cli, args: &TimingsArgs) -> anyhow::Result<Outcome> {
             Window::Set(window) => Some(window),
         };
         let record = admin::set_restart_window(&*table.store, &table.group, window).await?;
+        let window = match record.known_restart_window() {
+            Some(window) => format_duration(window),
+            // No timings yet: each node caps the window by its own acquire_after.
+            None => window.map_or("acquire_after".to_owned(), format_duration),
+        };
         reply.say(&format!(
-            "group {}: partitions of a node restarting in place stay reserved for {} \
+            "group {}: partitions of a node restarting in place stay reserved for {window} \
              (nodes read it when they join)",
             table.group,
-            format_duration(record.restart_window(Duration::ZERO))
         ))?;
         if args.timings.timings().is_none() {
             return finish(&table, &record, args.json);
@@ -120,10 +122,10 @@ fn show(table: &GroupTable, record: &GroupRecord) -> anyhow::Result<()> {
              `leasehold lease-mode` runs again"
         ));
     }
-    if let Some(timings) = &record.timings {
+    if let Some(window) = record.known_restart_window() {
         lines.push(format!(
             "  restart window {}{}",
-            format_duration(record.restart_window(timings.acquire_after)),
+            format_duration(window),
             if record.restart_window.is_none() {
                 " (the default: acquire_after)"
             } else {

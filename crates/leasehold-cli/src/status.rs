@@ -111,10 +111,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
         .get_group(group)
         .await
         .with_context(|| format!("cannot read the group record of group {group}"))?
-        .and_then(|stored| {
-            let timings = stored.value.timings?;
-            Some(stored.value.restart_window(timings.acquire_after))
-        });
+        .and_then(|stored| stored.value.known_restart_window());
     let mut document = StatusDocument {
         group: group.to_string(),
         partitions: leases
@@ -216,7 +213,7 @@ fn age_ms(written_at_unix_ms: Option<u64>) -> Option<u64> {
 /// A lease record as a row; `window` is the group's restart window, if it has timings.
 fn partition_row(lease: &StoredLease, window: Option<Duration>) -> PartitionRow {
     let record = &lease.value;
-    let reserved = record.is_reserved();
+    let reserved_for = record.reserved_for();
     PartitionRow {
         partition: lease.key.0,
         owner: record.owner.as_ref().map(|o| o.to_string()),
@@ -230,15 +227,11 @@ fn partition_row(lease: &StoredLease, window: Option<Duration>) -> PartitionRow 
         age_ms: age_ms(record.written_at_unix_ms),
         previous_owner: record.previous_owner.as_ref().map(|o| o.to_string()),
         handed_to: record.handed_to.as_ref().map(|o| o.to_string()),
-        reserved_for: record
-            .handed_to
-            .as_ref()
-            .filter(|_| reserved)
-            .map(|o| o.to_string()),
+        reserved_for: reserved_for.map(|o| o.to_string()),
         reserved_until_unix_ms: record
             .written_at_unix_ms
             .zip(window)
-            .filter(|_| reserved)
+            .filter(|_| reserved_for.is_some())
             .map(|(at, window)| at.saturating_add(window.as_millis() as u64)),
         session: session_text(record.session),
     }

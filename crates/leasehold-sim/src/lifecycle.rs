@@ -339,16 +339,7 @@ fn start_twin(world: &Arc<World>, of: usize, index: usize) {
         let Some(slot) = state.nodes.get(&of) else {
             return;
         };
-        let twin = Slot {
-            name: slot.name.clone(),
-            rate: slot.rate,
-            incarnation: 0,
-            life: Life::Crashed,
-            draining: false,
-            leaving: false,
-            misconfigured: false,
-            excluded: slot.excluded,
-        };
+        let twin = slot.twin();
         let name = twin.name.clone();
         state.nodes.insert(index, twin);
         world.event(

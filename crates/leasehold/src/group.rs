@@ -330,6 +330,12 @@ impl GroupRecord {
             .min(acquire_after * MAX_RESTART_WINDOW_FACTOR)
     }
 
+    /// The restart window the group's nodes use, if the group has timings to reckon it from
+    /// (a group with none yet leaves it to each node's own `acquire_after`).
+    pub fn known_restart_window(&self) -> Option<Duration> {
+        self.timings.map(|t| self.restart_window(t.acquire_after))
+    }
+
     /// Refuses a group whose record format this build does not know.
     pub fn check_format(&self, group: &GroupName) -> Result<(), GroupMismatch> {
         if self.format > FORMAT_VERSION {

@@ -106,7 +106,14 @@ impl LeaseRecord {
     /// owner: released records otherwise name none.) The others leave it to that node for
     /// the group's restart window.
     pub fn is_reserved(&self) -> bool {
-        self.state == LeaseState::Released && self.owner.is_some() && self.handed_to == self.owner
+        self.reserved_for().is_some()
+    }
+
+    /// The node the record is reserved for, if it is reserved ([`LeaseRecord::is_reserved`]).
+    pub fn reserved_for(&self) -> Option<&NodeId> {
+        self.owner.as_ref().filter(|owner| {
+            self.state == LeaseState::Released && self.handed_to.as_ref() == Some(*owner)
+        })
     }
 
     /// Makes a released record reserved for `node` (see [`LeaseRecord::is_reserved`]).
@@ -423,31 +430,6 @@ pub(crate) fn in_key_order<K: Ord, T>(records: &mut Vec<Stored<K, T>>) {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn only_a_released_record_naming_its_owner_as_heir_is_reserved() {
-        let node = |name: &str| NodeId::new(name).unwrap();
-        let mut reserved = LeaseRecord::released();
-        reserved.reserve_for(&node("a"));
-        assert!(reserved.is_reserved());
-        // Handed back to the node it came from: no owner, not a reservation.
-        let home = LeaseRecord {
-            previous_owner: Some(node("a")),
-            handed_to: Some(node("a")),
-            ..LeaseRecord::released()
-        };
-        assert!(!home.is_reserved());
-        let handed = LeaseRecord {
-            handed_to: Some(node("b")),
-            ..reserved.clone()
-        };
-        assert!(!handed.is_reserved());
-        let taken = LeaseRecord {
-            state: LeaseState::Held,
-            ..reserved
-        };
-        assert!(!taken.is_reserved());
-    }
     use super::*;
     use crate::codec::{decode, encode};
 
@@ -601,5 +583,30 @@ mod tests {
             matches!(&error, StoreError::Invalid(message) if message == "member n1: address is empty"),
             "{error:?}"
         );
+    }
+
+    #[test]
+    fn only_a_released_record_naming_its_owner_as_heir_is_reserved() {
+        let node = |name: &str| NodeId::new(name).unwrap();
+        let mut reserved = LeaseRecord::released();
+        reserved.reserve_for(&node("a"));
+        assert!(reserved.is_reserved());
+        // Handed back to the node it came from: no owner, not a reservation.
+        let home = LeaseRecord {
+            previous_owner: Some(node("a")),
+            handed_to: Some(node("a")),
+            ..LeaseRecord::released()
+        };
+        assert!(!home.is_reserved());
+        let handed = LeaseRecord {
+            handed_to: Some(node("b")),
+            ..reserved.clone()
+        };
+        assert!(!handed.is_reserved());
+        let taken = LeaseRecord {
+            state: LeaseState::Held,
+            ..reserved
+        };
+        assert!(!taken.is_reserved());
     }
 }

@@ -106,16 +106,7 @@ impl Director {
         };
         let slot = &state.nodes[&index];
         let first = slot.holder(index);
-        let twin = Slot {
-            name: slot.name.clone(),
-            rate: slot.rate,
-            incarnation: 0,
-            life: Life::Crashed,
-            draining: false,
-            leaving: false,
-            misconfigured: false,
-            excluded: slot.excluded,
-        };
+        let twin = slot.twin();
         if let Some(process) = slot.process() {
             process.gate.set_paused(true);
         }

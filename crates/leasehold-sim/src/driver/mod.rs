@@ -74,7 +74,9 @@ pub(crate) async fn simulate(world: Arc<World>) {
         state.faults.delays = faults.delayed_write_rate > 0.0;
         state.faults.calls |= state.faults.delays;
     }
-    {
+    // Restarts in place come only with membership churn: without it, no reservation is ever
+    // written, and the follower would only read every lease write for nothing.
+    if !config.faults.churn_every.is_zero() {
         let follower = Arc::clone(&world).follow_reservations();
         let mut state = world.lock();
         world.spawn(&mut state, follower);

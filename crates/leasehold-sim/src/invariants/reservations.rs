@@ -6,7 +6,11 @@
 //! reserved for may take it at any time (another process under the name too: a restart, or a
 //! twin).
 //!
-//! Checked at every lease write the store applies, from its change notices. Caught by the
+//! Checked at the lease writes the store applies, from its change notices. A notice the
+//! store drops when the checker falls behind (its feed is bounded) leaves that write unseen:
+//! mostly that hides a violation, but a take right after an unseen write that freed a
+//! reservation (an operator's kick) would look early. The feed is read at the instant of each
+//! write in simulated time, so it falls behind only within one instant. Caught by the
 //! negative control that takes reserved records as plain released ones
 //! (`SimConfig::unsafe_ignore_reservations`).
 
@@ -55,11 +59,8 @@ impl Reservations {
             self.reserved.remove(&partition);
             return Ok(());
         };
-        if record.is_reserved() {
-            let owner = record
-                .owner
-                .clone()
-                .expect("a reserved record names its owner");
+        if let Some(owner) = record.reserved_for() {
+            let owner = owner.clone();
             let same = self
                 .reserved
                 .get(&partition)

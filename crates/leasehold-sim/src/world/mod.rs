@@ -86,6 +86,21 @@ impl Slot {
         }
     }
 
+    /// A slot for a second process under this node's name, not started yet: the same name,
+    /// machine (clock rate) and exclusion list.
+    pub fn twin(&self) -> Slot {
+        Slot {
+            name: self.name.clone(),
+            rate: self.rate,
+            incarnation: 0,
+            life: Life::Crashed,
+            draining: false,
+            leaving: false,
+            misconfigured: false,
+            excluded: self.excluded,
+        }
+    }
+
     /// Running, not draining and not paused: a node that should be serving.
     pub fn is_active(&self) -> bool {
         !self.draining && !self.leaving && self.process().is_some_and(|p| !p.gate.is_paused())

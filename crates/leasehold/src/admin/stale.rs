@@ -98,10 +98,7 @@ pub async fn stale_check(
         Some(stored) => (
             stored.value.epoch_floor,
             stored.value.lease_mode,
-            stored
-                .value
-                .timings
-                .map(|timings| stored.value.restart_window(timings.acquire_after)),
+            stored.value.known_restart_window(),
         ),
         None => (Epoch(0), LeaseMode::default(), None),
     };
@@ -168,26 +165,25 @@ pub async fn stale_check(
         }
         match record.state {
             LeaseState::Offline => report.offline.push(lease.key),
-            LeaseState::Released if record.is_reserved() => {
-                let node = record
-                    .owner
-                    .clone()
-                    .expect("a reserved record names its owner");
-                // Twice the window: the others count it from when they first see the
-                // record, and this machine's clock is not the writer's.
-                let run_out = record
-                    .written_at_unix_ms
-                    .zip(window)
-                    .is_some_and(|(at, window)| {
-                        at.saturating_add(2 * window.as_millis() as u64) < unix_ms_now()
-                    });
-                if run_out {
-                    report.reservations_run_out.push((lease.key, node));
-                } else {
-                    report.reserved.push((lease.key, node));
+            LeaseState::Released => match record.reserved_for() {
+                Some(node) => {
+                    // Twice the window: the others count it from when they first see the
+                    // record, and this machine's clock is not the writer's.
+                    let run_out =
+                        record
+                            .written_at_unix_ms
+                            .zip(window)
+                            .is_some_and(|(at, window)| {
+                                at.saturating_add(2 * window.as_millis() as u64) < unix_ms_now()
+                            });
+                    let list = match run_out {
+                        true => &mut report.reservations_run_out,
+                        false => &mut report.reserved,
+                    };
+                    list.push((lease.key, node.clone()));
                 }
-            }
-            LeaseState::Released => report.unowned.push(lease.key),
+                None => report.unowned.push(lease.key),
+            },
             LeaseState::Held if record.owner.is_none() => report.unowned.push(lease.key),
             LeaseState::Held => {
                 let unchanged = before

@@ -95,7 +95,7 @@ impl Runner {
             // Restarting in place: handed to this node's own name, which marks it reserved
             // (`LeaseRecord::is_reserved`): the process starting next under the name takes
             // it back at once, the others only after the group's restart window.
-            if self.restarting && self.stopping.is_some() {
+            if self.restarting {
                 record.reserve_for(&self.config.node);
             }
             // The load stays: it is the partition's, and tells the next taker what it takes on.

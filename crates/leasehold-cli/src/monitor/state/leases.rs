@@ -47,11 +47,11 @@ impl Tracker {
             let record = &lease.value;
             // A released record names an owner only while it is reserved for that node's
             // restart in place: the map frames the cell in its colour.
-            let owner = record
-                .owner
-                .as_ref()
-                .filter(|_| record.state != LeaseState::Released || record.is_reserved())
-                .map(|o| self.name_index(o.as_str()));
+            let owner = match record.state {
+                LeaseState::Released => record.reserved_for(),
+                _ => record.owner.as_ref(),
+            }
+            .map(|o| self.name_index(o.as_str()));
             let old = self.cells[p as usize].clone();
             let state = match record.state {
                 LeaseState::Held => b'H',
