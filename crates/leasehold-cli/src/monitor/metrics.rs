@@ -207,6 +207,20 @@ impl Collector for Health {
         )?;
         gauge(
             e,
+            "leasehold_monitor_partitions_reserved",
+            "Released partitions reserved for a node restarting in place",
+            group,
+            &one(n(s.reserved)),
+        )?;
+        gauge(
+            e,
+            "leasehold_monitor_reservations_run_out",
+            "Partitions still reserved for a restarting node twice the restart window after the monitor first saw them",
+            group,
+            &one(n(s.reservations_run_out)),
+        )?;
+        gauge(
+            e,
             "leasehold_monitor_spillover_partitions",
             "Unowned partitions that no live, non-draining, permitted member below its cap can take",
             group,

@@ -234,16 +234,14 @@ async fn next_notice(feed: &mut Option<ChangeFeed>) -> Option<Change> {
 
 async fn read_once(app: &App, expected: Option<u32>) {
     let reading = async {
-        let lease_mode = app
-            .store
-            .get_group(&app.group)
-            .await?
-            .map(|group| group.value.lease_mode)
-            .unwrap_or_default();
+        let group = app.store.get_group(&app.group).await?.map(|g| g.value);
+        let lease_mode = group.as_ref().map(|g| g.lease_mode).unwrap_or_default();
+        let restart_window = group.as_ref().and_then(|g| g.known_restart_window());
         let leases = app.store.list_leases(&app.group).await?;
         let members = app.store.list_members(&app.group).await?;
         Ok::<_, StoreError>(Reading {
             lease_mode,
+            restart_window,
             expected: expected.unwrap_or(0),
             leases,
             members,

@@ -40,6 +40,9 @@ pub struct Reading {
     /// How the group renews its leases: with sessions, a held lease is renewed by its
     /// holder's member record.
     pub lease_mode: leasehold::LeaseMode,
+    /// How long the group's nodes leave a partition reserved for a node restarting in place,
+    /// if the group has timings to reckon it from.
+    pub restart_window: Option<Duration>,
 }
 
 /// A partition as last read: one byte of state, its owner's index in the names table.
@@ -55,6 +58,9 @@ struct Cell {
     kicked: bool,
     /// With session leases, the holder's session the lease was taken under.
     session: Option<u64>,
+    /// For a partition reserved for a node restarting in place, when the reservation runs
+    /// out by its writer's clock (its write time plus the group's restart window).
+    reserved_until_unix_ms: Option<u64>,
 }
 
 impl Cell {
@@ -68,6 +74,7 @@ impl Cell {
             prohibited: Vec::new(),
             kicked: false,
             session: None,
+            reserved_until_unix_ms: None,
         }
     }
 }
@@ -124,6 +131,8 @@ pub struct Tracker {
     pub epochs_back_total: u64,
     /// Whether the group renews its leases by session, as of the last read.
     session: bool,
+    /// The group's restart window, as of the last read.
+    restart_window: Option<Duration>,
 }
 
 impl Tracker {
@@ -139,6 +148,7 @@ impl Tracker {
             names: Vec::new(),
             index: HashMap::new(),
             session: false,
+            restart_window: None,
             rows: Vec::new(),
             unrenewed: Vec::new(),
             summary: Summary::default(),
@@ -233,6 +243,7 @@ impl Tracker {
     /// Takes in one read: updates the cells and members, and returns what changed.
     pub fn apply(&mut self, reading: Reading) -> Update {
         self.session = reading.lease_mode == leasehold::LeaseMode::Session;
+        self.restart_window = reading.restart_window;
         let mut update = Update::default();
         let now = reading.at;
         let unix_ms = reading.unix_ms;
@@ -279,19 +290,36 @@ impl Tracker {
 
     fn set_cell(&mut self, update: &mut Update, partition: u32, cell: Cell) {
         let slot = &mut self.cells[partition as usize];
-        let visible = |c: &Cell| (c.state, c.owner, c.epoch, c.prohibited.clone());
+        let visible = |c: &Cell| {
+            (
+                c.state,
+                c.owner,
+                c.epoch,
+                c.prohibited.clone(),
+                c.reserved_until_unix_ms,
+            )
+        };
         if visible(slot) != visible(&cell) {
             update.partitions.push(partition);
         }
         *slot = cell;
     }
 
-    /// The changes between two readings of one lease record.
+    /// (partition, prohibited node) pairs.
     fn prohibited(&self) -> Vec<(u32, &str)> {
         self.cells
             .iter()
             .enumerate()
             .flat_map(|(p, cell)| cell.prohibited.iter().map(move |n| (p as u32, n.as_str())))
+            .collect()
+    }
+
+    /// (partition, when its reservation runs out) for reserved partitions with a known window.
+    fn reserved_until(&self) -> Vec<(u32, u64)> {
+        self.cells
+            .iter()
+            .enumerate()
+            .filter_map(|(p, cell)| Some((p as u32, cell.reserved_until_unix_ms?)))
             .collect()
     }
 
@@ -312,6 +340,7 @@ impl Tracker {
             epochs: self.cells.iter().map(|c| c.epoch).collect(),
             unrenewed: &self.unrenewed,
             prohibited: self.prohibited(),
+            reserved_until: self.reserved_until(),
             members: &self.rows,
             summary: &self.summary,
             history: &self.history,
@@ -334,6 +363,7 @@ impl Tracker {
                 .collect(),
             unrenewed: &self.unrenewed,
             prohibited: self.prohibited(),
+            reserved_until: self.reserved_until(),
             members: &self.rows,
             summary: &self.summary,
             error: self.error.as_deref(),

@@ -60,6 +60,10 @@ function renderSummary() {
     stat('Corrupt', fmtNum(m.corrupt), badIf(m.corrupt)),
     stat('Unrenewed', fmtNum(m.unrenewed), warnIf(m.unrenewed),
       typeof m.oldest_unrenewed_s === 'number' ? `Oldest unrenewed: ${m.oldest_unrenewed_s.toFixed(1)} s` : undefined),
+    ...(m.reserved > 0 ? [stat('Reserved', fmtNum(m.reserved), warnIf(m.reservations_run_out),
+      m.reservations_run_out > 0
+        ? `${fmtNum(m.reservations_run_out)} reserved for a restart that did not come back in time`
+        : 'Released partitions kept for nodes restarting in place')] : []),
     stat('Spillover', fmtNum(m.spillover), badIf(m.spillover), 'Unowned partitions no live, permitted member can take'),
     stat('Load over ceilings', fmtNum(m.load_spillover), badIf(m.load_spillover),
       'Load live members carry above their max_load, summed'),
@@ -167,8 +171,17 @@ export function tickMembers() {
 function stateText(p) {
   const ch = String.fromCharCode(S.states[p]);
   if (ch === 'H' && S.owners[p] < 0) return 'held, no owner';
-  if (ch === 'R' && S.owners[p] >= 0) return `reserved for ${names[S.owners[p]]} (restarting)`;
+  if (ch === 'R' && S.owners[p] >= 0) return `reserved for ${names[S.owners[p]]} (${reservationLeft(p)})`;
   return STATE_NAMES[ch] || `unknown (${ch})`;
+}
+
+// How long the restart-in-place reservation of `p` has left, by the server's clock (the one
+// its deadline was written by), aged since the read arrived.
+function reservationLeft(p) {
+  const until = S.reservedUntil.get(p);
+  if (until === undefined) return 'restarting';
+  const left = until - (S.readAt + (Date.now() - S.receivedAt));
+  return left > 0 ? `restarting, ${Math.ceil(left / 1000)} s left` : `window passed ${Math.floor(-left / 1000)} s ago`;
 }
 
 function stateTag(p) {
@@ -196,7 +209,7 @@ export function renderDetail() {
   const box = $('detail');
   const p = S.selected;
   const key = p < 0 || p >= S.n ? '' : [p, S.states[p], S.owners[p], S.epochs[p], S.unrenewed.has(p),
-    (S.prohibited.get(p) || []).join(','), S.actions, S.staleAfterMs].join('|');
+    (S.prohibited.get(p) || []).join(','), S.reservedUntil.get(p), S.actions, S.staleAfterMs].join('|');
   if (key === detailKey && box.childElementCount) return;
   detailKey = key;
   if (p < 0 || p >= S.n) {

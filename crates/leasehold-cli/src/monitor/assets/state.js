@@ -36,6 +36,7 @@ export const S = {
   epochs: new Float64Array(0),
   unrenewed: new Set(),
   prohibited: new Map(), // partition -> [node]
+  reservedUntil: new Map(), // partition -> unix ms its restart-in-place reservation runs out
   members: [],
   summary: {},
   held: [], // per index into `names`: held records owned

@@ -51,6 +51,7 @@ function applyMap(m) {
   }
   S.unrenewed = new Set(m.unrenewed || []);
   S.prohibited = toProhibited(m.prohibited);
+  S.reservedUntil = new Map(m.reserved_until || []);
   S.members = m.members || [];
   S.summary = m.summary || {};
   if (S.selected >= n) S.selected = -1;
@@ -95,6 +96,13 @@ function applyDelta(d) {
       if (key(S.prohibited.get(p)) !== key(next.get(p))) dirty.add(p);
     }
     S.prohibited = next;
+  }
+  if (d.reserved_until) {
+    const next = new Map(d.reserved_until);
+    for (const p of new Set([...S.reservedUntil.keys(), ...next.keys()])) {
+      if (S.reservedUntil.get(p) !== next.get(p)) dirty.add(p);
+    }
+    S.reservedUntil = next;
   }
   if (d.members) S.members = d.members;
   if (d.summary) S.summary = d.summary;

@@ -88,6 +88,12 @@ pub struct Summary {
     pub epochs_back: u64,
     /// (partition, node) prohibitions.
     pub prohibited_pairs: u64,
+    /// Released records reserved for a node restarting in place (counted in `released` and
+    /// `unowned` too).
+    pub reserved: u64,
+    /// Reserved records first seen more than twice the group's restart window ago: the node
+    /// did not come back in time, and no other node has taken them since.
+    pub reservations_run_out: u64,
 }
 
 /// Held counts per node at one moment.
@@ -114,6 +120,8 @@ pub struct MapDocument<'a> {
     pub(super) epochs: Vec<u64>,
     pub(super) unrenewed: &'a [u32],
     pub(super) prohibited: Vec<(u32, &'a str)>,
+    /// `[partition, unix ms]`: when each reservation for a node restarting in place runs out.
+    pub(super) reserved_until: Vec<(u32, u64)>,
     pub(super) members: &'a [MemberRow],
     pub(super) summary: &'a Summary,
     pub(super) history: &'a VecDeque<HistorySample>,
@@ -130,6 +138,8 @@ pub struct Delta<'a> {
     pub(super) partitions: Vec<(u32, i32, char, u64)>,
     pub(super) unrenewed: &'a [u32],
     pub(super) prohibited: Vec<(u32, &'a str)>,
+    /// `[partition, unix ms]`: when each reservation for a node restarting in place runs out.
+    pub(super) reserved_until: Vec<(u32, u64)>,
     pub(super) members: &'a [MemberRow],
     pub(super) summary: &'a Summary,
     pub(super) error: Option<&'a str>,

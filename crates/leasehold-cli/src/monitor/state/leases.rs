@@ -47,11 +47,17 @@ impl Tracker {
             let record = &lease.value;
             // A released record names an owner only while it is reserved for that node's
             // restart in place: the map frames the cell in its colour.
+            let reserved_for = record.reserved_for();
             let owner = match record.state {
-                LeaseState::Released => record.reserved_for(),
+                LeaseState::Released => reserved_for,
                 _ => record.owner.as_ref(),
             }
             .map(|o| self.name_index(o.as_str()));
+            let reserved_until_unix_ms = record
+                .written_at_unix_ms
+                .zip(reading.restart_window)
+                .filter(|_| reserved_for.is_some())
+                .map(|(at, window)| at.saturating_add(window.as_millis() as u64));
             let old = self.cells[p as usize].clone();
             let state = match record.state {
                 LeaseState::Held => b'H',
@@ -73,6 +79,7 @@ impl Tracker {
                 prohibited: record.prohibited.clone(),
                 kicked,
                 session: record.session,
+                reserved_until_unix_ms,
             };
             if !first && old.version.is_some() {
                 if cell.epoch < old.epoch {

@@ -81,6 +81,17 @@ impl Tracker {
                     } else {
                         s.released += 1;
                     }
+                    // A released cell names an owner only while reserved for it.
+                    if cell.state == b'R' && cell.owner >= 0 {
+                        s.reserved += 1;
+                        // Twice the window, from when this monitor first saw the
+                        // reservation: the others count from when they first see it too,
+                        // and take it at their next scan after the window.
+                        let seen_for = now.saturating_duration_since(cell.changed_at);
+                        if self.restart_window.is_some_and(|w| seen_for > 2 * w) {
+                            s.reservations_run_out += 1;
+                        }
+                    }
                     s.unowned += 1;
                     let permitted = takers
                         .iter()

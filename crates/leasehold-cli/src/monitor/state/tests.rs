@@ -15,6 +15,7 @@ struct Table {
     corrupt: Vec<u32>,
     start: Instant,
     lease_mode: leasehold::LeaseMode,
+    restart_window: Option<Duration>,
 }
 
 impl Table {
@@ -28,6 +29,7 @@ impl Table {
             corrupt: Vec::new(),
             start: Instant::now(),
             lease_mode: leasehold::LeaseMode::PerPartition,
+            restart_window: None,
         }
     }
 
@@ -95,6 +97,7 @@ impl Table {
             leases,
             members,
             lease_mode: self.lease_mode,
+            restart_window: self.restart_window,
             expected: 0,
             at: self.start + Duration::from_secs(seconds),
             unix_ms: 1_000 * seconds,
@@ -414,4 +417,59 @@ fn with_sessions_a_lease_of_an_ended_session_goes_unrenewed() {
         tracker.apply(table.reading(second));
     }
     assert_eq!(tracker.unrenewed, vec![0], "only the ended session's lease");
+}
+
+#[test]
+fn a_reservation_shows_its_deadline_and_runs_out_at_twice_the_window() {
+    let mut table = Table::new(2);
+    table.restart_window = Some(Duration::from_secs(10));
+    table.hold(0, "a", 1);
+    table.hold(1, "a", 1);
+    let mut tracker = Tracker::new("g", Duration::from_secs(1), STALE, false);
+    tracker.apply(table.reading(0));
+    table.write(0, |r| {
+        r.state = LeaseState::Released;
+        r.reserve_for(&NodeId::new("a").unwrap());
+        r.written_at_unix_ms = Some(3_000);
+    });
+    let update = tracker.apply(table.reading(3));
+    assert_eq!(update.partitions, vec![0]);
+    let map = serde_json::to_value(tracker.map()).unwrap();
+    assert_eq!(map["states"], "RH");
+    assert_eq!(map["owners"], serde_json::json!([0, 0]));
+    assert_eq!(map["reserved_until"], serde_json::json!([[0, 13_000]]));
+    assert_eq!(tracker.summary().reserved, 1);
+    assert_eq!(tracker.summary().reservations_run_out, 0);
+
+    // Within twice the window of first sight, the restart may still come back...
+    tracker.apply(table.reading(23));
+    assert_eq!(tracker.summary().reservations_run_out, 0);
+    // ...past it, it did not, and nobody took the partition since.
+    let update = tracker.apply(table.reading(24));
+    assert!(update.changed);
+    assert_eq!(tracker.summary().reservations_run_out, 1);
+
+    // Taken by another node: neither reserved nor run out.
+    table.hold(0, "b", 2);
+    let update = tracker.apply(table.reading(25));
+    assert_eq!(tracker.summary().reserved, 0);
+    assert_eq!(tracker.summary().reservations_run_out, 0);
+    let delta = serde_json::to_value(tracker.delta(&update.partitions)).unwrap();
+    assert_eq!(delta["reserved_until"], serde_json::json!([]));
+}
+
+#[test]
+fn a_group_without_timings_shows_reservations_with_no_deadline() {
+    let mut table = Table::new(1);
+    table.write(0, |r| {
+        r.reserve_for(&NodeId::new("a").unwrap());
+        r.written_at_unix_ms = Some(0);
+    });
+    let mut tracker = Tracker::new("g", Duration::from_secs(1), STALE, false);
+    tracker.apply(table.reading(0));
+    tracker.apply(table.reading(1_000));
+    let map = serde_json::to_value(tracker.map()).unwrap();
+    assert_eq!(map["reserved_until"], serde_json::json!([]));
+    assert_eq!(tracker.summary().reserved, 1);
+    assert_eq!(tracker.summary().reservations_run_out, 0);
 }
