@@ -11,13 +11,13 @@ mod holdings;
 mod join;
 mod runner;
 mod scan;
+mod slots;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use arc_swap::ArcSwapOption;
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -34,13 +34,10 @@ pub use guard::{Callbacks, LeaseGuard, Loss, WorkPermit};
 use guard::{Phase, Tenure};
 pub use halt::Halt;
 use runner::{Command, Runner};
+use slots::Slots;
 
 /// Commands queued from handles to the task: only a shutdown is ever sent.
 const COMMAND_CAPACITY: usize = 4;
-
-/// The most partitions given a lock-free slot in [`Shared`]: 8 MiB of slots. Partitions
-/// beyond it, in a group too large to hold much of anyway, are looked up in the map.
-const MAX_SLOTS: u32 = 1 << 20;
 
 /// Where a participant's time and randomness come from, and where it reports.
 #[derive(Debug, Clone)]
@@ -127,10 +124,10 @@ pub struct Status {
 /// never across an await.
 struct Shared {
     leases: RwLock<Leases>,
-    /// The tenures of `leases`, one slot per partition of the group (up to [`MAX_SLOTS`]), so that
-    /// [`Participant::lease`] finds one with a single atomic load and no lock. Written only
-    /// under `leases`' write lock, so the two always agree for a reader holding that lock.
-    slots: Box<[ArcSwapOption<Tenure>]>,
+    /// The tenures of `leases` by partition, so that [`Participant::lease`] finds one with
+    /// atomic loads and no lock. Written only under `leases`' write lock, so the two always
+    /// agree for a reader holding that lock.
+    slots: Slots,
     status: RwLock<Status>,
     /// Wakes the task when a hand-off may go on (see [`Tenure`]).
     progress: Arc<Notify>,
@@ -168,9 +165,7 @@ impl Shared {
     fn new(partitions: u32) -> Shared {
         Shared {
             leases: RwLock::new(Leases::default()),
-            slots: (0..partitions.min(MAX_SLOTS))
-                .map(|_| ArcSwapOption::empty())
-                .collect(),
+            slots: Slots::new(partitions),
             status: RwLock::new(Status::default()),
             progress: Arc::new(Notify::new()),
             aborted: AtomicBool::new(false),
@@ -183,11 +178,6 @@ impl Shared {
         }
     }
 
-    /// The slot of `partition`, if it has one.
-    fn slot(&self, partition: PartitionId) -> Option<&ArcSwapOption<Tenure>> {
-        self.slots.get(usize::try_from(partition.0).ok()?)
-    }
-
     fn write_leases(&self) -> std::sync::RwLockWriteGuard<'_, Leases> {
         self.leases.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -198,9 +188,8 @@ impl Shared {
 
     fn insert(&self, tenure: Arc<Tenure>) {
         let mut leases = self.write_leases();
-        if let Some(slot) = self.slot(tenure.partition()) {
-            slot.store(Some(Arc::clone(&tenure)));
-        }
+        self.slots
+            .store(tenure.partition(), Some(Arc::clone(&tenure)));
         leases.held.insert(tenure.partition(), tenure);
         leases.changed();
         drop(leases);
@@ -208,13 +197,13 @@ impl Shared {
     }
 
     /// The tenure of `partition`, from its slot without locking, or from the map for a
-    /// partition without a slot (see [`MAX_SLOTS`]; the planner never takes one beyond the
-    /// group's count, but a caller may name it).
+    /// partition without a slot (in a group too large to give every partition one; the
+    /// planner never takes one beyond the group's count, but a caller may name it).
     fn tenure(&self, partition: PartitionId) -> Option<Arc<Tenure>> {
-        match self.slot(partition) {
-            Some(slot) => slot.load_full(),
-            None => self.read_leases().held.get(&partition).cloned(),
+        if self.slots.covers(partition) {
+            return self.slots.get(partition)?.load_full();
         }
+        self.read_leases().held.get(&partition).cloned()
     }
 
     /// Moves the deadline of a lease still held; never re-adds one released meanwhile.
@@ -247,9 +236,7 @@ impl Shared {
     fn remove(&self, partition: PartitionId) -> Option<Arc<Tenure>> {
         let mut leases = self.write_leases();
         let tenure = leases.held.remove(&partition)?;
-        if let Some(slot) = self.slot(partition) {
-            slot.store(None);
-        }
+        self.slots.store(partition, None);
         leases.changed();
         Some(tenure)
     }
@@ -462,12 +449,12 @@ impl Participant {
     /// memory; never waits for the background task.
     pub fn lease(&self, partition: PartitionId) -> Option<LeaseGuard> {
         let shared = &self.inner.shared;
-        match shared.slot(partition) {
+        if shared.slots.covers(partition) {
             // Borrowed from the slot, not cloned out of it: the guard takes its own reference
             // only on a hit.
-            Some(slot) => slot.load().as_ref()?.guard(),
-            None => shared.tenure(partition)?.guard(),
+            return shared.slots.get(partition)?.load().as_ref()?.guard();
         }
+        shared.tenure(partition)?.guard()
     }
 
     /// A permit for one unit of work on `partition`: [`LeaseGuard::permit`] of
@@ -655,9 +642,7 @@ impl Participant {
         let shared = &self.inner.shared;
         let mut leases = shared.write_leases();
         for tenure in std::mem::take(&mut leases.held).into_values() {
-            if let Some(slot) = shared.slot(tenure.partition()) {
-                slot.store(None);
-            }
+            shared.slots.store(tenure.partition(), None);
             tenure.end();
         }
         leases.changed();
