@@ -95,10 +95,10 @@ impl Observed {
     /// a holder whose member record cannot be read ([`Observed::corrupt_members`]).
     pub fn held_since(&self, seen: &SeenLease, config: &ParticipantConfig) -> Option<Instant> {
         if self.lease_mode != LeaseMode::Session {
-            return Some(seen.first_seen);
+            return Some(seen.first_seen());
         }
         let Some(owner) = &seen.owner else {
-            return Some(seen.first_seen);
+            return Some(seen.first_seen());
         };
         let session = if *owner == config.node {
             self.own_session_since
@@ -110,14 +110,16 @@ impl Observed {
                 // name, say): whatever the new one renews, the old one renewed nothing since
                 // the new one was first seen.
                 Some(member) => match member.ended_at(seen.session) {
-                    Some(_) if config.controls.take_ended_sessions => return Some(seen.first_seen),
+                    Some(_) if config.controls.take_ended_sessions => {
+                        return Some(seen.first_seen())
+                    }
                     Some((from, _)) => Some(from),
                     None => Some(member.first_seen),
                 },
-                None => self.members.absent_wait_from(owner, seen.first_seen),
+                None => self.members.absent_wait_from(owner, seen.first_seen()),
             }
         };
-        session.map(|since| since.max(seen.first_seen))
+        session.map(|since| since.max(seen.first_seen()))
     }
 
     /// With session leases, the ended session a take of `seen` relies on, whole: the take

@@ -277,10 +277,10 @@ fn ready_at(input: &PlanInput<'_>, seen: &SeenLease) -> Option<Instant> {
                 && !config.controls.ignore_reservations
                 && observed.leases.is_reserved(seen) =>
         {
-            seen.first_seen + observed.restart_window
+            seen.first_seen() + observed.restart_window
         }
-        LeaseState::Released => seen.first_seen,
-        LeaseState::Held => seen.first_seen + config.acquire_after,
+        LeaseState::Released => seen.first_seen(),
+        LeaseState::Held => seen.first_seen() + config.acquire_after,
     };
     // A session can only make the wait longer: the cheap bound first, the lookup of the
     // holder's session only where that bound has passed.

@@ -271,7 +271,7 @@ fn the_same_version_keeps_its_first_seen_across_scans() {
             .leases
             .get(PartitionId(0))
             .unwrap()
-            .first_seen,
+            .first_seen(),
         fixture.start
     );
 }
@@ -292,13 +292,19 @@ fn a_listing_with_other_keys_keeps_first_seen_only_for_unchanged_versions() {
     let seen: Vec<(u32, u64, Instant)> = observed
         .leases
         .iter()
-        .map(|o| (o.partition.0, o.version.as_number().unwrap(), o.first_seen))
+        .map(|o| {
+            (
+                o.partition.0,
+                o.version.as_number().unwrap(),
+                o.first_seen(),
+            )
+        })
         .collect();
     assert_eq!(seen, vec![(0, 10, t0), (1, 15, t1), (2, 21, t1)]);
     // The same keys again: updated in place, unchanged versions keep their first sighting.
     let t2 = t1 + Duration::from_secs(20);
     observed.observe_leases(t2, vec![row(0, 11), row(1, 15), row(2, 21)]);
-    let first_seen: Vec<Instant> = observed.leases.iter().map(|o| o.first_seen).collect();
+    let first_seen: Vec<Instant> = observed.leases.iter().map(|o| o.first_seen()).collect();
     assert_eq!(first_seen, vec![t2, t1, t1]);
 }
 
