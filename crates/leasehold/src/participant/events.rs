@@ -83,9 +83,12 @@ impl LeaseEvents {
 impl Shared {
     /// Sends the event `make` builds to every subscriber, building it only if there is one.
     pub(super) fn announce(&self, make: impl FnOnce() -> LeaseEvent) {
-        if self.events.receiver_count() > 0 {
+        let Some(events) = self.events.get() else {
+            return;
+        };
+        if events.receiver_count() > 0 {
             // Refused only when the last subscriber left since the count: nobody to tell.
-            let _ = self.events.send(make());
+            let _ = events.send(make());
         }
     }
 }
@@ -155,8 +158,11 @@ impl Participant {
     /// ```
     pub fn events(&self) -> LeaseEvents {
         let shared = &self.inner.shared;
+        let events = shared
+            .events
+            .get_or_init(|| broadcast::Sender::new(EVENT_CAPACITY));
         LeaseEvents {
-            events: shared.events.subscribe(),
+            events: events.subscribe(),
             stopped: shared.stopped.subscribe(),
         }
     }

@@ -143,8 +143,10 @@ struct Shared {
     excluded: Mutex<Option<BTreeSet<PartitionId>>>,
     /// Wakes [`Participant::acquired`] whenever a lease is taken.
     taken: Notify,
-    /// What [`Participant::events`] subscribers hear.
-    events: broadcast::Sender<LeaseEvent>,
+    /// What [`Participant::events`] subscribers hear, made at the first subscription: its
+    /// buffer of [`events::EVENT_CAPACITY`] events is a quarter of a megabyte, which most
+    /// participants, never subscribed to, need not carry.
+    events: std::sync::OnceLock<broadcast::Sender<LeaseEvent>>,
 }
 
 /// The tenures held, those being handed off included, with a counter of changes to them
@@ -174,7 +176,7 @@ impl Shared {
             joined: watch::Sender::new(None),
             excluded: Mutex::new(None),
             taken: Notify::new(),
-            events: broadcast::Sender::new(events::EVENT_CAPACITY),
+            events: std::sync::OnceLock::new(),
         }
     }
 
