@@ -168,7 +168,7 @@ fn nodes_that_ignore_their_exclusion_lists_are_caught_by_the_exclusion_check() {
         Invariant::Exclusion,
         "--unsafe-ignore-exclusions",
         16,
-        0.23,
+        0.31,
     );
 }
 
@@ -452,7 +452,9 @@ fn destroys_on_a_live_fleet_pass_every_invariant() {
 /// the drain limit only when it first looked at the hand-off (54706); a node that, re-reading
 /// its session, found its member record forgotten while it was cut off wrote it back with
 /// the drain an operator had lifted meanwhile, so that it and the process after it held
-/// nothing in a settled fleet (12782, 41893).
+/// nothing in a settled fleet (12782, 41893); a take sent before an exclusion, whose
+/// outcome a node cut off from the store learnt only by a read-back 14 s later, started a
+/// tenure on the partition it now excluded (16260).
 #[test]
 fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
     let (session, twins) = (by_session(), by_session_with_twins());
@@ -469,17 +471,19 @@ fn seeds_that_once_failed_with_destroys_and_unreadable_members_pass() {
         ),
         (twins, vec![103, 221]),
     ];
-    every_seed_passes(runs.map(|(config, seeds)| {
+    let unexplored = runs.map(|(config, seeds)| {
         let config = SimConfig {
             explore: false,
             ..config
         };
         (config, seeds)
-    }));
+    });
+    // Found with the timings explored, as `leasehold sim` runs by default.
+    every_seed_passes(unexplored.into_iter().chain([(by_session(), vec![16260])]));
 }
 
 /// Panics with the first violation among `runs`' seeds.
-fn every_seed_passes<const N: usize>(runs: [(SimConfig, Vec<u64>); N]) {
+fn every_seed_passes(runs: impl IntoIterator<Item = (SimConfig, Vec<u64>)>) {
     for (config, seeds) in runs {
         for seed in seeds {
             if let Err(violation) = run_seed(&config, seed) {

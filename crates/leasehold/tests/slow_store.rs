@@ -1,5 +1,6 @@
 //! Renewals keep their schedule on a slow store: whatever the scans wait for, a lease is
-//! renewed every heartbeat. Controlled time: Tokio's clock is paused.
+//! renewed every heartbeat; and a take answered late is not served if the node has excluded
+//! its partition meanwhile. Controlled time: Tokio's clock is paused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,4 +178,49 @@ async fn a_drain_during_a_slow_member_listing_is_kept() {
     assert!(record.value.draining, "never written back as not draining");
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// Fails if a take whose reply comes after the node excluded its partition starts a tenure
+/// there: the application would hear `Acquired` for, and could start work on, a partition
+/// it had been told to keep off.
+#[tokio::test(start_paused = true)]
+async fn a_take_answered_after_an_exclusion_is_never_served() {
+    const P1: PartitionId = PartitionId(1);
+    let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 2);
+    let group = config.group.clone();
+    let memory = Arc::new(MemoryStore::new());
+    admin::init(&*memory, &group, 2).await.unwrap();
+    admin::offline(&*memory, &group, P1).await.unwrap();
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    let a = Participant::start(store.clone(), config.clone(), ()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned(), vec![PartitionId(0)]);
+    let mut events = a.events();
+    // The take lands at once and is answered nearly a store timeout later.
+    store.set_batch_reply_delay(config.store_timeout.mul_f64(0.9));
+    admin::online(&*memory, &group, P1).await.unwrap();
+    let mut landed = false;
+    for _ in 0..3_000 {
+        let record = memory.get_lease(&group, P1).await.unwrap().unwrap();
+        if record.value.owner.as_ref() == Some(a.node()) {
+            landed = true;
+            break;
+        }
+        sleep(Duration::from_millis(1)).await;
+    }
+    assert!(landed, "a took the partition back online");
+    a.set_excluded([P1].into()).unwrap();
+    sleep(Duration::from_secs(2)).await;
+    store.set_batch_reply_delay(Duration::ZERO);
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::ZERO, events.next()).await {
+        if let Ok(leasehold::LeaseEvent::Acquired(lease)) = event {
+            assert_ne!(
+                lease.partition(),
+                P1,
+                "a started a tenure on p1 after excluding it"
+            );
+        }
+    }
+    assert!(a.lease(P1).is_none());
+    a.shutdown().await;
 }

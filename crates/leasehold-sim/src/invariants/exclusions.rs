@@ -1,8 +1,8 @@
 //! **Exclusions.** A node serves no partition its own exclusion list names
 //! ([`leasehold::ParticipantConfig::excluded`]): once the list names it, the node starts no
-//! tenure on it (a take already sent when the list changed may still land, within
-//! [`in_flight`]), and a tenure it had ends (handed off, or run out) within [`handed_off`]:
-//! no deadline it keeps on the partition lies beyond that.
+//! tenure on it and admits no new work on it, not even for a take sent before the list
+//! changed whose reply comes after; and a tenure it had ends (handed off, or run out) within
+//! [`handed_off`]: no deadline it keeps on the partition lies beyond that.
 //!
 //! Caught by the negative control that ignores exclusion lists
 //! (`SimConfig::unsafe_ignore_exclusions`): the node keeps, and takes, what it excludes.
@@ -13,13 +13,6 @@ use leasehold::PartitionId;
 use tokio::time::Instant;
 
 use crate::timings::Timings;
-
-/// How long after an exclusion a take sent before it may still land: the take's own call,
-/// a heartbeat's renewal and member write run while it waits, and a read-back of an unknown
-/// outcome, each bounded by the store timeout.
-pub fn in_flight(timings: &Timings) -> Duration {
-    timings.store_timeout * 4
-}
 
 /// How long a node may go on holding a partition after excluding it: the work in flight
 /// drains for up to `drain_timeout` under renewals, then the release is written, or the
@@ -33,10 +26,9 @@ pub fn acquired(
     partition: PartitionId,
     excluded: Option<(PartitionId, Instant)>,
     now: Instant,
-    timings: &Timings,
 ) -> Result<(), String> {
     match excluded {
-        Some((p, since)) if p == partition && now > since + in_flight(timings) => Err(format!(
+        Some((p, since)) if p == partition && now > since => Err(format!(
             "took p{partition} {:?} after excluding it",
             now - since
         )),
@@ -46,13 +38,8 @@ pub fn acquired(
 
 /// A node excluding `partition` since `since` still serves it (its lease would admit new
 /// work) at `now`.
-pub fn serving(
-    partition: PartitionId,
-    since: Instant,
-    now: Instant,
-    timings: &Timings,
-) -> Result<(), String> {
-    if now > since + in_flight(timings) {
+pub fn serving(partition: PartitionId, since: Instant, now: Instant) -> Result<(), String> {
+    if now > since {
         return Err(format!(
             "still serves p{partition} {:?} after excluding it",
             now - since
@@ -99,11 +86,12 @@ mod tests {
         )
         .is_ok());
         assert!(holding(PartitionId(3), None, late, &timings).is_ok());
-        let soon = since + in_flight(&timings);
-        assert!(acquired(PartitionId(3), excluded, soon, &timings).is_ok());
-        let after = soon + Duration::from_millis(1);
-        assert!(acquired(PartitionId(3), excluded, after, &timings).is_err());
-        assert!(serving(PartitionId(3), since, soon, &timings).is_ok());
-        assert!(serving(PartitionId(3), since, after, &timings).is_err());
+        // The same instant as the exclusion: the take came first.
+        assert!(acquired(PartitionId(3), excluded, since).is_ok());
+        let after = since + Duration::from_micros(1);
+        assert!(acquired(PartitionId(3), excluded, after).is_err());
+        assert!(acquired(PartitionId(4), excluded, after).is_ok());
+        assert!(serving(PartitionId(3), since, since).is_ok());
+        assert!(serving(PartitionId(3), since, after).is_err());
     }
 }

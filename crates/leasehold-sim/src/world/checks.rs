@@ -77,7 +77,7 @@ impl World {
             state.beliefs.disbelieve(holder, partition, now);
         }
         if let Some((partition, since)) = serving_excluded {
-            if let Err(details) = exclusions::serving(partition, since, now, &timings) {
+            if let Err(details) = exclusions::serving(partition, since, now) {
                 self.violate(state, Invariant::Exclusion, format!("{holder} {details}"));
             }
         }
@@ -154,7 +154,7 @@ impl World {
         }
         state.fencing.acquired(partition, epoch, holder);
         let excluded = state.nodes.get(&holder.node).and_then(|slot| slot.excluded);
-        if let Err(details) = exclusions::acquired(partition, excluded, now, &self.timings) {
+        if let Err(details) = exclusions::acquired(partition, excluded, now) {
             self.violate(
                 &mut state,
                 Invariant::Exclusion,

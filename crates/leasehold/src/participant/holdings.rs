@@ -92,14 +92,8 @@ impl Runner {
             if !unchanged {
                 // Never served here: if the record still names this node under this epoch,
                 // it is released at once.
-                self.observed.lost.insert(
-                    partition,
-                    (
-                        write.record.epoch,
-                        session_tag(write.record.session),
-                        self.clock.now(),
-                    ),
-                );
+                let now = self.clock.now();
+                self.never_served(write, now);
                 tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
                 *result = Err(match current {
                     Err(error) => error,
@@ -111,6 +105,20 @@ impl Runner {
         }
     }
 
+    /// Notes that the take `write` is never served here: a record that still names this
+    /// node under its epoch and session is freed at `deadline` (with session leases, where
+    /// the node's own session would otherwise keep it alive).
+    pub(super) fn never_served(&mut self, write: &LeaseWrite, deadline: tokio::time::Instant) {
+        self.observed.lost.insert(
+            write.partition,
+            (
+                write.record.epoch,
+                session_tag(write.record.session),
+                deadline,
+            ),
+        );
+    }
+
     /// Marks the successful takes of `settled` as never held: their records name a session
     /// of this node that has ended. Each is released by the deadline it would have had.
     pub(super) fn disown_takes(
@@ -120,14 +128,7 @@ impl Runner {
     ) {
         for (write, result) in settled.iter_mut() {
             if result.is_ok() {
-                self.observed.lost.insert(
-                    write.partition,
-                    (
-                        write.record.epoch,
-                        session_tag(write.record.session),
-                        valid_until,
-                    ),
-                );
+                self.never_served(write, valid_until);
                 tracing::info!(node = %self.config.node, partition = %write.partition, "a take outlived its session; not held");
                 *result = Err(StoreError::Conflict {
                     key: crate::RecordKey::Lease(write.partition),

@@ -542,8 +542,9 @@ impl Participant {
     }
 
     /// Replaces this node's exclusion list ([`ParticipantConfig::excluded`]): from now on it
-    /// takes none of `excluded`, and hands off those it holds as in a drain (new work on
-    /// them stops at once, the records are released once their permits are dropped).
+    /// takes none of `excluded` (a take already sent whose reply comes later is not served:
+    /// its record is left to run out), and hands off those it holds as in a drain (new work
+    /// on them stops at once, the records are released once their permits are dropped).
     /// Refuses a list naming partitions the group does not have, keeping the old one.
     pub fn set_excluded(&self, excluded: BTreeSet<PartitionId>) -> Result<(), ConfigError> {
         ParticipantConfig::check_excluded(self.inner.partitions, &excluded)?;

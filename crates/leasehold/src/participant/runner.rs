@@ -330,11 +330,8 @@ impl Runner {
                 }
                 Event::Expire => self.expire_due(),
                 Event::Progress => {
-                    if let Some(excluded) = self.shared.take_excluded() {
-                        self.config.excluded = excluded;
-                        if self.stopping.is_none() {
-                            self.act().await;
-                        }
+                    if self.adopt_excluded() && self.stopping.is_none() {
+                        self.act().await;
                     }
                     self.advance_handoffs().await;
                 }
@@ -509,6 +506,22 @@ impl Runner {
         } else if self.wake_at.is_some_and(|wake| wake <= now) {
             self.wake_at = None;
             self.act().await;
+        }
+    }
+
+    /// Adopts the exclusion list [`Participant::set_excluded`] left since the task last
+    /// looked, if any; returns whether there was one. Looked at between store calls as well
+    /// as when woken, so that a take whose reply comes after the list changed is never
+    /// served.
+    ///
+    /// [`Participant::set_excluded`]: super::Participant::set_excluded
+    pub(super) fn adopt_excluded(&mut self) -> bool {
+        match self.shared.take_excluded() {
+            Some(excluded) => {
+                self.config.excluded = excluded;
+                true
+            }
+            None => false,
         }
     }
 

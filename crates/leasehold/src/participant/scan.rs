@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::planner::{
-    self, session_tag, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes,
-};
+use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes};
 use crate::record::LeaseState;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
@@ -426,14 +424,7 @@ impl Runner {
             if result.as_ref().is_err_and(StoreError::is_transient) && self.session_mode() {
                 // The take may have landed: a record naming this node under this epoch was
                 // never served here, and is released by the deadline it would have had.
-                self.observed.lost.insert(
-                    write.partition,
-                    (
-                        write.record.epoch,
-                        session_tag(write.record.session),
-                        valid_until,
-                    ),
-                );
+                self.never_served(&write, valid_until);
             }
             let Ok(version) = result else {
                 // Someone else wrote the row, or the write's fate stays unknown: the view of
@@ -452,6 +443,17 @@ impl Runner {
             );
             if self.clock.now() >= valid_until {
                 // The reply came too late to serve at all; the lease runs out unused.
+                continue;
+            }
+            self.adopt_excluded();
+            if self.config.excludes(write.partition) {
+                // Excluded while the take was in flight (its reply, or the read-back of an
+                // unknown outcome, can come long after): never served here. Per partition
+                // the record runs out unrenewed; by session it is freed at the deadline it
+                // would have had.
+                if self.session_mode() {
+                    self.never_served(&write, valid_until);
+                }
                 continue;
             }
             let epoch = write.record.epoch;
