@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::StoreError;
 use crate::planner::session_tag;
-use crate::record::{LeaseRecord, LeaseState};
+use crate::record::{LeaseRecord, LeaseState, StoredMember};
 use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
 use crate::types::RecordKey;
 use crate::types::{GroupName, NodeId, PartitionId, Version};
@@ -135,9 +135,14 @@ struct Cleared {
     member_versions: Option<(Version, Version)>,
 }
 
+/// How many times one batch of [`clear_under_session`] reads the member record again after
+/// finding it renewed meanwhile by this very process (its heartbeat runs while the batch
+/// waits on the store) before leaving the rest to the next scan.
+const MEMBER_REREADS: usize = 3;
+
 /// Each of `writes` in a transaction with `node`'s member record, rewritten as it stands,
 /// made only while that record shows `session`. A record showing another session (or none)
-/// means another process has taken the name over: nothing is written.
+/// means another process has taken the name over: nothing more is written.
 async fn clear_under_session(
     store: &dyn LeaseStore,
     group: &GroupName,
@@ -149,21 +154,21 @@ async fn clear_under_session(
         key: RecordKey::Member(node.clone()),
     };
     let refused = |count: usize| (0..count).map(|_| Err(replaced())).collect();
-    let member = match store.get_member(group, node).await? {
-        Some(member) if member.value.session == Some(session) => member,
-        _ => {
-            return Ok(Cleared {
-                results: refused(writes.len()),
-                member_versions: None,
-            })
-        }
+    let ours = |member: Option<StoredMember>| member.filter(|m| m.value.session == Some(session));
+    let Some(mut member) = ours(store.get_member(group, node).await?) else {
+        return Ok(Cleared {
+            results: refused(writes.len()),
+            member_versions: None,
+        });
     };
-    let read = member.version.clone();
-    let mut version = member.version;
+    let mut read = member.version.clone();
+    let mut version = member.version.clone();
+    let mut rereads = 0;
     let mut results = Vec::with_capacity(writes.len());
-    for (index, write) in writes.iter().enumerate() {
+    let mut pending = writes.iter().peekable();
+    while let Some(write) = pending.peek() {
         let txn = [
-            TxnWrite::Lease(write.clone()),
+            TxnWrite::Lease((*write).clone()),
             TxnWrite::Member {
                 node: node.clone(),
                 record: member.value.clone(),
@@ -182,13 +187,31 @@ async fn clear_under_session(
                     source: None,
                 })),
             },
-            // Renewed by another process under this name since it was read: it is theirs now.
+            // The member record changed since it was read: this process's own renewal, made
+            // while the batch waited, or another process that has taken the name over. Only
+            // a record that still shows this session lets the rest go on.
             Err(StoreError::Conflict { key }) if key == RecordKey::Member(node.clone()) => {
-                results.extend(refused(writes.len() - index));
-                break;
+                let again = match rereads < MEMBER_REREADS {
+                    true => ours(store.get_member(group, node).await?),
+                    false => None,
+                };
+                rereads += 1;
+                match again {
+                    Some(current) => {
+                        read = current.version.clone();
+                        version = current.version.clone();
+                        member = current;
+                        continue;
+                    }
+                    None => {
+                        results.extend(refused(pending.len()));
+                        break;
+                    }
+                }
             }
             Err(error) => results.push(Err(error)),
         }
+        pending.next();
     }
     let member_versions = (version != read).then_some((read, version));
     Ok(Cleared {
