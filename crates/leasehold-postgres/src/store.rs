@@ -35,8 +35,9 @@ use crate::writes::{
 /// the lease and member tables.
 ///
 /// Cheap to clone: clones share two connections, one for single statements (pipelined, so
-/// concurrent calls do not wait for each other) and one for transactions. A lost
-/// connection is opened again by the next call, with a back-off between failed attempts.
+/// concurrent calls do not wait for each other) and one for transactions, and a third per
+/// group watched, shared by every feed on it. A lost connection is opened again by the next
+/// call, with a back-off between failed attempts.
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
@@ -48,6 +49,8 @@ struct Inner {
     options: PostgresOptions,
     shared: Mutex<Slot>,
     batch: Mutex<Slot>,
+    /// The listening connection of each group watched, shared by every feed on it.
+    listeners: Mutex<std::collections::HashMap<GroupName, crate::watch::Fanout>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -82,6 +85,7 @@ impl PostgresStore {
                 options,
                 shared,
                 batch,
+                listeners: Mutex::default(),
             }),
         })
     }
@@ -521,12 +525,19 @@ impl LeaseStore for PostgresStore {
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
         let inner = &self.inner;
-        crate::watch::start(
+        // Held while a listener starts, so that watchers arriving meanwhile share it.
+        let mut listeners = inner.listeners.lock().await;
+        if let Some(feed) = listeners.get(group).and_then(crate::watch::Fanout::join) {
+            return Ok(feed);
+        }
+        let (fanout, feed) = crate::watch::start(
             inner.target.clone(),
             inner.names.channel.clone(),
             group.clone(),
             inner.options.clone(),
         )
-        .await
+        .await?;
+        listeners.insert(group.clone(), fanout);
+        Ok(feed)
     }
 }

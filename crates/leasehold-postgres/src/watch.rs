@@ -1,4 +1,10 @@
-//! Change hints from `LISTEN` on the store's channel, over a connection of their own.
+//! Change hints from `LISTEN` on the store's channel, over a connection of their own,
+//! shared by every feed a store (and its clones) opened on one group: a process running many
+//! participants on one store client holds one listening connection per group, not one per
+//! participant, which on a large fleet would exhaust the server's connections.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use leasehold::backoff::Backoff;
@@ -10,31 +16,94 @@ use crate::connection::Target;
 use crate::error::map_error;
 use crate::options::PostgresOptions;
 
-/// How many times in a row a lost listening connection is reopened before the feed ends and
+/// How many times in a row a lost listening connection is reopened before the feeds end and
 /// readers fall back to polling.
 const MAX_REOPEN_ATTEMPTS: u32 = 10;
 
+/// How often a quiet listening connection checks that some feed is still read: it is closed
+/// this long at most after the last one is dropped.
+const READERS_CHECK: Duration = Duration::from_secs(5);
+
+/// The feeds one listening connection fills. Closed (`None`) once the listener has ended, so
+/// that the next [`Fanout::join`] fails and a new listener is started.
+#[derive(Debug, Clone)]
+pub(crate) struct Fanout(Arc<Mutex<Option<Vec<mpsc::Sender<Change>>>>>);
+
+impl Fanout {
+    fn new() -> Fanout {
+        Fanout(Arc::new(Mutex::new(Some(Vec::new()))))
+    }
+
+    fn readers(&self) -> std::sync::MutexGuard<'_, Option<Vec<mpsc::Sender<Change>>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new feed from this listener, or `None` once it has ended.
+    pub(crate) fn join(&self) -> Option<ChangeFeed> {
+        let mut readers = self.readers();
+        let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
+        readers.as_mut()?.push(sender);
+        Some(ChangeFeed::new(receiver, None))
+    }
+
+    /// Offers `change` to every feed (a full one already holds a pending hint, which is all
+    /// its reader needs) and forgets the dropped ones; returns whether any is left. With none
+    /// left the fanout closes.
+    fn offer(&self, change: &Change) -> bool {
+        self.keep(|sender| {
+            !matches!(
+                sender.try_send(change.clone()),
+                Err(mpsc::error::TrySendError::Closed(_))
+            )
+        })
+    }
+
+    /// Whether any feed is still read; closes the fanout if none is.
+    fn read(&self) -> bool {
+        self.keep(|sender| !sender.is_closed())
+    }
+
+    fn keep(&self, open: impl FnMut(&mpsc::Sender<Change>) -> bool) -> bool {
+        let mut readers = self.readers();
+        let Some(senders) = readers.as_mut() else {
+            return false;
+        };
+        senders.retain(open);
+        if senders.is_empty() {
+            *readers = None;
+            return false;
+        }
+        true
+    }
+
+    /// Ends every feed: their readers fall back to polling.
+    fn close(&self) {
+        *self.readers() = None;
+    }
+}
+
 /// Opens a listening connection for `group` and starts the task that turns notifications
-/// into hints. Returns once `LISTEN` is in force, so every later write is reported.
+/// into hints; returns the listener's fanout and its first feed. Returns once `LISTEN` is
+/// in force, so every later write is reported.
 pub(crate) async fn start(
     target: Target,
     channel: String,
     group: GroupName,
     options: PostgresOptions,
-) -> Result<ChangeFeed, StoreError> {
-    let (sender, receiver) = mpsc::channel(ChangeFeed::CAPACITY);
+) -> Result<(Fanout, ChangeFeed), StoreError> {
+    let fanout = Fanout::new();
+    let feed = fanout.join().expect("a new fanout is open");
     let (ready, listening) = oneshot::channel();
     let listener = Listener {
         target,
         channel,
         group,
         options,
-        sender,
+        fanout: fanout.clone(),
     };
-    let task = tokio::spawn(listener.run(ready));
-    let feed = ChangeFeed::new(receiver, Some(task.abort_handle()));
+    tokio::spawn(listener.run(ready));
     match listening.await {
-        Ok(Ok(())) => Ok(feed),
+        Ok(Ok(())) => Ok((fanout, feed)),
         Ok(Err(error)) => Err(error),
         Err(_) => Err(StoreError::Unavailable {
             message: "the listening task ended before it was listening".to_owned(),
@@ -48,7 +117,7 @@ struct Listener {
     channel: String,
     group: GroupName,
     options: PostgresOptions,
-    sender: mpsc::Sender<Change>,
+    fanout: Fanout,
 }
 
 /// Why one listening connection ended.
@@ -80,6 +149,12 @@ impl Ended {
 
 impl Listener {
     async fn run(self, ready: oneshot::Sender<Result<(), StoreError>>) {
+        self.serve(ready).await;
+        // However it ended, no feed hears from it again: the next `watch` starts another.
+        self.fanout.close();
+    }
+
+    async fn serve(&self, ready: oneshot::Sender<Result<(), StoreError>>) {
         let mut ready = Some(ready);
         let mut retries = Backoff::new(
             self.options.min_reconnect_delay,
@@ -102,9 +177,7 @@ impl Listener {
                 tracing::debug!(%error, channel = %self.channel, "listening connection lost");
                 retries.succeeded();
                 // Changes may be missed from now on: whatever the reader knows may be stale.
-                if let Err(mpsc::error::TrySendError::Closed(_)) =
-                    self.sender.try_send(Change::Unknown)
-                {
+                if !self.fanout.offer(&Change::Unknown) {
                     return;
                 }
             }
@@ -162,20 +235,29 @@ impl Listener {
             }
             // Listening again after a loss: changes in between were not seen.
             None => {
-                if self.sender.send(Change::Unknown).await.is_err() {
+                if !self.fanout.offer(&Change::Unknown) {
                     return Ended::ReaderGone;
                 }
             }
         }
+        let mut check = tokio::time::interval(READERS_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            match messages.next().await {
+            let message = tokio::select! {
+                message = messages.next() => message,
+                _ = check.tick() => {
+                    if !self.fanout.read() {
+                        return Ended::ReaderGone;
+                    }
+                    continue;
+                }
+            };
+            match message {
                 Some(Ok(AsyncMessage::Notification(notice))) => {
                     let Some(change) = parse(&self.group, notice.payload()) else {
                         continue;
                     };
-                    // A full channel already holds a pending hint, which is all a reader needs.
-                    if let Err(mpsc::error::TrySendError::Closed(_)) = self.sender.try_send(change)
-                    {
+                    if !self.fanout.offer(&change) {
                         return Ended::ReaderGone;
                     }
                 }
