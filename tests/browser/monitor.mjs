@@ -511,8 +511,12 @@ async function restartInPlace(browser, dir) {
     return page.locator('#detail').innerText();
   })();
   // The window is 40 s and node-a comes back at once: the panel counts the time left down.
-  if (!/reserved for node-a \(restarting, \d+ s left\)/.test(detail)) {
-    throw new Failure(`the panel of a reserved partition says ${JSON.stringify(detail)}`);
+  const left = (text) => Number((/reserved for node-a \(restarting, (\d+) s left\)/.exec(text) || [])[1]);
+  if (!(left(detail) > 0)) throw new Failure(`the panel of a reserved partition says ${JSON.stringify(detail)}`);
+  await new Promise((r) => setTimeout(r, 2500));
+  const later = await page.locator('#detail').innerText();
+  if (!(left(later) < left(detail))) {
+    throw new Failure(`the countdown did not move: ${JSON.stringify(detail)}, then ${JSON.stringify(later)}`);
   }
   const bar = await page.locator('#summary').innerText();
   if (!/Reserved\s+4\b/i.test(bar)) throw new Failure(`the summary bar says ${JSON.stringify(bar)}`);

@@ -8,7 +8,7 @@ import { C, CH, nameIndex, names, nodeColours, readTheme, S } from './state.js';
 import { canvas, tip, wrap } from './dom.js';
 import { cellAt, cellCenter, cellEdge, computeLayout, drawAll, L, layout, placeRings } from './canvas.js';
 import { renderPlot } from './plot.js';
-import { placeTip, renderDetail, renderLegend, renderReadAge, showTip, tickMembers } from './panels.js';
+import { placeTip, renderDetail, renderLegend, renderReadAge, showTip, tickMembers, tickReservations } from './panels.js';
 import { connect } from './stream.js';
 
 canvas.addEventListener('mousemove', (e) => {
@@ -68,6 +68,7 @@ setInterval(() => {
   ticks++;
   renderReadAge();
   tickMembers();
+  tickReservations();
   if (ticks % 5 === 0) renderPlot();
 }, 1000);
 

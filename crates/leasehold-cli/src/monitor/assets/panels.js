@@ -187,7 +187,18 @@ function reservationLeft(p) {
 function stateTag(p) {
   const ch = String.fromCharCode(S.states[p]);
   const cls = ch === 'H' ? (S.owners[p] >= 0 ? 'ok' : 'warn') : ch === 'R' ? 'dim' : ch === 'O' ? 'warn' : 'bad';
-  return el('span', { class: `tag ${cls}` }, stateText(p));
+  return el('span', { class: `tag ${cls} state-tag` }, stateText(p));
+}
+
+// A reserved partition's countdown, redrawn in place every second: rebuilding the panel
+// would replace its buttons under the pointer.
+export function tickReservations() {
+  const p = S.selected;
+  if (p >= 0 && p < S.n && S.reservedUntil.has(p)) {
+    const tag = document.querySelector('#detail .state-tag');
+    if (tag) tag.textContent = stateText(p);
+  }
+  if (S.hover >= 0 && S.reservedUntil.has(S.hover) && !tip.hidden) showTip(S.hover);
 }
 
 function partitionFacts(p) {
