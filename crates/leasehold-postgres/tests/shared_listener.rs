@@ -5,8 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use leasehold::testing::unique_group;
-use leasehold::{Change, LeaseRecord, LeaseStore, PartitionId, PutMode};
+use leasehold::testing::{create, next_hint, unique_group};
+use leasehold::{Change, LeaseStore, PartitionId};
 use leasehold_postgres::PostgresStore;
 
 /// The server's connections listening on `channel`.
@@ -19,25 +19,6 @@ async fn listening(client: &tokio_postgres::Client, channel: &str) -> i64 {
         .await
         .expect("count listening connections");
     row.get(0)
-}
-
-async fn create(store: &PostgresStore, group: &leasehold::GroupName, partition: u32) {
-    store
-        .put_lease(
-            group,
-            PartitionId(partition),
-            &LeaseRecord::released(),
-            PutMode::Create,
-        )
-        .await
-        .expect("create a lease record");
-}
-
-async fn next_hint(feed: &mut leasehold::ChangeFeed) -> Change {
-    tokio::time::timeout(Duration::from_secs(10), feed.next())
-        .await
-        .expect("a hint within 10 s")
-        .expect("the feed goes on")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

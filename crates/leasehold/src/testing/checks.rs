@@ -54,7 +54,9 @@ fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
     }
 }
 
-pub(super) async fn create(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> Version {
+/// Creates `partition`'s lease record in `group`, released, and returns its version; panics
+/// if the store refuses.
+pub async fn create(store: &dyn LeaseStore, group: &GroupName, partition: u32) -> Version {
     store
         .put_lease(
             group,
@@ -731,7 +733,8 @@ pub async fn increment_loop(
     u64::from(done)
 }
 
-async fn next_hint(feed: &mut crate::store::ChangeFeed) -> crate::store::Change {
+/// The next hint of `feed`; panics if none comes within 10 s or the feed has ended.
+pub async fn next_hint(feed: &mut crate::store::ChangeFeed) -> crate::store::Change {
     tokio::time::timeout(std::time::Duration::from_secs(10), feed.next())
         .await
         .expect("a change hint within 10 s")
