@@ -141,8 +141,8 @@ impl Shares {
     }
 
     /// What each live member other than `node` lacks (see [`deficits_of_others`]).
-    fn deficits(&self, observed: &Observed, node: &NodeId) -> BTreeMap<&NodeId, u32> {
-        deficits_of_others(observed, &self.targets, node)
+    fn deficits(&self, now: Instant, observed: &Observed, node: &NodeId) -> BTreeMap<&NodeId, u32> {
+        deficits_of_others(now, observed, &self.targets, node)
     }
 
     /// How many members other than `node` take what it hands off: those not draining (at
@@ -181,17 +181,32 @@ pub const ORPHAN_GRACE_SCANS: u32 = 2;
 pub const YOUNG_HEARTBEATS: u64 = 3;
 
 /// What each other live member below its target lacks, counting what each holds in the
-/// observed table.
+/// observed table and what is reserved for it while its restart window lasts: a node
+/// restarting in place takes those back at once, so a member that has just come back is
+/// not short of them. Counted as lacking, it would be handed partitions it held before its
+/// restart by the nodes that hold them now, and would hand them straight back.
 fn deficits_of_others<'a>(
+    now: Instant,
     observed: &Observed,
     targets: &'a BTreeMap<NodeId, u32>,
     node: &NodeId,
 ) -> BTreeMap<&'a NodeId, u32> {
     let tally = observed.leases.tally();
+    let mut reserved: BTreeMap<&NodeId, u32> = BTreeMap::new();
+    for seen in observed.leases.reserved() {
+        if let Some(owner) = &seen.owner {
+            if now < seen.first_seen() + observed.restart_window {
+                *reserved.entry(owner).or_default() += 1;
+            }
+        }
+    }
     targets
         .iter()
         .filter(|(member, _)| *member != node)
-        .map(|(member, target)| (member, target.saturating_sub(tally.owner(member).held)))
+        .map(|(member, target)| {
+            let own = tally.owner(member).held + reserved.get(member).copied().unwrap_or(0);
+            (member, target.saturating_sub(own))
+        })
         .filter(|(_, lack)| *lack > 0)
         .collect()
 }

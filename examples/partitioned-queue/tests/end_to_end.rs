@@ -125,12 +125,16 @@ impl Experiment {
         self.run(&args)
     }
 
-    fn drain(&self, index: usize) {
+    /// Drains `consumer-{index}`, or with `undo` clears its drain.
+    fn drain(&self, index: usize, undo: bool) {
         let mut args = vec!["drain".to_owned(), "--store".into(), self.pg.clone()];
         args.extend(["--group".into(), self.group()]);
         args.extend(["--id".into(), format!("consumer-{index}")]);
+        if undo {
+            args.push("--undo".into());
+        }
         let (ok, output) = self.run(&args);
-        assert!(ok, "drain of consumer-{index} failed: {output}");
+        assert!(ok, "drain (undo {undo}) of consumer-{index} failed: {output}");
     }
 }
 
@@ -215,7 +219,7 @@ fn every_event_applied_exactly_once_in_sequence_through_crashes_pauses_and_drain
 
     // A drain: a cooperative hand-off, then a graceful exit.
     sleep(Duration::from_secs(2));
-    experiment.drain(2);
+    experiment.drain(2, false);
     sleep(Duration::from_secs(2));
     signal(&consumers[2], Signal::TERM);
     let status = wait_with_timeout(&mut consumers[2], EXIT_TIMEOUT).expect("consumer-2 exits");
@@ -224,8 +228,9 @@ fn every_event_applied_exactly_once_in_sequence_through_crashes_pauses_and_drain
         "consumer-2 after SIGTERM: {status}\n{}",
         log_tail(&experiment.logs)
     );
-    // A graceful shutdown removes the member record, drain flag and all: the restarted
-    // consumer joins afresh.
+    // The drain outlives the process, as an operator's instruction: undrained, the
+    // restarted consumer takes partitions again.
+    experiment.drain(2, true);
     consumers[2] = experiment.start_consumer(2);
 
     // A pause past the heartbeat timeout: the broker closes the connection under it.

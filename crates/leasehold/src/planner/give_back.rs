@@ -23,7 +23,7 @@ pub(super) fn give_back(input: &PlanInput<'_>, shares: &Shares, plan: &mut Plan)
     // A member merely short of its share is filled by the surplus of those above theirs,
     // without taking partitions from nodes at their own target.
     let mut lacking: BTreeMap<&NodeId, u32> = shares
-        .deficits(observed, &config.node)
+        .deficits(now, observed, &config.node)
         .into_iter()
         .filter(|(member, lack)| lack * 2 > shares.targets[*member])
         .collect();
@@ -66,6 +66,7 @@ mod tests {
     use super::super::tests::{held_by, node, Fixture};
     use super::super::{renew, Shares};
     use super::*;
+    use crate::record::LeaseRecord;
     use crate::types::PartitionId;
 
     /// This node holds partitions 0 and 1 (its target of 2), and took 0 from b.
@@ -109,6 +110,26 @@ mod tests {
         let (given, plan) = give_back_on(&fixture);
         assert!(!given);
         assert!(plan.release.is_empty());
+    }
+
+    /// Fails if a node restarting in place, back under its name with its other partitions
+    /// still reserved for it, counts as lacking them: the node holding what it held before a
+    /// hand-off for balance would give that back too, then take it again once the returning
+    /// node is at its target with its reservations.
+    #[test]
+    fn a_member_back_from_a_restart_in_place_is_not_short_of_what_is_reserved_for_it() {
+        let mut fixture = took_from_b();
+        fixture.observed.restart_window = Duration::from_secs(16);
+        let mut reserved = LeaseRecord::released();
+        reserved.reserve_for(&node("b"));
+        fixture.set(2, reserved.clone(), 90, fixture.start);
+        fixture.set(3, reserved, 91, fixture.start);
+        assert!(!give_back_on(&fixture).0);
+        // Once its window has passed, the reservations no longer count: it lacks them.
+        let input = fixture.input(fixture.start + Duration::from_secs(17), false);
+        let mut plan = Plan::default();
+        renew::sort_holdings(&input, &mut plan);
+        assert!(give_back(&input, &Shares::of(&input), &mut plan));
     }
 
     #[test]

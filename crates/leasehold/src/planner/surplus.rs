@@ -24,7 +24,7 @@ pub(super) fn release_surplus(input: &PlanInput<'_>, shares: &Shares, plan: &mut
     let held = plan.renew.len() as u32;
     // Hand off only what other live members lack: a lease nobody else needs stays served
     // here (for example one rescued as an orphan).
-    let deficits = shares.deficits(observed, &config.node);
+    let deficits = shares.deficits(now, observed, &config.node);
     let mut wanted_elsewhere: u32 = deficits.values().sum();
     // A draining node whose group balances by load hands everything off at once: the
     // others hold what their loads call for, not their counts, and are all below their

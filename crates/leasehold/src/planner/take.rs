@@ -356,7 +356,7 @@ fn needy_members(
             .map(|n| n.node.clone())
             .collect(),
         None => shares
-            .deficits(input.observed, &config.node)
+            .deficits(input.now, input.observed, &config.node)
             .into_keys()
             .cloned()
             .collect(),

@@ -862,13 +862,13 @@ fn the_deficit_of_others_counts_what_they_hold() {
     let targets: BTreeMap<NodeId, u32> = [(node("a"), 2), (node("b"), 2), (node("me"), 2)]
         .into_iter()
         .collect();
-    let deficits = deficits_of_others(&fixture.observed, &targets, &node("me"));
+    let deficits = deficits_of_others(fixture.start, &fixture.observed, &targets, &node("me"));
     assert_eq!(
         deficits.into_iter().collect::<Vec<_>>(),
         vec![(&node("b"), 1)],
         "a holds more than its target and lacks nothing; b lacks one"
     );
-    let deficits = deficits_of_others(&fixture.observed, &targets, &node("b"));
+    let deficits = deficits_of_others(fixture.start, &fixture.observed, &targets, &node("b"));
     assert_eq!(deficits.values().sum::<u32>(), 2);
 }
 

@@ -264,6 +264,16 @@ impl LeaseView {
             && self.aside.reserved.contains(&seen.partition)
     }
 
+    /// The rows reserved for a node restarting in place (see [`LeaseView::is_reserved`]),
+    /// whatever their window: usually none, a restarting node's share when one restarts.
+    pub fn reserved(&self) -> impl Iterator<Item = &SeenLease> + '_ {
+        self.aside
+            .reserved
+            .iter()
+            .filter_map(|partition| self.get(*partition))
+            .filter(|seen| seen.state == LeaseState::Released)
+    }
+
     /// Whether `node` is on the prohibited list of `seen`, a row of this view.
     pub fn is_prohibited(&self, seen: &SeenLease, node: &NodeId) -> bool {
         seen.restricted && self.prohibited(seen.partition).contains(node)
