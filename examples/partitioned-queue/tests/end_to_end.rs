@@ -134,7 +134,10 @@ impl Experiment {
             args.push("--undo".into());
         }
         let (ok, output) = self.run(&args);
-        assert!(ok, "drain (undo {undo}) of consumer-{index} failed: {output}");
+        assert!(
+            ok,
+            "drain (undo {undo}) of consumer-{index} failed: {output}"
+        );
     }
 }
 

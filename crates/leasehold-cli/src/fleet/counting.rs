@@ -25,7 +25,73 @@ pub struct Counters {
     read_calls: AtomicU64,
     records_read: AtomicU64,
     failed_calls: AtomicU64,
+    reads_by_kind: [AtomicU64; ReadKind::COUNT],
     write_micros: Mutex<Vec<u32>>,
+}
+
+/// What a read call asked for: which reads a fleet makes most tells where its reading cost
+/// comes from.
+#[derive(Debug, Clone, Copy)]
+enum ReadKind {
+    LeaseListing,
+    LeaseGet,
+    MemberListing,
+    MemberGet,
+    GroupGet,
+}
+
+impl ReadKind {
+    const COUNT: usize = 5;
+}
+
+/// Read calls by what they asked for.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct ReadsByKind {
+    /// Listings of the lease table.
+    pub lease_listings: u64,
+    /// Reads of one lease record.
+    pub lease_gets: u64,
+    /// Listings of the member records.
+    pub member_listings: u64,
+    /// Reads of one member record.
+    pub member_gets: u64,
+    /// Reads of the group record.
+    pub group_gets: u64,
+}
+
+impl ReadsByKind {
+    fn of(counts: [u64; ReadKind::COUNT]) -> ReadsByKind {
+        let [lease_listings, lease_gets, member_listings, member_gets, group_gets] = counts;
+        ReadsByKind {
+            lease_listings,
+            lease_gets,
+            member_listings,
+            member_gets,
+            group_gets,
+        }
+    }
+
+    fn counts(self) -> [u64; ReadKind::COUNT] {
+        [
+            self.lease_listings,
+            self.lease_gets,
+            self.member_listings,
+            self.member_gets,
+            self.group_gets,
+        ]
+    }
+
+    /// The kinds with their names, for a report.
+    pub fn named(self) -> [(&'static str, u64); ReadKind::COUNT] {
+        let [a, b, c, d, e] = self.counts();
+        [
+            ("lease listings", a),
+            ("lease gets", b),
+            ("member listings", c),
+            ("member gets", d),
+            ("group gets", e),
+        ]
+    }
 }
 
 /// The counters at one instant.
@@ -41,6 +107,8 @@ pub struct Snapshot {
     pub records_read: u64,
     /// Calls that failed, of either kind.
     pub failed_calls: u64,
+    /// The read calls, by what they asked for.
+    pub reads: ReadsByKind,
 }
 
 impl Snapshot {
@@ -52,6 +120,9 @@ impl Snapshot {
             read_calls: self.read_calls - earlier.read_calls,
             records_read: self.records_read - earlier.records_read,
             failed_calls: self.failed_calls - earlier.failed_calls,
+            reads: ReadsByKind::of(std::array::from_fn(|i| {
+                self.reads.counts()[i] - earlier.reads.counts()[i]
+            })),
         }
     }
 }
@@ -66,6 +137,7 @@ impl Counters {
             read_calls: load(&self.read_calls),
             records_read: load(&self.records_read),
             failed_calls: load(&self.failed_calls),
+            reads: ReadsByKind::of(std::array::from_fn(|i| load(&self.reads_by_kind[i]))),
         }
     }
 
@@ -101,8 +173,14 @@ impl Counters {
         }
     }
 
-    fn read<T>(&self, result: &Result<T, StoreError>, records: impl FnOnce(&T) -> usize) {
+    fn read<T>(
+        &self,
+        kind: ReadKind,
+        result: &Result<T, StoreError>,
+        records: impl FnOnce(&T) -> usize,
+    ) {
         self.read_calls.fetch_add(1, Ordering::Relaxed);
+        self.reads_by_kind[kind as usize].fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(value) => {
                 self.records_read
@@ -137,7 +215,7 @@ fn listed<T>(listing: &Listing<T>) -> usize {
 impl LeaseStore for CountingStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let result = self.inner.list_leases(group).await;
-        self.counters.read(&result, listed);
+        self.counters.read(ReadKind::LeaseListing, &result, listed);
         result
     }
 
@@ -147,8 +225,9 @@ impl LeaseStore for CountingStore {
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
         let result = self.inner.get_lease(group, partition).await;
-        self.counters
-            .read(&result, |found| usize::from(found.is_some()));
+        self.counters.read(ReadKind::LeaseGet, &result, |found| {
+            usize::from(found.is_some())
+        });
         result
     }
 
@@ -212,7 +291,7 @@ impl LeaseStore for CountingStore {
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
         let result = self.inner.list_members(group).await;
-        self.counters.read(&result, listed);
+        self.counters.read(ReadKind::MemberListing, &result, listed);
         result
     }
 
@@ -222,8 +301,9 @@ impl LeaseStore for CountingStore {
         node: &NodeId,
     ) -> Result<Option<StoredMember>, StoreError> {
         let result = self.inner.get_member(group, node).await;
-        self.counters
-            .read(&result, |found| usize::from(found.is_some()));
+        self.counters.read(ReadKind::MemberGet, &result, |found| {
+            usize::from(found.is_some())
+        });
         result
     }
 
@@ -254,8 +334,9 @@ impl LeaseStore for CountingStore {
 
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
         let result = self.inner.get_group(group).await;
-        self.counters
-            .read(&result, |found| usize::from(found.is_some()));
+        self.counters.read(ReadKind::GroupGet, &result, |found| {
+            usize::from(found.is_some())
+        });
         result
     }
 

@@ -37,6 +37,17 @@ impl Window {
             c.failed_calls
         )
     }
+
+    fn reads_line(&self, what: &str) -> String {
+        let kinds: Vec<String> = self
+            .counts
+            .reads
+            .named()
+            .iter()
+            .map(|(name, count)| format!("{:.1} {name}", self.per_second(*count)))
+            .collect();
+        format!("{what}, read calls per second: {}", kinds.join(", "))
+    }
 }
 
 /// A fleet run's figures.
@@ -109,8 +120,10 @@ impl FleetReport {
             );
         }
         lines.push(self.whole_run.line("whole run"));
+        lines.push(self.whole_run.reads_line("whole run"));
         if let Some(settled) = &self.settled {
             lines.push(settled.line("once settled"));
+            lines.push(settled.reads_line("once settled"));
         }
         if let Some((whole, settled)) = &self.server_counts {
             for (what, rates) in [

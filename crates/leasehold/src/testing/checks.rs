@@ -388,9 +388,10 @@ pub async fn members_round_trip(store: Arc<dyn LeaseStore>) {
 }
 
 /// Listings return every record however many there are: a store that reads in pages (Azure
-/// Tables answers at most 1,000 entities a request) must follow them to the end.
+/// Tables answers at most 1,000 entities a request) must follow them to the end, including
+/// past a last page that is exactly full.
 pub async fn long_listings_are_complete(store: Arc<dyn LeaseStore>) {
-    const LEASES: u32 = 1_100;
+    const LEASES: u32 = 4_000;
     const MEMBERS: usize = 1_010;
     let group = unique_group("long");
     let writes: Vec<LeaseWrite> = (0..LEASES)
