@@ -54,6 +54,7 @@
 //! | `leasehold_scan_backoff_level` | gauge | | scans failed in a row; the interval doubles with each |
 //! | `leasehold_lease_listings_total` | counter | | scans that read the lease table |
 //! | `leasehold_lease_rows_read_total` | counter | | lease records those listings returned |
+//! | `leasehold_lease_row_reads_total` | counter | | lease records read one by one, named by change notices, instead of a listing |
 //! | `leasehold_lease_deadline_seconds` | gauge | | time left to the nearest deadline of a lease held, `+Inf` with none |
 //! | `leasehold_corrupt_records` | gauge | `record`: lease, member | unreadable records in the latest listing |
 //! | `leasehold_callback_panics_total` | counter | `callback` | application callbacks that panicked (contained) |
@@ -179,6 +180,7 @@ struct Families {
     scan_backoff: Family<NodeLabels, Gauge>,
     lease_listings: Family<NodeLabels, Counter>,
     lease_rows: Family<NodeLabels, Counter>,
+    lease_row_reads: Family<NodeLabels, Counter>,
     deadline: Family<NodeLabels, FloatGauge>,
     corrupt: Family<RecordLabels, Gauge>,
     callback_panics: Family<CallbackLabels, Counter>,
@@ -214,6 +216,7 @@ impl Metrics {
             scan_backoff: Family::default(),
             lease_listings: Family::default(),
             lease_rows: Family::default(),
+            lease_row_reads: Family::default(),
             deadline: Family::default(),
             corrupt: Family::default(),
             callback_panics: Family::default(),
@@ -333,6 +336,11 @@ impl Metrics {
             f.lease_rows.clone(),
         );
         r.register(
+            "lease_row_reads",
+            "Lease records read one by one, named by change notices, instead of a listing",
+            f.lease_row_reads.clone(),
+        );
+        r.register(
             "lease_deadline_seconds",
             "Time left to the nearest deadline of a lease held; +Inf with none",
             f.deadline.clone(),
@@ -441,6 +449,7 @@ impl Metrics {
             scan_backoff: f.scan_backoff.get_or_create_owned(&labels),
             lease_listings: f.lease_listings.get_or_create_owned(&labels),
             lease_rows: f.lease_rows.get_or_create_owned(&labels),
+            lease_row_reads: f.lease_row_reads.get_or_create_owned(&labels),
             deadline,
             corrupt: [record("lease"), record("member")],
             store_calls: StoreOperation::ALL.map(|operation| {
@@ -555,6 +564,7 @@ pub(crate) struct NodeMetrics {
     pub(crate) scan_backoff: Gauge,
     pub(crate) lease_listings: Counter,
     pub(crate) lease_rows: Counter,
+    pub(crate) lease_row_reads: Counter,
     pub(crate) deadline: FloatGauge,
     corrupt: [Gauge; 2],
     store_calls: [Histogram; StoreOperation::ALL.len()],

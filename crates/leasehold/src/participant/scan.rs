@@ -94,6 +94,12 @@ impl Runner {
                 &mut self.rng,
             );
         }
+        if reading == Reading::Rows {
+            if let Err(error) = self.read_rows().await {
+                self.schedule.want_leases();
+                return self.scan_failed(error);
+            }
+        }
         let now = self.clock.now();
         self.schedule
             .scan_succeeded(now, &self.config, &mut self.rng);
@@ -113,6 +119,28 @@ impl Runner {
             self.act().await;
         }
         self.forget_dead_members().await;
+    }
+
+    /// Reads the rows notices named since the last reading, one call each, into the view.
+    async fn read_rows(&mut self) -> Result<(), StoreError> {
+        let partitions = self.schedule.take_rows_due();
+        let count = partitions.len() as u64;
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let rows = self
+            .call(async move {
+                let mut rows = Vec::with_capacity(partitions.len());
+                for partition in partitions {
+                    rows.push((partition, store.get_lease(&group, partition).await?));
+                }
+                Ok::<_, StoreError>(rows)
+            })
+            .await?;
+        let now = self.clock.now();
+        self.observed.observe_rows(now, rows);
+        self.record(|metrics| {
+            metrics.lease_row_reads.inc_by(count);
+        });
+        Ok(())
     }
 
     fn scan_failed(&mut self, error: StoreError) {

@@ -64,6 +64,32 @@ impl Observed {
         self.leases.merge(now, records);
     }
 
+    /// Folds in rows read one by one, the replies received by `now`: a row whose version
+    /// the view already shows keeps its `first_seen`, a changed one is seen from `now`, and a
+    /// row read as missing is left out until a listing shows it again. The time of the last
+    /// listing stays: these rows say nothing about the others.
+    pub fn observe_rows(
+        &mut self,
+        now: Instant,
+        rows: Vec<(PartitionId, Option<Stored<PartitionId, LeaseRecord>>)>,
+    ) {
+        for (partition, stored) in rows {
+            match stored {
+                Some(stored) => {
+                    let same = self
+                        .leases
+                        .get(partition)
+                        .is_some_and(|seen| seen.version == stored.version);
+                    if !same {
+                        self.leases
+                            .insert(partition, &stored.value, stored.version, now);
+                    }
+                }
+                None => self.leases.forget(partition),
+            }
+        }
+    }
+
     /// Replaces the member view with a listing received at `now`, setting the operator's
     /// record apart.
     pub fn observe_members(&mut self, now: Instant, records: Vec<Stored<NodeId, MemberRecord>>) {

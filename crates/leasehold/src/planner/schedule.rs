@@ -24,6 +24,9 @@ const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
 /// The same for a release, which is what a quick hand-off waits for: a shorter gap.
 const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
+/// The most rows named by notices that a settled node reads one by one instead of the whole
+/// table: beyond this many, one listing costs the store less.
+pub const MAX_ROW_READS: usize = 32;
 
 /// What a scan reads once it has the member records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +39,11 @@ pub enum Reading {
     View,
     /// The lease table, then it plans on that.
     Leases,
+    /// Only the rows that notices named as released or offline since the last reading
+    /// ([`ScanSchedule::take_rows_due`]), then it plans on the view they update. A fleet
+    /// of a thousand nodes hears of every hand-off; each reading a handful of rows instead of
+    /// the whole table keeps a hand-off from costing the store a thousand listings.
+    Rows,
 }
 
 impl Reading {
@@ -96,6 +104,12 @@ pub struct ScanSchedule {
     member_write_failing: bool,
     /// The next scan must read the lease table, whatever else it finds.
     leases_due: bool,
+    /// Rows that notices named as released or offline since the last reading: a node that
+    /// skips the table reads these (see [`Reading::Rows`]).
+    rows_due: std::collections::BTreeSet<crate::types::PartitionId>,
+    /// Rows named as released or offline since the last listing: a notice that one of them
+    /// is held again makes it due again, to see who took it.
+    vacated: std::collections::BTreeSet<crate::types::PartitionId>,
     /// When a settled node reads the lease table again regardless: `relist_after` after
     /// the last reading, spread by the jitter so that a fleet which settled together does
     /// not read the whole table together.
@@ -124,6 +138,8 @@ impl ScanSchedule {
             failures: 0,
             member_write_failing: false,
             leases_due: true,
+            rows_due: std::collections::BTreeSet::new(),
+            vacated: std::collections::BTreeSet::new(),
             relist_at: None,
             settled: false,
             ramping: false,
@@ -168,17 +184,44 @@ impl ScanSchedule {
     /// membership. Renewals and member heartbeats change nothing to act on; and a scan that
     /// is backing off from a failing or throttling store stays backed off.
     pub fn change_noticed(&mut self, now: Instant, change: &Change, config: &ParticipantConfig) {
-        let routine = matches!(
-            change,
-            Change::LeaseWritten {
-                state: LeaseState::Held,
-                ..
-            } | Change::MemberUpdated(_)
-        );
-        if routine {
+        if let Change::LeaseWritten {
+            partition,
+            state: LeaseState::Held,
+        } = change
+        {
+            // A row read as vacated, taken since: read again, so that the view counts it
+            // with its taker (a view that shows it free would count a member short).
+            if self.vacated.remove(partition) && !self.leases_due {
+                self.rows_due.insert(*partition);
+            }
             return;
         }
-        self.leases_due = true;
+        if matches!(change, Change::MemberUpdated(_)) {
+            return;
+        }
+        // A released or offline row, named: a node that may skip the table reads that row
+        // alone, unless so many are named that one listing is cheaper.
+        let named = match change {
+            Change::LeaseWritten { partition, .. } if !config.relist_after.is_zero() => {
+                Some(*partition)
+            }
+            _ => None,
+        };
+        match named {
+            Some(partition)
+                if !self.leases_due
+                    && self.rows_due.len() < MAX_ROW_READS
+                    && self.vacated.len() < 4 * MAX_ROW_READS =>
+            {
+                self.rows_due.insert(partition);
+                self.vacated.insert(partition);
+            }
+            _ => {
+                self.leases_due = true;
+                self.rows_due.clear();
+                self.vacated.clear();
+            }
+        }
         if self.failures > 0 {
             return;
         }
@@ -219,9 +262,24 @@ impl ScanSchedule {
             Reading::View
         } else if self.leases_wanted(now, observed, config, same_members) {
             Reading::Leases
+        } else if !self.rows_due.is_empty() {
+            // With session leases a held row's wait runs on its holder's member record, read
+            // every scan, so the rest of an old view still judges it right. Per partition it
+            // runs on the row's version, which every renewal changes: an old view would make
+            // held rows look abandoned, so the node reads the table.
+            match observed.lease_mode {
+                crate::group::LeaseMode::Session => Reading::Rows,
+                crate::group::LeaseMode::PerPartition => Reading::Leases,
+            }
         } else {
             Reading::MembersOnly
         }
+    }
+
+    /// The rows a [`Reading::Rows`] reads, in partition order; they are no longer due. A
+    /// reading that fails asks for the whole table instead ([`ScanSchedule::want_leases`]).
+    pub fn take_rows_due(&mut self) -> Vec<crate::types::PartitionId> {
+        std::mem::take(&mut self.rows_due).into_iter().collect()
     }
 
     /// The lease table was read into `observed`, arriving at `now`, after the member records
@@ -242,6 +300,8 @@ impl ScanSchedule {
             self.membership = membership;
         }
         self.leases_due = false;
+        self.rows_due.clear();
+        self.vacated.clear();
         self.operator_mark = observed.operator_mark.clone();
     }
 

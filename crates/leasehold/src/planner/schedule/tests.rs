@@ -324,3 +324,106 @@ fn a_lost_race_below_target_brings_the_next_scan_forward() {
     at_target.took(&Takes { held: 10, ..lost }, &config);
     assert!(at_target.next_scan() > soon, "nothing more to take");
 }
+
+/// Fails if a settled node reads the whole table for a hand-off it heard of, rather than the
+/// rows the notices named; or if it goes on reading rows one by one when so many are named
+/// that a listing is cheaper, or when a notice names nothing.
+#[test]
+fn a_settled_node_reads_only_the_rows_notices_name_as_released() {
+    let config = config();
+    let mut rng = SeededRng::new(6);
+    let start = Instant::now();
+    let (mut schedule, mut observed) = settled(start, &mut rng);
+    observed.lease_mode = crate::group::LeaseMode::Session;
+    let now = start + 10 * SECOND;
+    observed.observe_members(now, members(4, 1));
+    let released = |p: u32| Change::LeaseWritten {
+        partition: PartitionId(p),
+        state: LeaseState::Released,
+    };
+    schedule.change_noticed(now, &released(7), &config);
+    schedule.change_noticed(now, &released(3), &config);
+    schedule.change_noticed(
+        now,
+        &Change::LeaseWritten {
+            partition: PartitionId(9),
+            state: LeaseState::Offline,
+        },
+        &config,
+    );
+    assert!(!schedule.leases_due());
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::Rows
+    );
+    assert_eq!(
+        schedule.take_rows_due(),
+        [PartitionId(3), PartitionId(7), PartitionId(9)]
+    );
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::MembersOnly
+    );
+    // One of them taken: read again to see by whom. A renewal of another row: nothing.
+    let held = |p: u32| Change::LeaseWritten {
+        partition: PartitionId(p),
+        state: LeaseState::Held,
+    };
+    schedule.change_noticed(now, &held(7), &config);
+    schedule.change_noticed(now, &held(8), &config);
+    assert_eq!(schedule.take_rows_due(), [PartitionId(7)]);
+    schedule.change_noticed(now, &held(7), &config);
+    assert!(schedule.take_rows_due().is_empty());
+
+    // Per partition, an old view would misjudge held rows: the table instead.
+    schedule.change_noticed(now, &released(5), &config);
+    observed.lease_mode = crate::group::LeaseMode::PerPartition;
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::Leases
+    );
+    observed.lease_mode = crate::group::LeaseMode::Session;
+    schedule.take_rows_due();
+
+    // More than a listing's worth: the table.
+    for p in 0..=MAX_ROW_READS as u32 {
+        schedule.change_noticed(now, &released(p), &config);
+    }
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::Leases
+    );
+    assert!(schedule.take_rows_due().is_empty());
+    observed.observe_leases(now, Vec::new());
+    schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
+    schedule.planned(true);
+
+    // A notice that names no state: the table, and the rows named before are dropped.
+    schedule.change_noticed(now, &released(1), &config);
+    schedule.change_noticed(now, &Change::Lease(PartitionId(2)), &config);
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::Leases
+    );
+    assert!(schedule.take_rows_due().is_empty());
+}
+
+/// Fails if a node that reads the table every scan (a zero `relist_after`) collects rows to
+/// read one by one: its next listing reads them anyway.
+#[test]
+fn a_node_listing_every_scan_collects_no_rows() {
+    let mut config = config();
+    config.relist_after = Duration::ZERO;
+    let start = Instant::now();
+    let mut schedule = ScanSchedule::new(start);
+    schedule.change_noticed(
+        start,
+        &Change::LeaseWritten {
+            partition: PartitionId(4),
+            state: LeaseState::Released,
+        },
+        &config,
+    );
+    assert!(schedule.leases_due());
+    assert!(schedule.take_rows_due().is_empty());
+}
