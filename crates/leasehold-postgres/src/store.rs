@@ -430,19 +430,17 @@ impl LeaseStore for PostgresStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         let params = MemberParams::new(node, record)?;
+        // On the batch connection, as renewals per partition are: with session leases this
+        // write is the renewal, and on the connection of single statements it would wait
+        // behind a listing of the whole table.
         self.bounded(async {
-            let session = self.session().await?;
-            let timeout = self.inner.options.statement_timeout;
-            write_member(
-                &session.client,
-                &session.statements,
-                group,
-                node,
-                &params,
-                &mode,
-                timeout,
-            )
-            .await
+            let inner = &self.inner;
+            let mut slot = inner.batch.lock().await;
+            let Session {
+                client, statements, ..
+            } = inner.batch_session(&mut slot).await?;
+            let timeout = inner.options.statement_timeout;
+            write_member(client, statements, group, node, &params, &mode, timeout).await
         })
         .await
     }
