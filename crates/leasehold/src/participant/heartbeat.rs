@@ -498,12 +498,11 @@ impl Runner {
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let current = self
             .call(async move {
-                let mut current = BTreeMap::new();
-                for partition in held {
-                    if let Some(stored) = store.get_lease(&group, partition).await? {
-                        current.insert(partition, stored);
-                    }
-                }
+                let rows = super::reads::read_leases(&*store, &group, &held).await?;
+                let current: BTreeMap<PartitionId, _> = rows
+                    .into_iter()
+                    .filter_map(|(partition, stored)| Some((partition, stored?)))
+                    .collect();
                 Ok::<_, StoreError>(current)
             })
             .await;

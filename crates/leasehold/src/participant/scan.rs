@@ -127,13 +127,7 @@ impl Runner {
         let count = partitions.len() as u64;
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let rows = self
-            .call(async move {
-                let mut rows = Vec::with_capacity(partitions.len());
-                for partition in partitions {
-                    rows.push((partition, store.get_lease(&group, partition).await?));
-                }
-                Ok::<_, StoreError>(rows)
-            })
+            .call(async move { super::reads::read_leases(&*store, &group, &partitions).await })
             .await?;
         let now = self.clock.now();
         self.observed.observe_rows(now, rows);

@@ -215,6 +215,13 @@ impl ScanSchedule {
             {
                 self.rows_due.insert(partition);
                 self.vacated.insert(partition);
+                // A settled node is at its target: a freed row is for the nodes below theirs,
+                // which read the table on their own. It reads the row at its next scan, where
+                // it finds a row nobody else took; brought forward, every node of a fleet
+                // would read every row of a rebalance at once.
+                if self.settled {
+                    return;
+                }
             }
             _ => {
                 self.leases_due = true;

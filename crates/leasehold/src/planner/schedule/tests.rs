@@ -341,8 +341,13 @@ fn a_settled_node_reads_only_the_rows_notices_name_as_released() {
         partition: PartitionId(p),
         state: LeaseState::Released,
     };
-    schedule.change_noticed(now, &released(7), &config);
-    schedule.change_noticed(now, &released(3), &config);
+    // Settled, at its target: the rows wait for the next scan, which is not brought forward.
+    let early = start + SECOND;
+    let next = schedule.next_scan();
+    assert!(next > early + SECOND);
+    schedule.change_noticed(early, &released(7), &config);
+    schedule.change_noticed(early, &released(3), &config);
+    assert_eq!(schedule.next_scan(), next);
     schedule.change_noticed(
         now,
         &Change::LeaseWritten {
@@ -394,6 +399,19 @@ fn a_settled_node_reads_only_the_rows_notices_name_as_released() {
         Reading::Leases
     );
     assert!(schedule.take_rows_due().is_empty());
+    observed.observe_leases(now, Vec::new());
+    schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
+    schedule.planned(true);
+
+    // Not settled, a release brings the scan forward, to the table.
+    let before = schedule.next_scan();
+    schedule.holdings_changed();
+    schedule.change_noticed(early, &released(6), &config);
+    assert!(schedule.next_scan() < before);
+    assert_eq!(
+        schedule.reading(now, &observed, &config, false),
+        Reading::Leases
+    );
     observed.observe_leases(now, Vec::new());
     schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
     schedule.planned(true);
