@@ -195,7 +195,7 @@ fn deficits_of_others<'a>(
     let mut reserved: BTreeMap<&NodeId, u32> = BTreeMap::new();
     for seen in observed.leases.reserved() {
         if let Some(owner) = &seen.owner {
-            if now < seen.first_seen() + observed.restart_window {
+            if now < observed.reservation_ends(seen) {
                 *reserved.entry(owner).or_default() += 1;
             }
         }

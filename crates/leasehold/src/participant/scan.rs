@@ -121,7 +121,7 @@ impl Runner {
         self.forget_dead_members().await;
     }
 
-    /// Reads the rows notices named since the last reading, one call each, into the view.
+    /// Reads the rows notices named since the last reading into the view.
     async fn read_rows(&mut self) -> Result<(), StoreError> {
         let partitions = self.schedule.take_rows_due();
         let count = partitions.len() as u64;

@@ -64,6 +64,12 @@ impl Observed {
         self.leases.merge(now, records);
     }
 
+    /// When the others may take `seen`, a row reserved for a node restarting in place: the
+    /// group's restart window after this node first saw it.
+    pub fn reservation_ends(&self, seen: &SeenLease) -> Instant {
+        seen.first_seen() + self.restart_window
+    }
+
     /// Folds in rows read one by one, the replies received by `now`: a row whose version
     /// the view already shows keeps its `first_seen`, a changed one is seen from `now`, and a
     /// row read as missing is left out until a listing shows it again. The time of the last

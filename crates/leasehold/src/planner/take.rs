@@ -277,7 +277,7 @@ fn ready_at(input: &PlanInput<'_>, seen: &SeenLease) -> Option<Instant> {
                 && !config.controls.ignore_reservations
                 && observed.leases.is_reserved(seen) =>
         {
-            seen.first_seen() + observed.restart_window
+            observed.reservation_ends(seen)
         }
         LeaseState::Released => seen.first_seen(),
         LeaseState::Held => seen.first_seen() + config.acquire_after,

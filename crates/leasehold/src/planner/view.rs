@@ -271,7 +271,7 @@ impl LeaseView {
             .reserved
             .iter()
             .filter_map(|partition| self.get(*partition))
-            .filter(|seen| seen.state == LeaseState::Released)
+            .filter(|seen| self.is_reserved(seen))
     }
 
     /// Whether `node` is on the prohibited list of `seen`, a row of this view.

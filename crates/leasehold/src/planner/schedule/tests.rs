@@ -42,6 +42,18 @@ fn members(heartbeat: u64, operator: u64) -> Vec<Stored<NodeId, MemberRecord>> {
     records
 }
 
+/// The lease table read at `now` (empty), and the plan on it left nothing to do.
+fn listed_and_settled(
+    schedule: &mut ScanSchedule,
+    observed: &mut Observed,
+    now: Instant,
+    rng: &mut SeededRng,
+) {
+    observed.observe_leases(now, Vec::new());
+    schedule.leases_listed(now, now, observed, &config(), false, rng);
+    schedule.planned(true);
+}
+
 /// A node that has scanned twice (its first scan waited for the fleet), read the lease table
 /// at `start` and found nothing to do.
 fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
@@ -217,9 +229,7 @@ fn an_operator_command_forces_a_lease_listing() {
         Reading::Leases
     );
     // Once read, the new mark is the one compared against.
-    observed.observe_leases(now, Vec::new());
-    schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
-    schedule.planned(true);
+    listed_and_settled(&mut schedule, &mut observed, now, &mut rng);
     assert_eq!(
         schedule.reading(now, &observed, &config, false),
         Reading::MembersOnly
@@ -399,9 +409,7 @@ fn a_settled_node_reads_only_the_rows_notices_name_as_released() {
         Reading::Leases
     );
     assert!(schedule.take_rows_due().is_empty());
-    observed.observe_leases(now, Vec::new());
-    schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
-    schedule.planned(true);
+    listed_and_settled(&mut schedule, &mut observed, now, &mut rng);
 
     // Not settled, a release brings the scan forward, to the table.
     let before = schedule.next_scan();
@@ -412,9 +420,7 @@ fn a_settled_node_reads_only_the_rows_notices_name_as_released() {
         schedule.reading(now, &observed, &config, false),
         Reading::Leases
     );
-    observed.observe_leases(now, Vec::new());
-    schedule.leases_listed(now, now, &observed, &config, false, &mut rng);
-    schedule.planned(true);
+    listed_and_settled(&mut schedule, &mut observed, now, &mut rng);
 
     // A notice that names no state: the table, and the rows named before are dropped.
     schedule.change_noticed(now, &released(1), &config);
