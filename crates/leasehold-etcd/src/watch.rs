@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, WatchOptions, WatchStream};
+use etcd_client::{Client, EventType, GetOptions, WatchOptions, WatchStream};
 use leasehold::backoff::Backoff;
 use leasehold::{Change, ChangeFeed, LeaseRecord, StoreError};
 use tokio::sync::mpsc;
@@ -19,7 +19,7 @@ const MAX_REOPEN_DELAY: Duration = Duration::from_secs(5);
 /// Opens a watch on `prefix` and starts the task that turns its events into hints.
 ///
 /// Returns once etcd has confirmed the watch, so every write that completes afterwards is
-/// reported.
+/// reported, and none that completed before it was called.
 pub(crate) async fn start(
     client: Client,
     prefix: String,
@@ -33,7 +33,28 @@ pub(crate) async fn start(
 
 async fn open(client: &Client, prefix: &str, limit: Duration) -> Result<WatchStream, StoreError> {
     let opening = async {
-        let options = WatchOptions::new().with_prefix();
+        // A watch without a start revision begins at the revision of the member that serves
+        // it, which may lag behind writes the leader has already answered: it would report
+        // writes made before it was opened. A linearizable read names the revision every
+        // answered write is at or below; the watch starts just past it.
+        let current = client
+            .kv_client()
+            .get(
+                prefix,
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )
+            .await
+            .map_err(|e| map_error("read the revision to watch from", limit, e))?;
+        let Some(revision) = current.header().map(|h| h.revision()).filter(|r| *r > 0) else {
+            // Starting from revision 1 would replay the whole history.
+            return Err(StoreError::Unavailable {
+                message: "etcd reply carried no revision".to_owned(),
+                source: None,
+            });
+        };
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(revision + 1);
         let mut stream = client
             .watch_client()
             .watch(prefix, Some(options))

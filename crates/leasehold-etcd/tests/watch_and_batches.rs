@@ -124,3 +124,90 @@ async fn etcd_batches_span_several_transactions_and_report_each_write() {
         }
     }
 }
+
+/// Sends `signal` to etcd member `name`'s process group.
+fn signal_member(pids_dir: &str, name: &str, signal: &str) {
+    let pid = std::fs::read_to_string(format!("{pids_dir}/etcd-{name}.pid")).expect("pid file");
+    let status = std::process::Command::new("kill")
+        .args([signal, "--", &format!("-{}", pid.trim())])
+        .status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "kill {signal} {name}: {status:?}"
+    );
+}
+
+/// A member stopped with SIGSTOP, continued when dropped: a failing test leaves the cluster
+/// whole.
+struct Stopped<'a> {
+    pids_dir: &'a str,
+    name: &'a str,
+}
+
+impl<'a> Stopped<'a> {
+    fn new(pids_dir: &'a str, name: &'a str) -> Self {
+        signal_member(pids_dir, name, "-STOP");
+        Stopped { pids_dir, name }
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        signal_member(self.pids_dir, self.name, "-CONT");
+    }
+}
+
+/// A follower applies a write some time after the leader has answered it (here: it was
+/// stopped while the write was made). A watch it serves must still start after every write
+/// answered before the watch was opened: a node that lists, then watches, would otherwise
+/// take an old write for a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_watch_through_a_lagging_follower_reports_no_write_answered_before_it() {
+    let Some(endpoints) = common::endpoints() else {
+        return;
+    };
+    let Some(pids_dir) =
+        leasehold::testing::service_env("LEASEHOLD_TEST_ETCD_PIDS_DIR", "the etcd pid files")
+    else {
+        return;
+    };
+    let leader = common::leader_index(&endpoints).await;
+    let follower = (leader + 1) % endpoints.len();
+    let prefix = format!("/leasehold-test/{}", unique_group("follower-watch"));
+    let connect = |endpoint: &String| {
+        leasehold_etcd::EtcdStore::connect(
+            common::test_options(std::slice::from_ref(endpoint)).prefix(prefix.clone()),
+        )
+    };
+    let writer = connect(&endpoints[leader])
+        .await
+        .expect("connect to the leader");
+    let watcher = connect(&endpoints[follower])
+        .await
+        .expect("connect to a follower");
+    let released = LeaseRecord::released();
+    for round in 0..5 {
+        let group = unique_group("follower-watch");
+        let create = |partition| {
+            writer.put_lease(&group, PartitionId(partition), &released, PutMode::Create)
+        };
+        // The other two members commit the write while the follower is stopped, and the
+        // watch is asked for before it resumes: it serves the watch as it catches up.
+        let stopped = Stopped::new(&pids_dir, common::NAMES[follower]);
+        create(1).await.expect("write before the watch");
+        let (feed, ()) = tokio::join!(watcher.watch(&group), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(stopped);
+        });
+        let mut feed = feed.expect("watch");
+        create(2).await.expect("write after the watch");
+        assert_eq!(
+            next_change(&mut feed).await,
+            Change::LeaseWritten {
+                partition: PartitionId(2),
+                state: leasehold::LeaseState::Released
+            },
+            "round {round}: the first hint is of the write after the watch opened"
+        );
+    }
+}
