@@ -68,26 +68,65 @@ impl Runner {
     /// they were lost with (a hand-off whose work outlived the drain timeout, say). Nothing
     /// runs under them any more, and once the session is deleted the others would wait
     /// `acquire_after` from seeing it gone before taking them.
+    ///
+    /// A record rewritten since this node last read it (an operator's note on a release that
+    /// was never written, say) fails the first write's compare-and-set; with no scan to come
+    /// on the way out, those rows are read again and released once more if they still name
+    /// this node so.
     pub(super) async fn clear_lost(&mut self) {
+        let rows = self.lost_rows_named();
+        if rows.is_empty() {
+            return;
+        }
+        self.clear(rows).await;
+        // A failed write leaves its row out of the view (see `clear`).
+        let unsure: Vec<PartitionId> = self
+            .lost_due()
+            .filter(|partition| self.observed.leases.get(*partition).is_none())
+            .collect();
+        if unsure.is_empty() {
+            return;
+        }
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let read = self
+            .call(async move { super::reads::read_leases(&*store, &group, &unsure).await })
+            .await;
+        let Ok(rows) = read else {
+            return;
+        };
         let now = self.clock.now();
-        let me = &self.config.node;
-        let rows: Vec<(PartitionId, Version)> = self
-            .observed
+        self.observed.observe_rows(now, rows);
+        let rows = self.lost_rows_named();
+        if !rows.is_empty() {
+            self.clear(rows).await;
+        }
+    }
+
+    /// The leases lost here whose deadline has passed.
+    fn lost_due(&self) -> impl Iterator<Item = PartitionId> + '_ {
+        let now = self.clock.now();
+        self.observed
             .lost
             .iter()
-            .filter(|(_, (_, _, deadline))| *deadline <= now)
-            .filter_map(|(partition, (epoch, session, _))| {
-                let seen = self.observed.leases.get(*partition)?;
+            .filter(move |(_, (_, _, deadline))| *deadline <= now)
+            .map(|(partition, _)| *partition)
+    }
+
+    /// Of [`Runner::lost_due`], the rows the view shows still naming this node under the
+    /// epoch and session each was lost with, and their versions.
+    fn lost_rows_named(&self) -> Vec<(PartitionId, Version)> {
+        let me = &self.config.node;
+        self.lost_due()
+            .filter_map(|partition| {
+                let (epoch, session, _) = self.observed.lost.get(&partition)?;
+                let seen = self.observed.leases.get(partition)?;
                 let named = seen.state == LeaseState::Held
                     && seen.owner.as_ref() == Some(me)
                     && seen.epoch == *epoch
                     && seen.session == *session;
-                named.then(|| (*partition, seen.version.clone()))
+                named.then(|| (partition, seen.version.clone()))
             })
-            .collect();
-        if !rows.is_empty() {
-            self.clear(rows).await;
-        }
+            .collect()
     }
 
     /// Writes the releases of [`Runner::clear`]. Records under this process's current
