@@ -123,15 +123,22 @@ fn a_worker_holds_a_hand_off_open_with_a_permit_and_is_told_who_owns_the_rest() 
     };
     let tenure = permit["epoch"].as_u64().unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        epoch_of(mine),
-        tenure,
-        "the partition changed hands while the permit was held"
-    );
-    assert!(!held(&b).contains(&mine));
+    let (epoch_then, b_took_it) = (epoch_of(mine), held(&b).contains(&mine));
     let id = permit["id"].as_u64().unwrap();
     let ended = http::request(&a.at, "DELETE", &format!("/v1/permits/{id}"), &[AUTH], "");
-    assert_eq!(ended.status, 204, "{ended:?}");
+    if ended.status != 204 || epoch_then != tenure || b_took_it {
+        // On a loaded machine a renewal can land past the 1 s validity: the lease runs out,
+        // the permit with it (404), and the others may take the partition. That is the
+        // safety rule at work, accepted only where a's log says it lost that very tenure
+        // other than by handing it off.
+        assert_eq!(ended.status, 404, "{ended:?}");
+        let partition = u32::try_from(mine).unwrap();
+        site.wait_for(
+            WAIT,
+            "a's log to say the lease ran out under the permit",
+            || common::lost_under(&site.node_stderr("a"), partition, tenure),
+        );
+    }
     // Released once the permit is gone, and taken again (by a, below its share, or b).
     site.wait_for(WAIT, "a new tenure once the permit ended", || {
         epoch_of(mine) > tenure

@@ -56,19 +56,6 @@ fn log_tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Whether a node's log (`stderr`) says it lost the tenure `epoch` of `partition` other than
-/// by handing it off: the lease expired (its renewals did not land in time), or a renewal
-/// whose outcome was unknown landed late and the next found the record changed (a conflict).
-/// A hand-off ends a tenure as released, and only after the units under it.
-fn lost_under(stderr: &str, partition: u32, epoch: u64) -> bool {
-    let tenure = format!("partition={partition} epoch={epoch} reason=");
-    stderr.lines().any(|line| {
-        line.contains("lease lost")
-            && line.contains(&tenure)
-            && !line.contains("reason=\"released\"")
-    })
-}
-
 fn done_units(log: &std::path::Path, node: &str) -> usize {
     read_log_so_far(log)
         .iter()
@@ -171,7 +158,8 @@ fn hand_offs_wait_for_units_in_flight(site: Site, mode: LeaseMode) {
             // requires.
             let stderr = site.node_stderr(&unit.node);
             assert!(
-                how == "done" || (how == "abandoned" && lost_under(&stderr, partition, unit.epoch)),
+                how == "done"
+                    || (how == "abandoned" && common::lost_under(&stderr, partition, unit.epoch)),
                 "partition {partition}: {unit:?}; {}'s log ends:\n{}",
                 unit.node,
                 log_tail(&stderr, 40)

@@ -697,3 +697,16 @@ pub fn assert_clean_error_exiting(run: &Run, code: i32, needles: &[&str]) {
     assert!(!run.stderr.contains("panicked"), "{run:?}");
     assert!(!run.stderr.contains("RUST_BACKTRACE"), "{run:?}");
 }
+
+/// Whether a node's log (`stderr`) says it lost the tenure `epoch` of `partition` other than
+/// by handing it off: the lease expired (its renewals did not land in time), or a renewal
+/// whose outcome was unknown landed late and the next found the record changed (a conflict).
+/// A hand-off ends a tenure as released, and only after the units under it.
+pub fn lost_under(stderr: &str, partition: u32, epoch: u64) -> bool {
+    let tenure = format!("partition={partition} epoch={epoch} reason=");
+    stderr.lines().any(|line| {
+        line.contains("lease lost")
+            && line.contains(&tenure)
+            && !line.contains("reason=\"released\"")
+    })
+}
