@@ -86,21 +86,19 @@ impl Timings {
     /// abandoned, a second scan to recompute targets, plus one heartbeat and one store timeout
     /// for calls still in flight or hung when the faults stopped.
     ///
-    /// When settled nodes skip the lease table (`relist_after` above zero), a record its
-    /// holder lost unawares (say, to a renewal whose reply never came) may be watched by that
-    /// holder alone, whose scans may still be backed off from the faults: the second scan
-    /// then becomes a backed-off one.
+    /// The second scan may be a backed-off one, whatever `relist_after`. A node whose scans
+    /// failed up to the end of the faults while its heartbeats succeeded keeps its back-off
+    /// (a store that answers writes and fails listings is the overload the back-off is for),
+    /// and if it is the only node short of its share, the others, at theirs, take the
+    /// partition only after the orphan grace of two scans; when settled nodes skip the lease
+    /// table (`relist_after` above zero), a record its holder lost unawares (say, to a
+    /// renewal whose reply never came) may be watched by that holder alone.
     pub fn liveness_bound(&self) -> Duration {
         let defaults = ParticipantConfig::new(NodeId::new("n").expect("valid"), 1);
         let jitter = 1.0 + defaults.jitter;
-        let second_scan = if self.relist_after.is_some_and(|d| !d.is_zero()) {
-            defaults
-                .clone()
-                .with_scan_interval(self.scan_interval)
-                .max_scan_backoff()
-        } else {
-            self.scan_interval
-        };
+        let second_scan = defaults
+            .with_scan_interval(self.scan_interval)
+            .max_scan_backoff();
         self.acquire_after.div_f64(1.0 - self.max_clock_drift)
             + (self.scan_interval + second_scan).mul_f64(jitter)
             + self.heartbeat

@@ -91,7 +91,7 @@ fn stale_writers_are_refused_after_pauses() {
 /// A run with no room for faults before its settling window would pass having tested
 /// nothing.
 #[test]
-#[should_panic(expected = "at least 243s in all")]
+#[should_panic(expected = "at least 276s in all")]
 fn a_run_too_short_for_its_faults_is_refused() {
     let config = SimConfig::new(4, 16, Duration::from_secs(90), FaultProfile::All);
     let _ = run_seed(&config, 0);

@@ -1,15 +1,16 @@
 //! Renewals keep their schedule on a slow store: whatever the scans wait for, a lease is
 //! renewed every heartbeat; and a take answered late is not served if the node has excluded
-//! its partition meanwhile. Controlled time: Tokio's clock is paused.
+//! its partition meanwhile; a renewal whose reply was lost still counts as the node's own
+//! when it leaves. Controlled time: Tokio's clock is paused.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    admin, GroupName, GroupRecord, LeaseRecord, LeaseStore, LeaseWrite, Listing, MemberRecord,
-    MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode, StoreError,
-    StoredGroup, StoredLease, StoredMember, Version,
+    admin, GroupName, GroupRecord, LeaseMode, LeaseRecord, LeaseStore, LeaseWrite, Listing,
+    MemberRecord, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
+    StoreError, StoredGroup, StoredLease, StoredMember, Version,
 };
 use tokio::time::sleep;
 
@@ -223,4 +224,35 @@ async fn a_take_answered_after_an_exclusion_is_never_served() {
     }
     assert!(a.lease(P1).is_none());
     a.shutdown().await;
+}
+
+/// Fails, per partition, if a node leaving takes its own last renewal, applied but never
+/// answered, for another process's write: it would leave its member record behind, and the others would
+/// count it among the live members, and size their shares by it, until it timed out.
+#[tokio::test(start_paused = true)]
+async fn a_node_leaving_after_a_renewal_whose_reply_was_lost_deletes_its_member_record() {
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let group = GroupName::new("default").unwrap();
+        let memory = Arc::new(MemoryStore::new());
+        admin::init(&*memory, &group, 4).await.unwrap();
+        admin::set_lease_mode(&*memory, &group, mode).await.unwrap();
+        let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+        let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 4);
+        let a = Participant::start(store.clone(), config, ()).unwrap();
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(a.owned().len(), 4);
+        store.lose_member_replies(1);
+        while store.member_replies_left_to_lose() > 0 {
+            sleep(Duration::from_millis(1)).await;
+        }
+        a.shutdown().await;
+        let left = memory
+            .get_member(&group, &NodeId::new("a").unwrap())
+            .await
+            .unwrap();
+        assert!(
+            left.is_none(),
+            "{mode:?}: member record left behind: {left:?}"
+        );
+    }
 }

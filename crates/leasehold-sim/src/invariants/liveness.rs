@@ -4,9 +4,9 @@
 //! it is owned by `quiet + bound` unless it is in a cooperative hand-off, and a hand-off
 //! never leaves it unowned for longer than `handoff`.
 //!
-//! `bound` is [`crate::Timings::liveness_bound`]: `acquire_after / (1 − ρ)` plus two scan
-//! periods with their jitter, plus one heartbeat and one store timeout for calls in flight
-//! when the faults stopped. `handoff` is [`crate::Timings::handoff_bound`]: one scan period
+//! `bound` is [`crate::Timings::liveness_bound`]: `acquire_after / (1 − ρ)` plus a scan
+//! period and a backed-off scan with their jitter, plus one heartbeat and one store timeout
+//! for calls in flight when the faults stopped. `handoff` is [`crate::Timings::handoff_bound`]: one scan period
 //! with jitter plus one store timeout.
 
 use std::time::Duration;

@@ -14,12 +14,13 @@ use super::halt::Halt;
 use super::runner::Runner;
 use crate::types::LossReason;
 
-/// Stamps of session writes whose outcome may be unknown, kept to recognise this process's
-/// own last write when a renewal fails its compare-and-set. Any of them may be the one that
+/// Stamps of member writes whose outcome may be unknown, kept to recognise this process's
+/// own last write when a session renewal fails its compare-and-set, or when the node deletes
+/// its record on the way out. Any of them may be the one that
 /// landed, so the window outlasts by far any store outage a lease survives: a stamp pushed
 /// out would make this process take its own write for another's and end its own session
 /// (at a heartbeat of 250 ms, 1,024 renewals of unknown outcome are over four minutes).
-const MAX_SESSION_STAMPS: usize = 1024;
+const MAX_MEMBER_STAMPS: usize = 1024;
 
 /// With session leases, the relative change in a partition's load that is worth a write of
 /// its lease record.
@@ -307,11 +308,9 @@ impl Runner {
                 self.config.node.clone(),
             );
             let session = self.session_mode();
-            if session {
-                self.session_stamps.push(stamp.unwrap_or_default());
-                if self.session_stamps.len() > MAX_SESSION_STAMPS {
-                    self.session_stamps.remove(0);
-                }
+            self.member_stamps.push(stamp.unwrap_or_default());
+            if self.member_stamps.len() > MAX_MEMBER_STAMPS {
+                self.member_stamps.remove(0);
             }
             // Validity counts from before the request leaves: the write can only land later.
             let sent_at = self.clock.now();
@@ -326,6 +325,9 @@ impl Runner {
                     let now = self.clock.now();
                     if session {
                         self.session_renewed(sent_at, stamp.unwrap_or_default(), now);
+                    } else {
+                        self.member_stamps.clear();
+                        self.member_stamps.push(stamp.unwrap_or_default());
                     }
                     self.schedule.member_written(now);
                     if std::mem::take(&mut self.recheck_group) {
@@ -335,13 +337,12 @@ impl Runner {
                 }
                 Err(StoreError::NotFound { .. }) => self.member_record_gone(),
                 Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {
+                    // Refused, so certainly not landed: its stamp would only crowd out of
+                    // the window the stamp of a write that did land. A store that keeps
+                    // refusing (a re-read that keeps failing) would otherwise push this
+                    // process's own last write out, and it would end its own session.
+                    self.forget_stamp(stamp);
                     if session {
-                        // Refused, so certainly not landed: its stamp would only crowd out
-                        // of the window the stamp of a write that did land. A store that
-                        // keeps refusing (a re-read that keeps failing) would otherwise
-                        // push this process's own last write out, and it would end its
-                        // own session.
-                        self.forget_stamp(stamp);
                         self.reconcile_session().await;
                         if self.halted.is_some() {
                             return;
@@ -359,10 +360,10 @@ impl Runner {
         }
     }
 
-    /// Drops the stamp of a session write the store refused.
+    /// Drops the stamp of a member write the store refused.
     fn forget_stamp(&mut self, stamp: Option<u64>) {
         let stamp = stamp.unwrap_or_default();
-        self.session_stamps.retain(|kept| *kept != stamp);
+        self.member_stamps.retain(|kept| *kept != stamp);
     }
 
     /// A successful session renewal sent at `sent_at`: nothing this node holds was changed
@@ -374,8 +375,8 @@ impl Runner {
         stamp: u64,
         now: tokio::time::Instant,
     ) {
-        self.session_stamps.clear();
-        self.session_stamps.push(stamp);
+        self.member_stamps.clear();
+        self.member_stamps.push(stamp);
         let since = self.session_read_at.take().unwrap_or(now);
         self.observed.own_session_since.get_or_insert(since);
         let valid_until = sent_at + self.config.lease_validity;
@@ -415,7 +416,7 @@ impl Runner {
                 metrics.sessions_ended.inc();
             });
         }
-        self.session_stamps.clear();
+        self.member_stamps.clear();
         // The next session is told apart from this one: the records this one's leases left
         // behind are waited on from its end, whatever the next renews.
         self.session_id = self.draw_session_id();
@@ -452,7 +453,7 @@ impl Runner {
             && stored
                 .value
                 .written_at_unix_ms
-                .is_some_and(|stamp| self.session_stamps.contains(&stamp));
+                .is_some_and(|stamp| self.member_stamps.contains(&stamp));
         // A process that has had a session of its own, finding another identity there (or
         // none), was replaced; one still joining takes the name over below.
         if self.member_stamp.is_some() && stored.value.session != Some(self.session_id) {

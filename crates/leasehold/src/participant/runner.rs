@@ -136,9 +136,9 @@ pub(crate) struct Runner {
     pub(super) load_moves: std::collections::VecDeque<Instant>,
     /// Members counted live at the last decision, this node included.
     pub(super) live_members: usize,
-    /// With session leases, the stamps of this process's member writes that may have landed
-    /// (see [`Runner::write_member`]).
-    pub(super) session_stamps: Vec<u64>,
+    /// The stamps of this process's member writes that may have landed: the last one the
+    /// store acknowledged and those sent since (see [`Runner::write_member`]).
+    pub(super) member_stamps: Vec<u64>,
     /// With session leases, when this node read a session last written by another process
     /// under its name, before writing it over.
     pub(super) session_read_at: Option<Instant>,
@@ -216,7 +216,7 @@ impl Runner {
             returning: BTreeMap::new(),
             load_moves: std::collections::VecDeque::new(),
             live_members: 1,
-            session_stamps: Vec::new(),
+            member_stamps: Vec::new(),
             session_read_at: None,
             load_published: BTreeMap::new(),
             session_rereads: 0,

@@ -16,7 +16,8 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// Wraps a store and, when told to:
 /// - hangs every call, as a partitioned network would ([`FaultyStore::set_hung`]);
 /// - applies batch writes but loses their replies, answering a time-out
-///   ([`FaultyStore::lose_batch_replies`]);
+///   ([`FaultyStore::lose_batch_replies`]), and member writes likewise
+///   ([`FaultyStore::lose_member_replies`]);
 /// - loses batch writes on the way in, answering a time-out without applying them
 ///   ([`FaultyStore::drop_batches`]);
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
@@ -39,6 +40,7 @@ pub struct FaultyStore {
     inner: Arc<dyn LeaseStore>,
     hung: AtomicBool,
     lost_replies: AtomicU32,
+    lost_member_replies: AtomicU32,
     dropped_batches: AtomicU32,
     reads_throttled: AtomicBool,
     lease_reads_throttled: AtomicBool,
@@ -60,6 +62,7 @@ impl FaultyStore {
             inner,
             hung: AtomicBool::new(false),
             lost_replies: AtomicU32::new(0),
+            lost_member_replies: AtomicU32::new(0),
             dropped_batches: AtomicU32::new(0),
             reads_throttled: AtomicBool::new(false),
             lease_reads_throttled: AtomicBool::new(false),
@@ -116,6 +119,17 @@ impl FaultyStore {
     /// [`StoreError::Timeout`].
     pub fn drop_batches(&self, count: u32) {
         self.dropped_batches.store(count, Ordering::SeqCst);
+    }
+
+    /// The next `count` member record writes are applied, but answer
+    /// [`StoreError::Timeout`]: a renewal whose reply never came back.
+    pub fn lose_member_replies(&self, count: u32) {
+        self.lost_member_replies.store(count, Ordering::SeqCst);
+    }
+
+    /// Member write replies still to be lost.
+    pub fn member_replies_left_to_lose(&self) -> u32 {
+        self.lost_member_replies.load(Ordering::SeqCst)
     }
 
     /// Batch replies still to be lost.
@@ -325,6 +339,14 @@ impl LeaseStore for FaultyStore {
     ) -> Result<Version, StoreError> {
         self.gate().await;
         let reply = self.inner.put_member(group, node, record, mode).await;
+        if reply.is_ok()
+            && self
+                .lost_member_replies
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
         Self::linger(&self.member_reply_delay_ns).await;
         reply
     }
