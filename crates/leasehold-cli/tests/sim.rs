@@ -104,9 +104,9 @@ fn durations_need_a_unit() {
     );
     let run = sim(&[&["--seed", "3", "--relist-after", "5"][..], &SMALL].concat());
     assert_clean_error(&run, &["--relist-after", "\"5\"", "no unit"]);
-    let run = sim(&[&["--seed", "3", "--duration", "4m30s"][..], &SMALL].concat());
+    let run = sim(&[&["--seed", "3", "--duration", "4m40s"][..], &SMALL].concat());
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("over 270s simulated"), "{run:?}");
+    assert!(run.stdout.contains("over 280s simulated"), "{run:?}");
 }
 
 #[test]
@@ -118,7 +118,7 @@ fn a_run_too_short_for_faults_and_settling_is_refused_naming_the_minimum() {
             "--duration",
             "a run of 90s is too short",
             "settling window",
-            "at least 243s",
+            "at least 276s",
         ],
     );
     assert!(run.stdout.is_empty(), "{run:?}");
