@@ -6,8 +6,8 @@
 //!
 //! `bound` is [`crate::Timings::liveness_bound`]: `acquire_after / (1 − ρ)` plus a scan
 //! period and a backed-off scan with their jitter, plus one heartbeat and one store timeout
-//! for calls in flight when the faults stopped. `handoff` is [`crate::Timings::handoff_bound`]: one scan period
-//! with jitter plus one store timeout.
+//! for calls in flight when the faults stopped. `handoff` is
+//! [`crate::Timings::handoff_bound`]: one scan period with jitter plus one store timeout.
 
 use std::time::Duration;
 

@@ -198,12 +198,12 @@ impl Runner {
     /// Whether `record`, read under this node's name, still shows this process's last
     /// renewal of it (acknowledged, or sent since and unanswered), and no drain.
     fn is_own_member_record(&self, record: &crate::MemberRecord) -> bool {
-        // A write whose reply was lost may have landed after the last acknowledged one.
+        // The window holds the last acknowledged write's stamp and those sent since: a write
+        // whose reply was lost may have landed after the acknowledged one.
         self.member_stamp.is_some()
-            && (record.written_at_unix_ms == self.member_stamp
-                || record
-                    .written_at_unix_ms
-                    .is_some_and(|stamp| self.member_stamps.contains(&stamp)))
+            && record
+                .written_at_unix_ms
+                .is_some_and(|stamp| self.member_stamps.contains(&stamp))
             && (!self.session_mode() || record.session == Some(self.session_id))
             && !record.draining
     }

@@ -16,10 +16,10 @@ use crate::types::LossReason;
 
 /// Stamps of member writes whose outcome may be unknown, kept to recognise this process's
 /// own last write when a session renewal fails its compare-and-set, or when the node deletes
-/// its record on the way out. Any of them may be the one that
-/// landed, so the window outlasts by far any store outage a lease survives: a stamp pushed
-/// out would make this process take its own write for another's and end its own session
-/// (at a heartbeat of 250 ms, 1,024 renewals of unknown outcome are over four minutes).
+/// its record on the way out. Any of them may be the one that landed, so the window outlasts
+/// by far any store outage a lease survives: a stamp pushed out would make this process take
+/// its own write for another's and end its own session, or leave its record behind (at a
+/// heartbeat of 250 ms, 1,024 renewals of unknown outcome are over four minutes).
 const MAX_MEMBER_STAMPS: usize = 1024;
 
 /// With session leases, the relative change in a partition's load that is worth a write of
@@ -323,11 +323,12 @@ impl Runner {
                     self.member_stamp = stamp;
                     self.member_syncs += 1;
                     let now = self.clock.now();
+                    // Acknowledged: whatever was sent before it can no longer be the last
+                    // write of this process the store holds.
+                    self.member_stamps.clear();
+                    self.member_stamps.push(stamp.unwrap_or_default());
                     if session {
-                        self.session_renewed(sent_at, stamp.unwrap_or_default(), now);
-                    } else {
-                        self.member_stamps.clear();
-                        self.member_stamps.push(stamp.unwrap_or_default());
+                        self.session_renewed(sent_at, now);
                     }
                     self.schedule.member_written(now);
                     if std::mem::take(&mut self.recheck_group) {
@@ -369,14 +370,7 @@ impl Runner {
     /// A successful session renewal sent at `sent_at`: nothing this node holds was changed
     /// behind its back since its last renewal (any such change fails the renewal), so every
     /// lease it holds and still renews is valid until `sent_at` plus the lease validity.
-    fn session_renewed(
-        &mut self,
-        sent_at: tokio::time::Instant,
-        stamp: u64,
-        now: tokio::time::Instant,
-    ) {
-        self.member_stamps.clear();
-        self.member_stamps.push(stamp);
+    fn session_renewed(&mut self, sent_at: tokio::time::Instant, now: tokio::time::Instant) {
         let since = self.session_read_at.take().unwrap_or(now);
         self.observed.own_session_since.get_or_insert(since);
         let valid_until = sent_at + self.config.lease_validity;
