@@ -94,15 +94,19 @@ impl Timings {
     /// table (`relist_after` above zero), a record its holder lost unawares (say, to a
     /// renewal whose reply never came) may be watched by that holder alone.
     pub fn liveness_bound(&self) -> Duration {
-        let defaults = ParticipantConfig::new(NodeId::new("n").expect("valid"), 1);
-        let jitter = 1.0 + defaults.jitter;
-        let second_scan = defaults
-            .with_scan_interval(self.scan_interval)
-            .max_scan_backoff();
+        let (backed_off, jitter) = self.backed_off_scan();
         self.acquire_after.div_f64(1.0 - self.max_clock_drift)
-            + (self.scan_interval + second_scan).mul_f64(jitter)
+            + (self.scan_interval + backed_off).mul_f64(1.0 + jitter)
             + self.heartbeat
             + self.store_timeout
+    }
+
+    /// The longest a participant's scans back off to with these timings, and the jitter
+    /// that spreads them (participants keep the default).
+    fn backed_off_scan(&self) -> (Duration, f64) {
+        let config = ParticipantConfig::new(NodeId::new("n").expect("valid"), 1)
+            .with_scan_interval(self.scan_interval);
+        (config.max_scan_backoff(), config.jitter)
     }
 
     /// How long the fleet must go without a change before its shares must be even: a node
@@ -112,13 +116,8 @@ impl Timings {
     /// at its next heartbeat or listing. Once a hand-off starts, it shows, and the fleet is
     /// not settled until it is done.
     pub fn settle_delay(&self) -> Duration {
-        let defaults = ParticipantConfig::new(NodeId::new("n").expect("valid"), 1);
-        let listing = defaults
-            .clone()
-            .with_scan_interval(self.scan_interval)
-            .max_scan_backoff()
-            .mul_f64(1.0 + defaults.jitter);
-        self.heartbeat + listing + self.store_timeout
+        let (backed_off, jitter) = self.backed_off_scan();
+        self.heartbeat + backed_off.mul_f64(1.0 + jitter) + self.store_timeout
     }
 
     /// How long the others leave a node restarting in place its partitions: the group's
