@@ -70,7 +70,8 @@ fn plan_holdings(input: &PlanInput<'_>, rng: &mut SeededRng) -> Plan {
     plan.live_members = shares.members.len();
     // Balancing by load, when the application reports it; by count otherwise, and always
     // while draining, which empties the node whatever the loads.
-    let loads = if input.draining {
+    // A view of one stripe cannot weigh the fleet's loads: by count until the table is read.
+    let loads = if input.draining || input.observed.partial {
         None
     } else {
         load::LoadView::of(
@@ -114,19 +115,27 @@ struct Shares {
 impl Shares {
     /// The shares of every partition that is not offline, up to the group's count.
     fn of(input: &PlanInput<'_>) -> Shares {
-        let PlanInput {
-            now,
-            config,
-            observed,
-            draining,
-            ..
-        } = *input;
+        Shares::among(input.now, input.config, input.observed, input.draining)
+    }
+
+    /// The shares as a node sees them at `now` from `observed`, `draining` itself or not.
+    fn among(
+        now: Instant,
+        config: &ParticipantConfig,
+        observed: &Observed,
+        draining: bool,
+    ) -> Shares {
         let members = observed.membership(now, config, draining);
-        let available = observed
-            .leases
-            .iter()
-            .filter(|seen| seen.state != LeaseState::Offline)
-            .count() as u32;
+        let offline = |seen: &&SeenLease| seen.state == LeaseState::Offline;
+        // A view of one stripe, or none yet, shows too few rows to count the table by: every
+        // row not seen offline counts.
+        let available = if observed.partial || observed.listed_at.is_none() {
+            config
+                .partitions
+                .saturating_sub(observed.leases.iter().filter(offline).count() as u32)
+        } else {
+            observed.leases.iter().filter(|seen| !offline(seen)).count() as u32
+        };
         let targets = fair_targets(
             available.min(config.partitions),
             &members,
@@ -154,6 +163,19 @@ impl Shares {
             .count()
             .max(1) as u32
     }
+}
+
+/// The partitions of `config.node`'s own [`Stripe`] as it sees the membership at `now` in
+/// `observed`: the rows a starting node reads instead of the whole table
+/// ([`Reading::Stripe`]).
+pub fn own_stripe(
+    now: Instant,
+    config: &ParticipantConfig,
+    observed: &Observed,
+    draining: bool,
+) -> Vec<PartitionId> {
+    let shares = Shares::among(now, config, observed, draining);
+    Stripe::of(&config.node, &shares.targets, config.partitions).partitions()
 }
 
 /// Removes `count` items (or all there are) chosen uniformly at random, without shuffling

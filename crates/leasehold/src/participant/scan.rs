@@ -85,14 +85,13 @@ impl Runner {
                 self.check_holdings(leases_sent, now, &mut leases.records);
             }
             self.observed.observe_leases(now, leases.records);
-            self.schedule.leases_listed(
-                now,
-                members_at,
-                &self.observed,
-                &self.config,
-                self.draining,
-                &mut self.rng,
-            );
+            self.leases_read(now, members_at);
+        }
+        if reading == Reading::Stripe {
+            if let Err(error) = self.read_stripe(members_at).await {
+                self.schedule.want_leases();
+                return self.scan_failed(error);
+            }
         }
         if reading == Reading::Rows {
             if let Err(error) = self.read_rows().await {
@@ -124,17 +123,51 @@ impl Runner {
     /// Reads the rows notices named since the last reading into the view.
     async fn read_rows(&mut self) -> Result<(), StoreError> {
         let partitions = self.schedule.take_rows_due();
+        let rows = self.read_lease_rows(partitions).await?;
+        let now = self.clock.now();
+        self.observed.observe_rows(now, rows);
+        Ok(())
+    }
+
+    /// Reads the rows of this node's own stripe, as the membership read at `members_at`
+    /// lays the stripes out, into a view of those rows alone.
+    async fn read_stripe(&mut self, members_at: tokio::time::Instant) -> Result<(), StoreError> {
+        let partitions =
+            planner::own_stripe(members_at, &self.config, &self.observed, self.draining);
+        let rows = self.read_lease_rows(partitions).await?;
+        let now = self.clock.now();
+        self.observed.observe_stripe(now, rows);
+        self.leases_read(now, members_at);
+        Ok(())
+    }
+
+    /// Tells the schedule the table (or this node's stripe of it) was read into the view at
+    /// `now`, after the member records read at `members_at`.
+    fn leases_read(&mut self, now: tokio::time::Instant, members_at: tokio::time::Instant) {
+        self.schedule.leases_listed(
+            now,
+            members_at,
+            &self.observed,
+            &self.config,
+            self.draining,
+            &mut self.rng,
+        );
+    }
+
+    /// Reads `partitions`' lease records one by one, counting them.
+    async fn read_lease_rows(
+        &mut self,
+        partitions: Vec<PartitionId>,
+    ) -> Result<Vec<(PartitionId, Option<crate::record::StoredLease>)>, StoreError> {
         let count = partitions.len() as u64;
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let rows = self
             .call(async move { super::reads::read_leases(&*store, &group, &partitions).await })
             .await?;
-        let now = self.clock.now();
-        self.observed.observe_rows(now, rows);
         self.record(|metrics| {
             metrics.lease_row_reads.inc_by(count);
         });
-        Ok(())
+        Ok(rows)
     }
 
     fn scan_failed(&mut self, error: StoreError) {
@@ -165,7 +198,8 @@ impl Runner {
     /// a node that came back meanwhile keeps its record. A record marked draining is kept:
     /// the drain is an operator's instruction for when that node returns.
     async fn forget_dead_members(&mut self) {
-        if self.halted.is_some() {
+        // A view of one stripe cannot tell which sessions records still name.
+        if self.halted.is_some() || (self.session_mode() && self.observed.partial) {
             return;
         }
         let now = self.clock.now();

@@ -26,6 +26,10 @@ pub struct Observed {
     pub operator_mark: Option<Version>,
     /// When the lease table was last read into `leases`.
     pub listed_at: Option<Instant>,
+    /// Whether `leases` holds only the rows of this node's stripe, read instead of the whole
+    /// table when it started ([`Reading::Stripe`](super::Reading::Stripe)): how many rows
+    /// the table has, and what the others hold, are then unknown.
+    pub partial: bool,
     /// Whether the store's change notices reach this node: a released row then wakes it,
     /// whether or not it reads the table every scan.
     pub notified: bool,
@@ -61,7 +65,20 @@ impl Observed {
     /// whose version did not change.
     pub fn observe_leases(&mut self, now: Instant, records: Vec<Stored<PartitionId, LeaseRecord>>) {
         self.listed_at = Some(now);
+        self.partial = false;
         self.leases.merge(now, records);
+    }
+
+    /// Folds in this node's stripe, read row by row at its start instead of the whole table
+    /// (see [`Observed::observe_rows`]): a reading of those rows alone, received by `now`.
+    pub fn observe_stripe(
+        &mut self,
+        now: Instant,
+        rows: Vec<(PartitionId, Option<Stored<PartitionId, LeaseRecord>>)>,
+    ) {
+        self.listed_at = Some(now);
+        self.partial = true;
+        self.observe_rows(now, rows);
     }
 
     /// When the others may take `seen`, a row reserved for a node restarting in place: the

@@ -24,6 +24,9 @@ const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
 /// The same for a release, which is what a quick hand-off waits for: a shorter gap.
 const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
+/// The most scans a node of a starting fleet waits for the others to register before it
+/// takes anything: a minute at the default scan interval.
+pub const MAX_START_WAITS: u32 = 6;
 /// The most rows named by notices that a settled node reads one by one instead of the whole
 /// table: beyond this many, one listing costs the store less.
 pub const MAX_ROW_READS: usize = 32;
@@ -39,6 +42,15 @@ pub enum Reading {
     View,
     /// The lease table, then it plans on that.
     Leases,
+    /// Only the rows of this node's own stripe ([`own_stripe`](super::own_stripe)), instead
+    /// of the table it has never read, then it plans on them. A fleet of a thousand nodes
+    /// starting together would otherwise each read all 65,536 rows at once, and a store
+    /// serving those listings has little left for the writes that keep leases alive. Nodes
+    /// that agree on the membership take disjoint stripes that cover the table, and a node
+    /// that has taken its stripe has nothing left to do. One whose stripe leaves it short
+    /// (rows held by others, or a race lost) reads the table at its next scan, as every
+    /// later reading does.
+    Stripe,
     /// Only the rows that notices named as released or offline since the last reading
     /// ([`ScanSchedule::take_rows_due`]), then it plans on the view they update. A fleet
     /// of a thousand nodes hears of every hand-off; each reading a handful of rows instead of
@@ -121,6 +133,10 @@ pub struct ScanSchedule {
     ramping: bool,
     /// Whether this node has scanned at all.
     joined: bool,
+    /// Scans this node has waited for its fleet to register, and how many member records
+    /// the last of them showed (see [`ScanSchedule::fleet_starting`]).
+    start_waits: u32,
+    members_at_start: usize,
     /// The live membership the last lease listing was planned with.
     membership: Vec<MemberShare>,
     /// The version of the operator's record ([`NodeId::operator`](crate::NodeId::operator))
@@ -144,6 +160,8 @@ impl ScanSchedule {
             settled: false,
             ramping: false,
             joined: false,
+            start_waits: 0,
+            members_at_start: 0,
             membership: Vec::new(),
             operator_mark: None,
         }
@@ -268,7 +286,11 @@ impl ScanSchedule {
         } else if self.plan_on_view(now, observed, config, same_members) {
             Reading::View
         } else if self.leases_wanted(now, observed, config, same_members) {
-            Reading::Leases
+            if observed.listed_at.is_none() && !config.relist_after.is_zero() {
+                Reading::Stripe
+            } else {
+                Reading::Leases
+            }
         } else if !self.rows_due.is_empty() {
             // With session leases a held row's wait runs on its holder's member record, read
             // every scan, so the rest of an old view still judges it right. Per partition it
@@ -289,8 +311,8 @@ impl ScanSchedule {
         std::mem::take(&mut self.rows_due).into_iter().collect()
     }
 
-    /// The lease table was read into `observed`, arriving at `now`, after the member records
-    /// read at `members_at`. A node that may skip later readings notes the membership it will
+    /// The lease table, or this node's stripe of it ([`Reading::Stripe`]), was read into
+    /// `observed`, arriving at `now`, after the member records read at `members_at`. A node that may skip later readings notes the membership it will
     /// plan with, and when it reads the table again regardless (a draw from `rng`).
     pub fn leases_listed(
         &mut self,
@@ -400,13 +422,29 @@ impl ScanSchedule {
     /// with it: every member it sees has written its record once or twice. It then takes
     /// nothing until its next scan, once the others have registered too, so that every node
     /// counts the same members and takes its own stripe, where a node counting only those
-    /// that beat it to the store would take rows the stripes give others. A node joining a
-    /// running fleet does not wait.
+    /// that beat it to the store would take rows the stripes give others. While the member
+    /// records keep growing in number from one scan to the next (a store slow to answer
+    /// registers a large fleet over several scans), it waits again, up to
+    /// [`MAX_START_WAITS`] scans. A node joining a running fleet does not wait.
     fn fleet_starting(&mut self, observed: &Observed, config: &ParticipantConfig) -> bool {
         let first = !std::mem::replace(&mut self.joined, true);
-        first
-            && !config.relist_after.is_zero()
-            && observed.members.iter().all(|seen| seen.heartbeat <= 2)
+        let count = observed.members.len();
+        let previous = std::mem::replace(&mut self.members_at_start, count);
+        let wait = if first {
+            !config.relist_after.is_zero()
+                && observed.members.iter().all(|seen| seen.heartbeat <= 2)
+        } else {
+            self.start_waits > 0
+                && self.start_waits < MAX_START_WAITS
+                && observed.listed_at.is_none()
+                && count != previous
+        };
+        if wait {
+            self.start_waits += 1;
+        } else {
+            self.start_waits = 0;
+        }
+        wait
     }
 
     /// Whether this scan should plan on the view it has, without reading the lease table: a

@@ -116,6 +116,37 @@ impl Stripe {
         let position = u64::from(partition.0) * self.stride % self.partitions;
         (self.start..self.end).contains(&position)
     }
+
+    /// The partitions of this stripe, in partition order: what a node reads to take its
+    /// share without reading the whole table.
+    pub fn partitions(&self) -> Vec<PartitionId> {
+        let inverse = modular_inverse(self.stride, self.partitions);
+        let mut partitions: Vec<PartitionId> = (self.start..self.end.min(self.partitions))
+            .map(|position| {
+                let partition =
+                    u128::from(position) * u128::from(inverse) % u128::from(self.partitions);
+                PartitionId(partition as u32)
+            })
+            .collect();
+        partitions.sort_unstable();
+        partitions
+    }
+}
+
+/// The `x` in `0..modulus` with `value × x ≡ 1 (mod modulus)`, for `value` coprime with
+/// `modulus` (as [`scatter_stride`] chooses it): the position a partition lands on, undone.
+fn modular_inverse(value: u64, modulus: u64) -> u64 {
+    if modulus == 1 {
+        return 0;
+    }
+    let (mut r0, mut r1) = (i128::from(modulus), i128::from(value % modulus));
+    let (mut t0, mut t1) = (0i128, 1i128);
+    while r1 != 0 {
+        let q = r0 / r1;
+        (r0, r1) = (r1, r0 - q * r1);
+        (t0, t1) = (t1, t0 - q * t1);
+    }
+    t0.rem_euclid(i128::from(modulus)) as u64
 }
 
 /// A multiplier coprime with `partitions` near its golden section, so that `p × stride mod

@@ -768,6 +768,13 @@ fn stripes_divide_the_table_exactly_by_target() {
         }
         let expected: Vec<u32> = stripes.iter().map(|(target, _)| *target).collect();
         assert_eq!(counts, expected, "{partitions} partitions over {weights:?}");
+        for (_, stripe) in &stripes {
+            let contained: Vec<PartitionId> = (0..partitions)
+                .map(PartitionId)
+                .filter(|p| stripe.contains(*p))
+                .collect();
+            assert_eq!(stripe.partitions(), contained, "{partitions} partitions");
+        }
     }
 }
 
@@ -810,6 +817,47 @@ fn a_starting_node_takes_its_own_stripe_first() {
     let plan = fixture.plan_at(fixture.start);
     assert_eq!(plan.acquire.len(), 16);
     assert_eq!(plan.off_stripe, 16);
+}
+
+#[test]
+fn a_node_that_read_only_its_stripe_counts_the_whole_table_and_takes_from_it() {
+    let mut fixture = Fixture::new(256);
+    for name in ["a", "b", "c"] {
+        fixture.member(name, fixture.start);
+    }
+    let stripe =
+        crate::planner::own_stripe(fixture.start, &fixture.config, &fixture.observed, false);
+    assert_eq!(stripe.len(), 64);
+    // Before it has read anything, a node lays the stripes out over the whole table too.
+    let unread = Observed {
+        members: fixture.observed.members.clone(),
+        ..Observed::default()
+    };
+    let first = crate::planner::own_stripe(fixture.start, &fixture.config, &unread, false);
+    assert_eq!(first, stripe);
+    let rows = stripe
+        .iter()
+        .map(|p| {
+            let stored = Stored {
+                key: *p,
+                value: LeaseRecord::released(),
+                version: Version::from_number(u64::from(p.0) + 1),
+            };
+            (*p, Some(stored))
+        })
+        .collect();
+    let mut observed = Observed {
+        members: fixture.observed.members.clone(),
+        ..Observed::default()
+    };
+    observed.observe_stripe(fixture.start, rows);
+    fixture.observed = observed;
+    let plan = fixture.plan_at(fixture.start);
+    // Counted by the 64 rows it read, its target would be 16.
+    assert_eq!(plan.target, 64);
+    assert_eq!(plan.acquire.len(), 16, "max_acquires_per_scan");
+    assert_eq!(plan.off_stripe, 0);
+    assert!(plan.acquire.iter().all(|a| stripe.contains(&a.partition)));
 }
 
 #[test]

@@ -54,8 +54,8 @@ fn listed_and_settled(
     schedule.planned(true);
 }
 
-/// A node that has scanned twice (its first scan waited for the fleet), read the lease table
-/// at `start` and found nothing to do.
+/// A node that has scanned twice (its first scan waited for the fleet), read its stripe of
+/// the lease table at `start` and found nothing to do.
 fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
     let config = config();
     let mut observed = Observed::default();
@@ -69,9 +69,10 @@ fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
     observed.observe_members(start, members(3, 1));
     assert_eq!(
         schedule.reading(start, &observed, &config, false),
-        Reading::Leases
+        Reading::Stripe,
+        "a node that never read the table reads its own stripe"
     );
-    observed.observe_leases(start, Vec::new());
+    observed.observe_stripe(start, Vec::new());
     schedule.leases_listed(start, start, &observed, &config, false, rng);
     schedule.scan_succeeded(start, &config, rng);
     schedule.planned(true);
@@ -450,4 +451,103 @@ fn a_node_listing_every_scan_collects_no_rows() {
     );
     assert!(schedule.leases_due());
     assert!(schedule.take_rows_due().is_empty());
+}
+
+#[test]
+fn after_its_stripe_a_node_reads_the_whole_table_whenever_it_reads() {
+    let config = config();
+    for lease_mode in [
+        crate::group::LeaseMode::PerPartition,
+        crate::group::LeaseMode::Session,
+    ] {
+        let start = Instant::now();
+        let mut rng = SeededRng::new(3);
+        let mut schedule = ScanSchedule::new(start);
+        let mut observed = Observed {
+            lease_mode,
+            ..Observed::default()
+        };
+        observed.observe_members(start, members(5, 1));
+        assert_eq!(
+            schedule.reading(start, &observed, &config, false),
+            Reading::Stripe,
+            "a node joining a running fleet reads its stripe first too"
+        );
+        // The reading failed: the stripe again.
+        schedule.want_leases();
+        assert_eq!(
+            schedule.reading(start, &observed, &config, false),
+            Reading::Stripe
+        );
+        observed.observe_stripe(start, Vec::new());
+        assert!(observed.partial);
+        schedule.leases_listed(start, start, &observed, &config, false, &mut rng);
+        schedule.scan_succeeded(start, &config, &mut rng);
+        // Its stripe did not give it its share: the table.
+        schedule.planned(false);
+        let later = start + 10 * SECOND;
+        observed.observe_members(later, members(6, 1));
+        assert_eq!(
+            schedule.reading(later, &observed, &config, false),
+            Reading::Leases
+        );
+        observed.observe_leases(later, Vec::new());
+        assert!(!observed.partial, "a listing shows the whole table");
+    }
+}
+
+#[test]
+fn a_small_table_is_read_whole_from_the_start() {
+    let mut config = config();
+    config.relist_after = Duration::ZERO;
+    let start = Instant::now();
+    let mut schedule = ScanSchedule::new(start);
+    let mut observed = Observed::default();
+    observed.observe_members(start, members(5, 1));
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+}
+/// `count` members at their first or second write.
+fn young_members(count: usize) -> Vec<Stored<NodeId, MemberRecord>> {
+    (0..count)
+        .map(|i| member(NodeId::new(format!("n{i:04}")).unwrap(), 1 + (i % 2) as u64))
+        .collect()
+}
+
+#[test]
+fn a_starting_fleet_waits_while_its_members_keep_registering() {
+    let config = config();
+    let start = Instant::now();
+    let mut schedule = ScanSchedule::new(start);
+    let mut observed = Observed::default();
+    for count in [10, 40, 90] {
+        observed.observe_members(start, young_members(count));
+        assert_eq!(
+            schedule.reading(start, &observed, &config, false),
+            Reading::MembersOnly,
+            "{count} members, more than at the last scan"
+        );
+    }
+    observed.observe_members(start, young_members(90));
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Stripe,
+        "the same members as at the last scan"
+    );
+
+    // A trickle that never stops is waited on for a minute at most.
+    let mut schedule = ScanSchedule::new(start);
+    let mut readings = Vec::new();
+    for count in 1..=10 {
+        observed.observe_members(start, young_members(count * 10));
+        readings.push(schedule.reading(start, &observed, &config, false));
+    }
+    let waits = readings
+        .iter()
+        .take_while(|r| **r == Reading::MembersOnly)
+        .count();
+    assert_eq!(waits, MAX_START_WAITS as usize);
+    assert!(readings[waits..].iter().all(|r| *r == Reading::Stripe));
 }
