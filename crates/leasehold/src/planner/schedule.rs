@@ -46,10 +46,11 @@ pub enum Reading {
     /// of the table it has never read, then it plans on them. A fleet of a thousand nodes
     /// starting together would otherwise each read all 65,536 rows at once, and a store
     /// serving those listings has little left for the writes that keep leases alive. Nodes
-    /// that agree on the membership take disjoint stripes that cover the table, and a node
-    /// that has taken its stripe has nothing left to do. One whose stripe leaves it short
-    /// (rows held by others, or a race lost) reads the table at its next scan, as every
-    /// later reading does.
+    /// that agree on the membership take disjoint stripes that cover the table; a node
+    /// reads its stripe again while its takes from it all succeed, and once it holds the
+    /// stripe, it has nothing left to do. One whose stripe leaves it short (rows held by
+    /// others, or a race lost) reads the table at its next scan, as every later reading
+    /// does.
     Stripe,
     /// Only the rows that notices named as released or offline since the last reading
     /// ([`ScanSchedule::take_rows_due`]), then it plans on the view they update. A fleet
@@ -131,6 +132,9 @@ pub struct ScanSchedule {
     /// Whether the next scan may plan on the view it has instead of reading the lease table
     /// (see [`ScanSchedule::took`]).
     ramping: bool,
+    /// Whether the last plan's takes all succeeded, all in this node's stripe, with nothing
+    /// released (see [`ScanSchedule::took`]).
+    took_whole: bool,
     /// Whether this node has scanned at all.
     joined: bool,
     /// Scans this node has waited for its fleet to register, and how many member records
@@ -159,6 +163,7 @@ impl ScanSchedule {
             relist_at: None,
             settled: false,
             ramping: false,
+            took_whole: false,
             joined: false,
             start_waits: 0,
             members_at_start: 0,
@@ -286,7 +291,7 @@ impl ScanSchedule {
         } else if self.plan_on_view(now, observed, config, same_members) {
             Reading::View
         } else if self.leases_wanted(now, observed, config, same_members) {
-            if observed.listed_at.is_none() && !config.relist_after.is_zero() {
+            if self.stripe_will_do(observed, config, same_members) {
                 Reading::Stripe
             } else {
                 Reading::Leases
@@ -386,6 +391,7 @@ impl ScanSchedule {
     pub fn planned(&mut self, settled: bool) {
         self.settled = settled;
         self.ramping = false;
+        self.took_whole = false;
     }
 
     /// The leases held changed outside a plan (one was lost, or a hand-off began): the node
@@ -393,6 +399,7 @@ impl ScanSchedule {
     pub fn holdings_changed(&mut self) {
         self.settled = false;
         self.ramping = false;
+        self.took_whole = false;
     }
 
     /// The takes of the last plan ended. The next scan may plan on the view it has if they
@@ -404,6 +411,10 @@ impl ScanSchedule {
     /// is a renewal-like hint that wakes nobody, so the loser would otherwise wait a whole
     /// scan interval while the row it wanted is gone and another free one waits for it.
     pub fn took(&mut self, takes: &Takes, config: &ParticipantConfig) {
+        self.took_whole = takes.planned > 0
+            && takes.taken == takes.planned
+            && takes.off_stripe == 0
+            && !takes.released;
         self.ramping = takes.taken == takes.planned
             && takes.planned >= config.max_acquires_per_scan as usize
             && takes.off_stripe == 0
@@ -416,6 +427,28 @@ impl ScanSchedule {
                 self.next_scan = self.next_scan.min(soon);
             }
         }
+    }
+
+    /// Whether this node's stripe is all a reading of the table needs: it has never read the
+    /// table, or its view holds only its stripe and its last plan's takes all succeeded, in
+    /// a membership unchanged since (to take the rest of the stripe once the view is older
+    /// than `acquire_after`, or to see that nothing is left in it). A plan that takes
+    /// nothing, or loses a race, sends the node to the table.
+    fn stripe_will_do(
+        &self,
+        observed: &Observed,
+        config: &ParticipantConfig,
+        same_members: bool,
+    ) -> bool {
+        if config.relist_after.is_zero() {
+            return false;
+        }
+        observed.listed_at.is_none()
+            || (observed.partial
+                && self.took_whole
+                && !self.leases_due
+                && same_members
+                && observed.operator_mark == self.operator_mark)
     }
 
     /// Whether this is the first scan of a node on a large table whose fleet is starting

@@ -54,8 +54,8 @@ fn listed_and_settled(
     schedule.planned(true);
 }
 
-/// A node that has scanned twice (its first scan waited for the fleet), read its stripe of
-/// the lease table at `start` and found nothing to do.
+/// A node that has scanned twice (its first scan waited for the fleet), read its stripe and
+/// then the lease table at `start`, and found nothing to do.
 fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
     let config = config();
     let mut observed = Observed::default();
@@ -73,6 +73,14 @@ fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
         "a node that never read the table reads its own stripe"
     );
     observed.observe_stripe(start, Vec::new());
+    schedule.leases_listed(start, start, &observed, &config, false, rng);
+    // Its stripe left it short: the table.
+    schedule.planned(false);
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    observed.observe_leases(start, Vec::new());
     schedule.leases_listed(start, start, &observed, &config, false, rng);
     schedule.scan_succeeded(start, &config, rng);
     schedule.planned(true);
@@ -550,4 +558,58 @@ fn a_starting_fleet_waits_while_its_members_keep_registering() {
         .count();
     assert_eq!(waits, MAX_START_WAITS as usize);
     assert!(readings[waits..].iter().all(|r| *r == Reading::Stripe));
+}
+
+#[test]
+fn a_node_taking_its_stripe_reads_the_stripe_again_until_a_plan_takes_nothing() {
+    let config = config();
+    let start = Instant::now();
+    let mut rng = SeededRng::new(5);
+    let mut schedule = ScanSchedule::new(start);
+    let mut observed = Observed::default();
+    observed.observe_members(start, members(3, 1));
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Stripe
+    );
+    observed.observe_stripe(start, Vec::new());
+    schedule.leases_listed(start, start, &observed, &config, false, &mut rng);
+    schedule.planned(false);
+    // The last, short batch of its stripe, all taken: the stripe again, to see nothing is
+    // left in it.
+    let batch = Takes {
+        planned: 2,
+        taken: 2,
+        lost_races: 0,
+        off_stripe: 0,
+        released: false,
+        held: 64,
+        target: 64,
+    };
+    schedule.took(&batch, &config);
+    let soon = start + config.scan_interval;
+    observed.observe_members(soon, members(4, 1));
+    assert_eq!(
+        schedule.reading(soon, &observed, &config, false),
+        Reading::Stripe
+    );
+    // A plan that takes nothing: the table.
+    schedule.planned(false);
+    assert_eq!(
+        schedule.clone().reading(soon, &observed, &config, false),
+        Reading::Leases
+    );
+    // Nor after a take that failed.
+    schedule.took(
+        &Takes {
+            taken: 1,
+            lost_races: 1,
+            ..batch
+        },
+        &config,
+    );
+    assert_eq!(
+        schedule.reading(soon, &observed, &config, false),
+        Reading::Leases
+    );
 }
