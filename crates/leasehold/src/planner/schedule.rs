@@ -317,8 +317,9 @@ impl ScanSchedule {
     }
 
     /// The lease table, or this node's stripe of it ([`Reading::Stripe`]), was read into
-    /// `observed`, arriving at `now`, after the member records read at `members_at`. A node that may skip later readings notes the membership it will
-    /// plan with, and when it reads the table again regardless (a draw from `rng`).
+    /// `observed`, arriving at `now`, after the member records read at `members_at`. A node
+    /// that may skip later readings notes the membership it will plan with, and when it reads
+    /// the table again regardless (a draw from `rng`).
     pub fn leases_listed(
         &mut self,
         now: Instant,
@@ -415,10 +416,8 @@ impl ScanSchedule {
             && takes.taken == takes.planned
             && takes.off_stripe == 0
             && !takes.released;
-        self.ramping = takes.taken == takes.planned
+        self.ramping = self.took_whole
             && takes.planned >= config.max_acquires_per_scan as usize
-            && takes.off_stripe == 0
-            && !takes.released
             && takes.held < takes.target as usize;
         if takes.lost_races > 0 && takes.held < takes.target as usize && self.failures == 0 {
             self.leases_due = true;
@@ -467,10 +466,8 @@ impl ScanSchedule {
             !config.relist_after.is_zero()
                 && observed.members.iter().all(|seen| seen.heartbeat <= 2)
         } else {
-            self.start_waits > 0
-                && self.start_waits < MAX_START_WAITS
-                && observed.listed_at.is_none()
-                && count != previous
+            // Waiting, it has read nothing but member records.
+            self.start_waits > 0 && self.start_waits < MAX_START_WAITS && count != previous
         };
         if wait {
             self.start_waits += 1;
