@@ -5,10 +5,10 @@
 //! Without a unit length, every interval writes one `work` line per partition held. With
 //! one, every interval starts a unit on each held partition that has none running: the unit
 //! takes a work permit, writes `work`, holds the permit for the unit's length, then writes
-//! `done` (or `abandoned`, if the permit ran out under it, as after a pause longer than the
-//! lease) and drops the permit. Each line is stamped first and written only if the permit or
-//! lease was still valid at the stamp, so a line never claims work the node was not entitled
-//! to at that instant.
+//! `done` and drops the permit. If the permit runs out first (as after a pause longer than
+//! the lease), the unit stops and writes `abandoned`, stamped when the permit ended. Every
+//! other line is stamped first and written only if the permit or lease was still valid at
+//! the stamp, so no line claims work the node was not entitled to at that instant.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -119,7 +119,10 @@ fn write_work_line(participant: &Participant, log: &AppendLog, partition: Partit
     }
 }
 
-/// Holds `permit` for `length`, logging its start and its end.
+/// Holds `permit` for `length`, logging its start and its end. A permit that ends first
+/// ends the unit: it stops at once, and its `abandoned` line is stamped when the permit
+/// ended, at its deadline or at the loss that came before it, not when this task next ran,
+/// which a loaded machine can put well after another node's take.
 async fn work_unit(node: &str, log: &AppendLog, permit: WorkPermit, length: Duration) {
     let (partition, epoch) = (permit.partition(), permit.epoch());
     let started = format!(
@@ -130,13 +133,18 @@ async fn work_unit(node: &str, log: &AppendLog, permit: WorkPermit, length: Dura
         return;
     }
     log.append_or_warn(&started);
-    tokio::time::sleep(length).await;
-    let stamp = unix_ns(SystemTime::now());
-    let word = if permit.is_valid() {
-        "done"
-    } else {
-        "abandoned"
+    let ran_out = tokio::select! {
+        () = tokio::time::sleep(length) => false,
+        () = permit.lost() => true,
     };
-    log.append_or_warn(&format!("{stamp} {node} {word} {partition} {epoch}\n"));
+    let (now, wall) = (tokio::time::Instant::now(), SystemTime::now());
+    let line = if !ran_out && permit.is_valid() {
+        format!("{} {node} done {partition} {epoch}\n", unix_ns(wall))
+    } else {
+        let past_deadline = now.saturating_duration_since(permit.valid_until());
+        let ended = wall.checked_sub(past_deadline).unwrap_or(wall);
+        format!("{} {node} abandoned {partition} {epoch}\n", unix_ns(ended))
+    };
+    log.append_or_warn(&line);
     drop(permit);
 }

@@ -291,6 +291,9 @@ impl Fleet {
             .arg(&self.data_path)
             .args(["--buckets", &self.buckets.to_string()])
             .arg("--fast")
+            // An error that ends a server prints its causes without a backtrace, so that the
+            // end of its log, which a failed start reports, shows why.
+            .env("RUST_LIB_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold::backoff::Backoff;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 /// Why a call to the data table failed.
@@ -25,6 +26,28 @@ pub enum DataError {
     /// The blocking task running the call ended without an answer.
     #[error("data store task ended without an answer")]
     Task,
+}
+
+impl DataError {
+    /// Whether SQLite found the file locked by another connection for longer than it waits.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            DataError::Sqlite(rusqlite::Error::SqliteFailure(failure, _))
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+        )
+    }
+
+    /// The message of the error beneath this one, for a log line.
+    fn source_message(&self) -> String {
+        match self {
+            DataError::Sqlite(error) => error.to_string(),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// What became of a write.
@@ -97,6 +120,24 @@ impl DataStore {
             connection: Arc::new(Mutex::new(connection)),
             call_timeout,
         })
+    }
+
+    /// Opens the data file as [`DataStore::open`] does, waiting while the file stays busy
+    /// past `call_timeout` (the other servers of the host writing to it on a loaded machine,
+    /// a long checkpoint): trying again with back-off, as the server waits for its lease
+    /// store. Any other failure is returned at once.
+    pub async fn open_waiting(path: &Path, call_timeout: Duration) -> Result<DataStore, DataError> {
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        loop {
+            match DataStore::open(path, call_timeout) {
+                Err(error) if error.is_busy() => {
+                    let wait = backoff.failed();
+                    tracing::warn!(path = %path.display(), ?wait, error = %error.source_message(), "the data file is busy; trying again");
+                    tokio::time::sleep(wait).await;
+                }
+                opened => return opened,
+            }
+        }
     }
 
     async fn call<T: Send + 'static>(

@@ -103,7 +103,8 @@ impl From<DataError> for ApiError {
 /// error if it cannot start, or if its lease loop ends on its own.
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let group = GroupName::new(GROUP).context("group name")?;
-    let data = DataStore::open(&config.data_path, config.data_timeout)
+    let data = DataStore::open_waiting(&config.data_path, config.data_timeout)
+        .await
         .with_context(|| format!("opening the data file {}", config.data_path.display()))?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -1,6 +1,7 @@
-//! A server started while its lease store cannot be used waits for it, and serves once it
-//! can: the store's file is held locked (as a busy or unreachable store would be) until the
-//! server has shown it is waiting.
+//! A server started while its lease store or its data file cannot be used waits for it, and
+//! serves once it can: the file is held locked (as a busy or unreachable store would be, or
+//! the other servers of a loaded host writing to the data file they share) until the server
+//! has shown it is waiting.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -15,6 +16,7 @@ const BINARY: &str = env!("CARGO_BIN_EXE_bucket-kv");
 /// Generous for a loaded machine: the waits below end as soon as what they wait for shows.
 const LIMIT: Duration = Duration::from_secs(60);
 const WAITING: &str = "the store cannot be reached; trying again";
+const DATA_WAITING: &str = "the data file is busy; trying again";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -49,10 +51,21 @@ fn wait_until(what: &str, server: &mut Child, log: &Path, mut done: impl FnMut()
 
 #[test]
 fn a_server_started_while_its_store_is_locked_waits_and_serves_once_it_is_free() {
+    started_while_locked("leases.db", WAITING);
+}
+
+#[test]
+fn a_server_started_while_its_data_file_is_locked_waits_and_serves_once_it_is_free() {
+    started_while_locked("data.db", DATA_WAITING);
+}
+
+/// Starts a server while `file` (its lease store or its data file) is held in an exclusive
+/// transaction, sees it log `waiting` twice, frees the file, and sees it serve and stop.
+fn started_while_locked(file: &str, waiting: &str) {
     let directory = tempfile::tempdir().unwrap();
     let store = directory.path().join("leases.db");
     let log = directory.path().join("server.log");
-    let mut lock = rusqlite::Connection::open(&store).unwrap();
+    let mut lock = rusqlite::Connection::open(directory.path().join(file)).unwrap();
     let holding = lock.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive);
     let holding = holding.unwrap();
 
@@ -73,7 +86,7 @@ fn a_server_started_while_its_store_is_locked_waits_and_serves_once_it_is_free()
         .unwrap();
     let tries = || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        text.matches(WAITING).count()
+        text.matches(waiting).count()
     };
     wait_until("it retried twice", &mut server, &log, || tries() >= 2);
 
