@@ -21,6 +21,7 @@ const GROUP_COLUMNS: &str = "record, version";
 pub(crate) struct Statements {
     pub(crate) list_leases: Statement,
     pub(crate) get_lease: Statement,
+    pub(crate) get_leases: Statement,
     pub(crate) insert_lease: Statement,
     pub(crate) update_lease: Statement,
     pub(crate) delete_lease: Statement,
@@ -50,6 +51,7 @@ impl Statements {
         Ok(Statements {
             list_leases: next(),
             get_lease: next(),
+            get_leases: next(),
             insert_lease: next(),
             update_lease: next(),
             delete_lease: next(),
@@ -66,7 +68,7 @@ impl Statements {
 }
 
 /// The texts, in the order of the fields of [`Statements`].
-fn texts(names: &Names) -> [String; 13] {
+fn texts(names: &Names) -> [String; 14] {
     let Names {
         leases,
         members,
@@ -77,6 +79,7 @@ fn texts(names: &Names) -> [String; 13] {
     [
         format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 ORDER BY partition"),
         format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 AND partition = $2"),
+        format!("SELECT {LEASE_COLUMNS} FROM {leases} WHERE grp = $1 AND partition = ANY($2)"),
         format!(
             "INSERT INTO {leases} (grp, {LEASE_COLUMNS})
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, nextval('{sequence}'))

@@ -314,6 +314,44 @@ impl LeaseStore for PostgresStore {
         .await
     }
 
+    /// One query for the whole batch, where the default sends a get per partition.
+    async fn get_leases(
+        &self,
+        group: &GroupName,
+        partitions: &[PartitionId],
+    ) -> Result<Vec<(PartitionId, Option<StoredLease>)>, StoreError> {
+        let columns: Vec<i64> = partitions.iter().map(|p| i64::from(p.0)).collect();
+        self.bounded(async {
+            let rows = self
+                .query(
+                    "get leases",
+                    |s| &s.get_leases,
+                    &[&group.as_str(), &columns],
+                )
+                .await?;
+            let mut found = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let record = lease_from_row(row);
+                // A row whose other columns cannot be read still names its partition.
+                let partition = match &record {
+                    Ok(stored) => Some(stored.key),
+                    Err(_) => row
+                        .try_get::<_, i64>(0)
+                        .ok()
+                        .and_then(|partition| u32::try_from(partition).ok())
+                        .map(PartitionId),
+                };
+                let Some(partition) = partition else {
+                    // Not even its partition reads: the error says what could be read.
+                    return Err(record.expect_err("a decoded row names its partition"));
+                };
+                found.push((partition, record));
+            }
+            leasehold::reads::in_order_asked(partitions, found)
+        })
+        .await
+    }
+
     async fn put_lease(
         &self,
         group: &GroupName,

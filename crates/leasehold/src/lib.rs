@@ -77,6 +77,7 @@ mod router;
 mod store;
 pub mod store_url;
 pub use store::batch;
+pub use store::reads;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;

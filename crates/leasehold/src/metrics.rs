@@ -473,6 +473,7 @@ const CALLBACKS: [&str; 4] = ["on_acquired", "on_handing_off", "on_lost", "load"
 pub(crate) enum StoreOperation {
     ListLeases,
     GetLease,
+    GetLeases,
     PutLease,
     PutLeases,
     DeleteLease,
@@ -488,9 +489,10 @@ pub(crate) enum StoreOperation {
 }
 
 impl StoreOperation {
-    const ALL: [StoreOperation; 14] = [
+    const ALL: [StoreOperation; 15] = [
         StoreOperation::ListLeases,
         StoreOperation::GetLease,
+        StoreOperation::GetLeases,
         StoreOperation::PutLease,
         StoreOperation::PutLeases,
         StoreOperation::DeleteLease,
@@ -509,6 +511,7 @@ impl StoreOperation {
         match self {
             StoreOperation::ListLeases => "list_leases",
             StoreOperation::GetLease => "get_lease",
+            StoreOperation::GetLeases => "get_leases",
             StoreOperation::PutLease => "put_lease",
             StoreOperation::PutLeases => "put_leases",
             StoreOperation::DeleteLease => "delete_lease",

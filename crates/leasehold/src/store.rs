@@ -13,6 +13,7 @@ use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 pub mod batch;
+pub mod reads;
 
 /// How a conditional write treats the record already there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,6 +332,19 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError>;
 
+    /// The lease records of `partitions`, each `None` where there is none, in the order
+    /// asked. Fails with the error of the first record that cannot be read, as a sequence of
+    /// [`LeaseStore::get_lease`] calls would. The default sends those gets,
+    /// [`reads::READS_PER_GROUP`] at a time; a store that can read many rows in one request
+    /// overrides it ([`reads::in_order_asked`] orders what it found).
+    async fn get_leases(
+        &self,
+        group: &GroupName,
+        partitions: &[PartitionId],
+    ) -> Result<Vec<(PartitionId, Option<StoredLease>)>, StoreError> {
+        reads::get_each(self, group, partitions).await
+    }
+
     /// Writes one lease record under `mode`, returning its new version.
     async fn put_lease(
         &self,
@@ -486,6 +500,20 @@ impl LeaseStore for TimeoutStore {
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
         self.bound(self.inner.get_lease(group, partition)).await
+    }
+
+    /// Each group of [`reads::READS_PER_GROUP`] partitions is one call under the limit, as
+    /// each of their gets would be: a long read is bounded by its length, not cut short.
+    async fn get_leases(
+        &self,
+        group: &GroupName,
+        partitions: &[PartitionId],
+    ) -> Result<Vec<(PartitionId, Option<StoredLease>)>, StoreError> {
+        let mut rows = Vec::with_capacity(partitions.len());
+        for chunk in partitions.chunks(reads::READS_PER_GROUP) {
+            rows.extend(self.bound(self.inner.get_leases(group, chunk)).await?);
+        }
+        Ok(rows)
     }
 
     async fn put_lease(

@@ -35,13 +35,14 @@ pub struct Counters {
 enum ReadKind {
     LeaseListing,
     LeaseGet,
+    LeaseBatch,
     MemberListing,
     MemberGet,
     GroupGet,
 }
 
 impl ReadKind {
-    const COUNT: usize = 5;
+    const COUNT: usize = 6;
 }
 
 /// Read calls by what they asked for.
@@ -51,6 +52,9 @@ pub struct ReadsByKind {
     pub lease_listings: u64,
     /// Reads of one lease record.
     pub lease_gets: u64,
+    /// Reads of several lease records in one call (up to 32: a starting node's stripe, the
+    /// rows a hand-off names, the leases held read back).
+    pub lease_batches: u64,
     /// Listings of the member records.
     pub member_listings: u64,
     /// Reads of one member record.
@@ -61,10 +65,12 @@ pub struct ReadsByKind {
 
 impl ReadsByKind {
     fn of(counts: [u64; ReadKind::COUNT]) -> ReadsByKind {
-        let [lease_listings, lease_gets, member_listings, member_gets, group_gets] = counts;
+        let [lease_listings, lease_gets, lease_batches, member_listings, member_gets, group_gets] =
+            counts;
         ReadsByKind {
             lease_listings,
             lease_gets,
+            lease_batches,
             member_listings,
             member_gets,
             group_gets,
@@ -75,6 +81,7 @@ impl ReadsByKind {
         [
             self.lease_listings,
             self.lease_gets,
+            self.lease_batches,
             self.member_listings,
             self.member_gets,
             self.group_gets,
@@ -83,13 +90,14 @@ impl ReadsByKind {
 
     /// The kinds with their names, for a report.
     pub fn named(self) -> [(&'static str, u64); ReadKind::COUNT] {
-        let [a, b, c, d, e] = self.counts();
+        let [a, b, c, d, e, f] = self.counts();
         [
             ("lease listings", a),
             ("lease gets", b),
-            ("member listings", c),
-            ("member gets", d),
-            ("group gets", e),
+            ("lease batch reads", c),
+            ("member listings", d),
+            ("member gets", e),
+            ("group gets", f),
         ]
     }
 }
@@ -227,6 +235,18 @@ impl LeaseStore for CountingStore {
         let result = self.inner.get_lease(group, partition).await;
         self.counters.read(ReadKind::LeaseGet, &result, |found| {
             usize::from(found.is_some())
+        });
+        result
+    }
+
+    async fn get_leases(
+        &self,
+        group: &GroupName,
+        partitions: &[PartitionId],
+    ) -> Result<Vec<(PartitionId, Option<StoredLease>)>, StoreError> {
+        let result = self.inner.get_leases(group, partitions).await;
+        self.counters.read(ReadKind::LeaseBatch, &result, |rows| {
+            rows.iter().filter(|(_, found)| found.is_some()).count()
         });
         result
     }

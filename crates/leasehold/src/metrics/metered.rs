@@ -67,6 +67,15 @@ impl LeaseStore for MeteredStore {
         .await
     }
 
+    async fn get_leases(
+        &self,
+        group: &GroupName,
+        partitions: &[PartitionId],
+    ) -> Result<Vec<(PartitionId, Option<StoredLease>)>, StoreError> {
+        let call = self.inner.get_leases(group, partitions);
+        self.timed(StoreOperation::GetLeases, call).await
+    }
+
     async fn put_lease(
         &self,
         group: &GroupName,

@@ -89,7 +89,7 @@ impl Runner {
         }
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let read = self
-            .call(async move { super::reads::read_leases(&*store, &group, &unsure).await })
+            .call(async move { store.get_leases(&group, &unsure).await })
             .await;
         let Ok(rows) = read else {
             return;

@@ -493,7 +493,7 @@ impl Runner {
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let current = self
             .call(async move {
-                let rows = super::reads::read_leases(&*store, &group, &held).await?;
+                let rows = store.get_leases(&group, &held).await?;
                 let current: BTreeMap<PartitionId, _> = rows
                     .into_iter()
                     .filter_map(|(partition, stored)| Some((partition, stored?)))

@@ -2,7 +2,7 @@
 //! record changed behind its back, takes that a session re-read or the end of a session
 //! left unsure, and member records that cannot be read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -76,32 +76,43 @@ impl Runner {
         &mut self,
         settled: &mut [(LeaseWrite, Result<Version, StoreError>)],
     ) {
+        let taken: Vec<PartitionId> = settled
+            .iter()
+            .filter(|(_, result)| result.is_ok())
+            .map(|(write, _)| write.partition)
+            .collect();
+        if taken.is_empty() {
+            return;
+        }
+        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
+        let current = self
+            .call(async move { store.get_leases(&group, &taken).await })
+            .await
+            .map(|rows| {
+                rows.into_iter()
+                    .filter_map(|(partition, stored)| Some((partition, stored?.version)))
+                    .collect::<BTreeMap<PartitionId, Version>>()
+            });
         for (write, result) in settled.iter_mut() {
             let Ok(version) = result else {
                 continue;
             };
-            let (store, group, partition) = (
-                Arc::clone(&self.store),
-                self.config.group.clone(),
-                write.partition,
-            );
-            let current = self
-                .call(async move { store.get_lease(&group, partition).await })
-                .await;
-            let unchanged = matches!(&current, Ok(Some(stored)) if stored.version == *version);
-            if !unchanged {
-                // Never served here: if the record still names this node under this epoch,
-                // it is released at once.
-                let now = self.clock.now();
-                self.never_served(write, now);
-                tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
-                *result = Err(match current {
-                    Err(error) => error,
-                    Ok(_) => StoreError::Conflict {
-                        key: crate::RecordKey::Lease(partition),
-                    },
-                });
+            let partition = write.partition;
+            if matches!(&current, Ok(current) if current.get(&partition) == Some(&*version)) {
+                continue;
             }
+            // Never served here: if the record still names this node under this epoch, it is
+            // released at once.
+            let now = self.clock.now();
+            self.never_served(write, now);
+            tracing::info!(node = %self.config.node, %partition, "a take changed under a session re-read; not held");
+            *result = Err(match &current {
+                // The read failed: whether the take still stands is unknown.
+                Err(error) => error.summarize(),
+                Ok(_) => StoreError::Conflict {
+                    key: crate::RecordKey::Lease(partition),
+                },
+            });
         }
     }
 

@@ -9,7 +9,6 @@ mod handoff;
 mod heartbeat;
 mod holdings;
 mod join;
-mod reads;
 mod runner;
 mod scan;
 mod slots;

@@ -154,7 +154,7 @@ impl Runner {
         );
     }
 
-    /// Reads `partitions`' lease records one by one, counting them.
+    /// Reads `partitions`' lease records, a store call per group of them, counting them.
     async fn read_lease_rows(
         &mut self,
         partitions: Vec<PartitionId>,
@@ -162,7 +162,7 @@ impl Runner {
         let count = partitions.len() as u64;
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let rows = self
-            .call(async move { super::reads::read_leases(&*store, &group, &partitions).await })
+            .call(async move { store.get_leases(&group, &partitions).await })
             .await?;
         self.record(|metrics| {
             metrics.lease_row_reads.inc_by(count);

@@ -39,7 +39,7 @@ fn failure<T>(result: &Result<T, StoreError>) -> Option<(&'static str, RecordKey
 /// keeping sessions in signed 64-bit integers must keep all their bits.
 const SESSION: u64 = u64::MAX - 6;
 
-fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
+pub(super) fn held_by(owner: &str, epoch: u64) -> LeaseRecord {
     LeaseRecord {
         owner: Some(node(owner)),
         epoch: Epoch(epoch),
@@ -514,7 +514,7 @@ pub async fn batch_write_reports_each_result(store: Arc<dyn LeaseStore>) {
 }
 
 /// A record that cannot be decoded is reported as `Corrupt` naming its key, while the other
-/// records of the group still list; reading it alone is the same error.
+/// records of the group still list; reading it alone, or in a batch, is the same error.
 pub async fn corrupt_record_is_reported_alone(harness: &dyn Harness) {
     let store = harness.store();
     let group = unique_group("corrupt");
@@ -536,6 +536,17 @@ pub async fn corrupt_record_is_reported_alone(harness: &dyn Harness) {
     assert_eq!(failure(&listed), Some(("corrupt", lease(2))), "{listed:?}");
     let single = store.get_lease(&group, PartitionId(2)).await;
     assert_eq!(failure(&single), Some(("corrupt", lease(2))), "{single:?}");
+    // A batched read fails as its gets would, on the one record; one without it reads.
+    let asked: Vec<PartitionId> = (0..4).map(PartitionId).collect();
+    let batched = store.get_leases(&group, &asked).await;
+    assert_eq!(
+        failure(&batched),
+        Some(("corrupt", lease(2))),
+        "{batched:?}"
+    );
+    let others = [PartitionId(3), PartitionId(0), PartitionId(1)];
+    let read = store.get_leases(&group, &others).await.expect("the others");
+    assert!(read.iter().all(|(_, record)| record.is_some()), "{read:?}");
 }
 
 /// The keys of a listing's corrupt entries, checking each is a `Corrupt` error.
