@@ -8,7 +8,7 @@ use leasehold::testing::scenarios::throttled_scans;
 use leasehold::testing::unique_group;
 use leasehold::MemoryStore;
 
-/// Every read the fleet makes while throttled is counted, and must fall between one per node
+/// Every listing the fleet makes while throttled is counted, and must fall between one per node
 /// per `max_scan_backoff` (after a short ramp) and a little over that.
 ///
 /// Fails if failed scans are retried at the scan interval (or any fixed fraction of it) with
