@@ -45,6 +45,11 @@ if command -v cargo-nextest >/dev/null 2>&1; then
   tool=(--test-tool nextest)
   export NEXTEST_TEST_THREADS="${NEXTEST_TEST_THREADS:-8}"
 fi
+# Tests of two mutants at once on two cores take several times their baseline, and a
+# limit of three baselines (about 30 s) turns caught and missed mutants alike into
+# timeouts; a floor of 90 s still stops a mutant that loops forever within two minutes.
+# The "mutants" profile (Cargo.toml) builds without debug information: the same code,
+# linked faster.
 status=0
 cargo mutants "${tool[@]}" \
   --package leasehold \
@@ -60,7 +65,9 @@ cargo mutants "${tool[@]}" \
   --file 'crates/leasehold/src/admin/*.rs' \
   --exclude '**/tests.rs' \
   --exclude '**/tests/*.rs' \
+  --profile mutants \
   --timeout-multiplier 3 \
+  --minimum-test-timeout "${MUTANTS_MIN_TIMEOUT:-90}" \
   --output "$output" \
   --cargo-test-arg=--lib \
   --cargo-test-arg=--tests \
