@@ -97,9 +97,40 @@ fn name_char(c: char) -> bool {
 ///
 /// Letters, digits and `- _ . :`, 1 to 128 bytes: names appear in store keys, log lines and
 /// space-separated audit logs, so they must carry no spaces or path separators.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct NodeId(Arc<str>);
+
+// Names are compared all the time (every scan of a thousand-node fleet folds a thousand
+// member records into a view ordered by name), and most compared pairs are clones of one
+// allocation, which the standard comparison of `Arc<str>` still compares byte by byte.
+impl PartialEq for NodeId {
+    fn eq(&self, other: &NodeId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Ord for NodeId {
+    fn cmp(&self, other: &NodeId) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.cmp(&other.0)
+    }
+}
+
+impl PartialOrd for NodeId {
+    fn partial_cmp(&self, other: &NodeId) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+// By the text, as equality compares it.
+impl std::hash::Hash for NodeId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 impl NodeId {
     /// Validates and wraps a node name.
@@ -382,6 +413,23 @@ mod tests {
         assert!(GroupName::new("a:b").is_err());
         let err = NodeId::new("a b").unwrap_err().to_string();
         assert!(err.contains("node id") && err.contains("\"a b\""), "{err}");
+    }
+
+    #[test]
+    fn names_compare_and_hash_by_their_text_whatever_their_allocation() {
+        use std::hash::BuildHasher;
+        let a = NodeId::new("n2").unwrap();
+        let (same, copy, other) = (
+            a.clone(),
+            NodeId::new("n2").unwrap(),
+            NodeId::new("n10").unwrap(),
+        );
+        assert!(a == same && a == copy && a != other);
+        assert_eq!(a.cmp(&copy), std::cmp::Ordering::Equal);
+        assert_eq!(a.cmp(&other), "n2".cmp("n10"));
+        assert_eq!(other.cmp(&a), "n10".cmp("n2"));
+        let hasher = std::collections::hash_map::RandomState::new();
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one(&copy));
     }
 
     #[test]

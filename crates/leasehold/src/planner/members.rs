@@ -49,7 +49,8 @@ pub struct SeenMember {
     /// ([`MemberRecord::replaced`]).
     pub replaced: Option<u64>,
     /// The session this view showed before `session`, with the last renewal of it seen.
-    pub previous: Option<PreviousSession>,
+    /// Boxed: most members never change session, and every scan walks these rows.
+    pub previous: Option<Box<PreviousSession>>,
 }
 
 /// A member's session as this view last saw it before the member moved to another.
@@ -129,17 +130,17 @@ impl SeenMember {
 
     /// Folds in the same member's record as listed at `now`: a new write of the member's
     /// own is first seen `now`. The name already held is kept.
-    fn update(&mut self, now: Instant, stored: Stored<NodeId, MemberRecord>) {
+    fn update(&mut self, now: Instant, stored: &Stored<NodeId, MemberRecord>) {
         if self.version != stored.version {
-            self.version = stored.version;
+            self.version = stored.version.clone();
             let new_session = stored.value.session != self.session_id;
             if new_session {
-                self.previous = Some(PreviousSession {
+                self.previous = Some(Box::new(PreviousSession {
                     session: self.session,
                     id: self.session_id,
                     stamp: self.written_at_unix_ms,
                     renewed_at: self.first_seen,
-                });
+                }));
                 self.session = session_tag(stored.value.session);
                 self.session_id = stored.value.session;
                 self.session_since = now;
@@ -324,10 +325,6 @@ impl MemberView {
             self.listings.pop_front();
         }
         self.listings.push_back((sent, now));
-        let listed = |records: Vec<Stored<NodeId, MemberRecord>>| {
-            let records = records.into_iter().enumerate();
-            records.filter_map(move |(i, stored)| (Some(i) != skip).then_some(stored))
-        };
         // Usually the listing holds the view's members in the view's order: each is then
         // updated where it stands, its name compared by identity where the names share their
         // allocation (as the in-memory store's do), without the order check that compares
@@ -339,7 +336,11 @@ impl MemberView {
                 && self.rows.iter().all(|row| next() == Some(&row.node))
         };
         if lined_up {
-            for (row, stored) in self.rows.iter_mut().zip(listed(records)) {
+            // Read in place: a record is a few hundred bytes, and moving each out of the
+            // listing costs more than the update.
+            let listed = records.iter().enumerate();
+            let listed = listed.filter_map(|(i, stored)| (Some(i) != skip).then_some(stored));
+            for (row, stored) in self.rows.iter_mut().zip(listed) {
                 row.update(now, stored);
             }
             return;
@@ -361,7 +362,7 @@ impl MemberView {
             }
             let row = match old.next_if(|row| row.node == stored.key) {
                 Some(mut row) => {
-                    row.update(now, stored);
+                    row.update(now, &stored);
                     row
                 }
                 None => {
