@@ -450,6 +450,31 @@ mod tests {
     }
 
     #[test]
+    fn timings_print_every_bound_and_members_publish_theirs_readably() {
+        let timings = GroupTimings {
+            lease_validity: Duration::from_secs(15),
+            acquire_after: Duration::from_millis(20_500),
+            max_clock_drift: 0.01,
+        };
+        assert_eq!(
+            timings.to_string(),
+            "lease_validity = 15s, acquire_after = 20.5s, ρ = 0.01"
+        );
+        // What `set_timings` checks every member against must read back as written.
+        let record = crate::MemberRecord {
+            lease_validity: Some(timings.lease_validity),
+            acquire_after: Some(timings.acquire_after),
+            ..crate::MemberRecord::default()
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains("\"lease_validity_ns\":15000000000"), "{json}");
+        let read: crate::MemberRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(read, record);
+        let older: crate::MemberRecord = serde_json::from_str(r#"{"weight":1}"#).unwrap();
+        assert_eq!((older.lease_validity, older.acquire_after), (None, None));
+    }
+
+    #[test]
     fn timings_whose_waits_only_meet_are_unsafe() {
         // 5 s × (1 − 0.25) = 3 s × (1 + 0.25) exactly: the taker could start the instant the
         // holder stops, which the rule does not allow.

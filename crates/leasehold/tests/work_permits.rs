@@ -116,6 +116,16 @@ async fn a_release_waits_for_the_work_in_flight_renewing_meanwhile() {
     let before = lease_of(&store, 0).await.version;
     assert!(a.release(P0).await);
     assert!(a.permit(P0).is_none(), "no new permit once handing off");
+    let handing_off = |a: &Participant| -> Vec<PartitionId> {
+        a.handing_off().iter().map(LeaseGuard::partition).collect()
+    };
+    assert_eq!(handing_off(&a), vec![P0], "the other lease is still served");
+    assert_eq!(a.partitions(), 2);
+    let shown = format!("{a:?}");
+    assert!(
+        shown.contains(r#"NodeId("a")"#) && shown.contains("owned"),
+        "{shown}"
+    );
     // Three lease validities: without renewals the lease would have expired twice over.
     sleep(Duration::from_secs(3)).await;
     let during = lease_of(&store, 0).await;
@@ -133,6 +143,7 @@ async fn a_release_waits_for_the_work_in_flight_renewing_meanwhile() {
     // Less than the scan a lone node would need to take the partition back.
     sleep(Duration::from_millis(1)).await;
     assert_eq!(lease_of(&store, 0).await.value.state, LeaseState::Released);
+    assert!(handing_off(&a).is_empty());
     assert_eq!(
         log.told(),
         vec![Told::HandingOff(P0), Told::Lost(P0, LossReason::Released)]

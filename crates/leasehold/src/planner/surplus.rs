@@ -154,6 +154,33 @@ mod tests {
     }
 
     #[test]
+    fn one_scan_of_takers_counts_every_other_live_member_but_no_draining_one() {
+        let mut fixture = Fixture::new(24);
+        let far = fixture.start + Duration::from_secs(60);
+        for p in 0..24 {
+            fixture.hold(p, far);
+        }
+        for name in ["a", "b", "c"] {
+            fixture.member(name, fixture.start);
+        }
+        let draining = crate::Stored {
+            key: NodeId::new("d").unwrap(),
+            value: crate::MemberRecord {
+                draining: true,
+                ..crate::MemberRecord::default()
+            },
+            version: crate::Version::from_number(1),
+        };
+        let seen = crate::planner::SeenMember::new(fixture.start, draining);
+        fixture.observed.members.insert(seen);
+        fixture.config.max_acquires_per_scan = 2;
+        // Four live members share 24: this node keeps 6 and the other three lack 18, of
+        // which they take 2 each in one scan.
+        let plan = release_on(&fixture, false);
+        assert_eq!((plan.release.len(), plan.renew.len()), (6, 18));
+    }
+
+    #[test]
     fn a_partition_kept_a_while_longer_stays_unless_the_node_drains() {
         let mut fixture = holding_all(&[]);
         let until = fixture.start + Duration::from_secs(30);
