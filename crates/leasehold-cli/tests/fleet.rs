@@ -51,6 +51,15 @@ fn a_small_fleet_reports_its_store_costs_and_leaves_nothing_behind() {
     assert!(whole["records_written"].as_u64() >= Some(32), "{report}");
     assert!(whole["records_read"].as_u64() >= Some(32), "{report}");
     assert!(report["scans_per_node"].as_f64() > Some(1.0), "{report}");
+    // A table this small is read at every scan, and the report says so.
+    let started = report["listings_started"]
+        .as_object()
+        .expect("listings_started");
+    assert!(started["every_scan"].as_u64() > Some(0), "{report}");
+    assert!(
+        started.keys().all(|cause| cause == "every_scan"),
+        "{report}"
+    );
     assert!(report["write_latency_ms"][1].as_f64().is_some(), "{report}");
     assert!(
         report["fleet_process"]["cpu_seconds"].as_f64() > Some(0.0),

@@ -59,7 +59,8 @@ pub struct ParticipantConfig {
     /// How long the fleet may go without reading the lease table while nothing signals a
     /// change. Zero: every node reads it on every scan. Otherwise a node at its target, with
     /// nothing free in sight, lists only the member records each scan, and reads the leases
-    /// again when the membership changes, a member misses a heartbeat, a change notice
+    /// again when the membership changes, a member misses a heartbeat (with session leases:
+    /// has been silent for `acquire_after`, when its leases may be free), a change notice
     /// arrives, an operator command changed the table (see [`crate::admin::nudge`]), it loses
     /// a lease, or after `relist_after × live members` (spread by half either way), so that
     /// some node of the fleet reads it about every `relist_after`, whatever the fleet's size.

@@ -53,6 +53,7 @@
 //! | `leasehold_scan_failures_total` | counter | | scans that failed (the store did not answer) |
 //! | `leasehold_scan_backoff_level` | gauge | | scans failed in a row; the interval doubles with each |
 //! | `leasehold_lease_listings_total` | counter | | scans that read the lease table |
+//! | `leasehold_lease_listings_started_total` | counter | `reason`: every_scan, read_failed, asked, unsettled, membership, operator, periodic, missed_heartbeat, rows | scans that set out to read the lease table, by why ([`ListingCause`](crate::planner::ListingCause)), failed ones included |
 //! | `leasehold_lease_rows_read_total` | counter | | lease records those listings returned |
 //! | `leasehold_lease_row_reads_total` | counter | | lease records read one by one, named by change notices, instead of a listing |
 //! | `leasehold_lease_deadline_seconds` | gauge | | time left to the nearest deadline of a lease held, `+Inf` with none |
@@ -179,6 +180,7 @@ struct Families {
     scan_failures: Family<NodeLabels, Counter>,
     scan_backoff: Family<NodeLabels, Gauge>,
     lease_listings: Family<NodeLabels, Counter>,
+    listings_started: Family<ReasonLabels, Counter>,
     lease_rows: Family<NodeLabels, Counter>,
     lease_row_reads: Family<NodeLabels, Counter>,
     deadline: Family<NodeLabels, FloatGauge>,
@@ -215,6 +217,7 @@ impl Metrics {
             scan_failures: Family::default(),
             scan_backoff: Family::default(),
             lease_listings: Family::default(),
+            listings_started: Family::default(),
             lease_rows: Family::default(),
             lease_row_reads: Family::default(),
             deadline: Family::default(),
@@ -329,6 +332,11 @@ impl Metrics {
             "lease_listings",
             "Scans that read the lease table",
             f.lease_listings.clone(),
+        );
+        r.register(
+            "lease_listings_started",
+            "Scans that set out to read the lease table, by why, failed ones included",
+            f.listings_started.clone(),
         );
         r.register(
             "lease_rows_read",
@@ -620,6 +628,19 @@ impl NodeMetrics {
                 node: self.labels.node.clone(),
                 operation: operation.as_str(),
                 kind: error_kind(error),
+            })
+            .inc();
+    }
+
+    /// A scan set out to read the lease table, for `cause`. Created at the first listing
+    /// of each cause, so a node shows only the causes it has met.
+    pub(crate) fn listing_started(&self, cause: crate::planner::ListingCause) {
+        self.families
+            .listings_started
+            .get_or_create(&ReasonLabels {
+                group: self.labels.group.clone(),
+                node: self.labels.node.clone(),
+                reason: cause.name(),
             })
             .inc();
     }

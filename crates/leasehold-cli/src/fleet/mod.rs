@@ -133,6 +133,12 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
     let (own_after, server_after) = (usage::own(), server_usage(args));
     let scans: u64 = participants.iter().map(|p| p.status().scans).sum();
     let readings: u64 = participants.iter().map(|p| p.status().lease_listings).sum();
+    let mut listings_started = std::collections::BTreeMap::new();
+    for participant in &participants {
+        for (cause, count) in participant.status().listings_started {
+            *listings_started.entry(cause.name().to_owned()).or_insert(0) += count;
+        }
+    }
     let owned_at_end: usize = participants.iter().map(|p| p.owned().len()).sum();
 
     futures_util::future::join_all(participants.iter().map(Participant::shutdown)).await;
@@ -175,6 +181,7 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
             .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),
         scans_per_node: scans as f64 / f64::from(args.nodes),
         lease_readings_per_node: readings as f64 / f64::from(args.nodes),
+        listings_started,
         leases_lost: [
             losses.expired.load(Ordering::Relaxed),
             losses.conflict.load(Ordering::Relaxed),

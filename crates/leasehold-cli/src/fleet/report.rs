@@ -85,6 +85,9 @@ pub struct FleetReport {
     pub scans_per_node: f64,
     /// Readings of the whole lease table per participant.
     pub lease_readings_per_node: f64,
+    /// Readings of the whole table the participants set out to make, failed ones included,
+    /// by why (the names of `leasehold_lease_listings_started_total`'s reasons).
+    pub listings_started: std::collections::BTreeMap<String, u64>,
     /// Leases that ended other than by a hand-off: expired, conflict, changed.
     pub leases_lost: [u64; 3],
     /// This process: the participants, the store clients and the runtime.
@@ -151,6 +154,17 @@ impl FleetReport {
             "per node: {:.1} scans, {:.1} readings of the lease table",
             self.scans_per_node, self.lease_readings_per_node
         ));
+        if !self.listings_started.is_empty() {
+            let causes: Vec<String> = self
+                .listings_started
+                .iter()
+                .map(|(cause, count)| format!("{cause} {count}"))
+                .collect();
+            lines.push(format!(
+                "readings of the lease table set out, by why: {}",
+                causes.join(", ")
+            ));
+        }
         let [expired, conflict, changed] = self.leases_lost;
         lines.push(format!(
             "leases lost: {} (expired {expired}, conflict {conflict}, changed {changed}); {} of {} \

@@ -100,6 +100,9 @@ pub struct Status {
     /// Scans that read the lease table as well as the member records: all of them with a
     /// zero [`ParticipantConfig::relist_after`], far fewer once settled otherwise.
     pub lease_listings: u64,
+    /// Scans that set out to read the lease table, by why they did, whether or not the
+    /// reading succeeded: what sends a large fleet's nodes to the table.
+    pub listings_started: std::collections::BTreeMap<crate::planner::ListingCause, u64>,
     /// Why the last scan failed, if it did.
     pub last_scan_error: Option<String>,
     /// Application callbacks that panicked (each contained and logged).

@@ -61,6 +61,12 @@ impl Runner {
             .schedule
             .reading(now, &self.observed, &self.config, self.draining);
         let list_leases = reading == Reading::Leases;
+        if let Some(cause) = self.schedule.listing_cause().filter(|_| list_leases) {
+            self.record(|metrics| metrics.listing_started(cause));
+            self.shared.update_status(|status| {
+                *status.listings_started.entry(cause).or_default() += 1;
+            });
+        }
         if list_leases {
             let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
             let leases_sent = self.clock.now();
@@ -70,7 +76,7 @@ impl Runner {
             {
                 Ok(leases) => leases,
                 Err(error) => {
-                    self.schedule.want_leases();
+                    self.schedule.reading_failed();
                     return self.scan_failed(error);
                 }
             };
@@ -89,13 +95,13 @@ impl Runner {
         }
         if reading == Reading::Stripe {
             if let Err(error) = self.read_stripe(members_at).await {
-                self.schedule.want_leases();
+                self.schedule.reading_failed();
                 return self.scan_failed(error);
             }
         }
         if reading == Reading::Rows {
             if let Err(error) = self.read_rows().await {
-                self.schedule.want_leases();
+                self.schedule.reading_failed();
                 return self.scan_failed(error);
             }
         }

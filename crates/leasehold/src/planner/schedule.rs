@@ -66,6 +66,62 @@ impl Reading {
     }
 }
 
+/// Why a scan reads the whole lease table ([`Reading::Leases`]): in a large fleet each
+/// listing is costly, and the causes, counted, show what sends nodes to the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ListingCause {
+    /// [`ParticipantConfig::relist_after`] is zero: every scan reads the table.
+    EveryScan,
+    /// The node's last reading of the table or of rows from it failed.
+    ReadFailed,
+    /// Something the node learned asked for it: a take that failed or whose outcome is
+    /// unknown, a race lost, a notice naming more rows than are worth reading one by one,
+    /// held leases read again.
+    Asked,
+    /// The last plan left something to do.
+    Unsettled,
+    /// The live membership changed since the last reading (and with it every target).
+    Membership,
+    /// An operator command changed the table.
+    Operator,
+    /// The node's periodic reading ([`ParticipantConfig::relist_after`]).
+    Periodic,
+    /// A member missed a heartbeat: its leases may soon be free.
+    MissedHeartbeat,
+    /// Per partition, rows that notices named: an old view would show held rows abandoned.
+    Rows,
+}
+
+impl ListingCause {
+    /// Every cause, in order.
+    pub const ALL: [ListingCause; 9] = [
+        ListingCause::EveryScan,
+        ListingCause::ReadFailed,
+        ListingCause::Asked,
+        ListingCause::Unsettled,
+        ListingCause::Membership,
+        ListingCause::Operator,
+        ListingCause::Periodic,
+        ListingCause::MissedHeartbeat,
+        ListingCause::Rows,
+    ];
+
+    /// The cause's name, as metrics and reports show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ListingCause::EveryScan => "every_scan",
+            ListingCause::ReadFailed => "read_failed",
+            ListingCause::Asked => "asked",
+            ListingCause::Unsettled => "unsettled",
+            ListingCause::Membership => "membership",
+            ListingCause::Operator => "operator",
+            ListingCause::Periodic => "periodic",
+            ListingCause::MissedHeartbeat => "missed_heartbeat",
+            ListingCause::Rows => "rows",
+        }
+    }
+}
+
 /// How the takes of one plan went, for [`ScanSchedule::took`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Takes {
@@ -117,6 +173,10 @@ pub struct ScanSchedule {
     member_write_failing: bool,
     /// The next scan must read the lease table, whatever else it finds.
     leases_due: bool,
+    /// Whether `leases_due` was set by a reading that failed.
+    due_to_failure: bool,
+    /// Why the last scan that read the table did.
+    listing_cause: Option<ListingCause>,
     /// Rows that notices named as released or offline since the last reading: a node that
     /// skips the table reads these (see [`Reading::Rows`]).
     rows_due: std::collections::BTreeSet<crate::types::PartitionId>,
@@ -158,6 +218,8 @@ impl ScanSchedule {
             failures: 0,
             member_write_failing: false,
             leases_due: true,
+            due_to_failure: false,
+            listing_cause: None,
             rows_due: std::collections::BTreeSet::new(),
             vacated: std::collections::BTreeSet::new(),
             relist_at: None,
@@ -201,6 +263,18 @@ impl ScanSchedule {
     /// of some row is out of date.
     pub fn want_leases(&mut self) {
         self.leases_due = true;
+    }
+
+    /// The scan's reading of the table, of its stripe or of rows from it failed: the next
+    /// one reads the table.
+    pub fn reading_failed(&mut self) {
+        self.leases_due = true;
+        self.due_to_failure = true;
+    }
+
+    /// Why the last scan that read the whole table ([`Reading::Leases`]) did.
+    pub fn listing_cause(&self) -> Option<ListingCause> {
+        self.listing_cause
     }
 
     /// Brings the next scan forward for a change that may free a partition or change the
@@ -290,10 +364,11 @@ impl ScanSchedule {
             Reading::MembersOnly
         } else if self.plan_on_view(now, observed, config, same_members) {
             Reading::View
-        } else if self.leases_wanted(now, observed, config, same_members) {
+        } else if let Some(cause) = self.leases_wanted(now, observed, config, same_members) {
             if self.stripe_will_do(observed, config, same_members) {
                 Reading::Stripe
             } else {
+                self.listing_cause = Some(cause);
                 Reading::Leases
             }
         } else if !self.rows_due.is_empty() {
@@ -303,7 +378,10 @@ impl ScanSchedule {
             // held rows look abandoned, so the node reads the table.
             match observed.lease_mode {
                 crate::group::LeaseMode::Session => Reading::Rows,
-                crate::group::LeaseMode::PerPartition => Reading::Leases,
+                crate::group::LeaseMode::PerPartition => {
+                    self.listing_cause = Some(ListingCause::Rows);
+                    Reading::Leases
+                }
             }
         } else {
             Reading::MembersOnly
@@ -335,6 +413,7 @@ impl ScanSchedule {
             self.membership = membership;
         }
         self.leases_due = false;
+        self.due_to_failure = false;
         self.rows_due.clear();
         self.vacated.clear();
         self.operator_mark = observed.operator_mark.clone();
@@ -518,27 +597,51 @@ impl ScanSchedule {
         observed: &Observed,
         config: &ParticipantConfig,
         same_members: bool,
-    ) -> bool {
-        if config.relist_after.is_zero() || self.leases_due || !self.settled {
-            return true;
-        }
-        if !same_members
-            || observed.operator_mark != self.operator_mark
-            || self.relist_at.is_none_or(|at| at <= now)
-        {
-            return true;
-        }
-        // A member rewrites its record at least every heartbeat; one that has looked the same
-        // for longer has missed one, until it stops counting live altogether.
-        let missed = config.heartbeat + config.heartbeat / 20;
-        let Some(missed_since) = now.checked_sub(missed) else {
-            return false;
+    ) -> Option<ListingCause> {
+        let cause = if config.relist_after.is_zero() {
+            ListingCause::EveryScan
+        } else if self.leases_due && self.due_to_failure {
+            ListingCause::ReadFailed
+        } else if self.leases_due {
+            ListingCause::Asked
+        } else if !self.settled {
+            ListingCause::Unsettled
+        } else if !same_members {
+            ListingCause::Membership
+        } else if observed.operator_mark != self.operator_mark {
+            ListingCause::Operator
+        } else if self.relist_at.is_none_or(|at| at <= now) {
+            ListingCause::Periodic
+        } else if missed_heartbeat(now, observed, config) {
+            ListingCause::MissedHeartbeat
+        } else {
+            return None;
         };
-        let silent_since = now.checked_sub(config.member_timeout());
-        observed.members.others(&config.node).any(|seen| {
-            seen.first_seen <= missed_since && silent_since.is_none_or(|at| at < seen.first_seen)
-        })
+        Some(cause)
     }
+}
+
+/// Whether a member other than `config.node` has missed a heartbeat as `observed` shows it
+/// at `now`. A member rewrites its record at least every heartbeat; one that has looked the
+/// same for longer has missed one, until it stops counting live altogether.
+///
+/// With session leases a silent member's leases wait on its member record, which every scan
+/// reads, from its last renewal seen: none can be taken before `acquire_after` of silence.
+/// Reading the table sooner would find nothing to take, and a fleet whose store is busy
+/// misses heartbeats all the time: a thousand nodes each reading the table at every
+/// missed heartbeat is what keeps such a store busy.
+fn missed_heartbeat(now: Instant, observed: &Observed, config: &ParticipantConfig) -> bool {
+    let mut missed = config.heartbeat + config.heartbeat / 20;
+    if observed.lease_mode == crate::group::LeaseMode::Session {
+        missed = missed.max(config.acquire_after);
+    }
+    let Some(missed_since) = now.checked_sub(missed) else {
+        return false;
+    };
+    let silent_since = now.checked_sub(config.member_timeout());
+    observed.members.others(&config.node).any(|seen| {
+        seen.first_seen <= missed_since && silent_since.is_none_or(|at| at < seen.first_seen)
+    })
 }
 
 /// How long a settled node waits before reading the lease table regardless: `relist_after ×

@@ -3,6 +3,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
+use crate::group::LeaseMode;
 use crate::record::{MemberRecord, Stored};
 use crate::types::{NodeId, PartitionId};
 
@@ -257,12 +258,94 @@ fn a_lost_lease_or_a_membership_change_sends_a_settled_node_to_the_table() {
         Reading::Leases
     );
     schedule.planned(true);
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::Unsettled));
+    schedule.planned(true);
     let mut fewer = members(4, 1);
     fewer.retain(|m| m.key.as_str() != "c");
     observed.observe_members(start, fewer);
     assert_eq!(
         schedule.reading(start, &observed, &config, false),
         Reading::Leases
+    );
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::Membership));
+}
+
+#[test]
+fn a_failed_reading_and_a_request_send_the_next_scan_to_the_table_each_named() {
+    let config = config();
+    let mut rng = SeededRng::new(6);
+    let start = Instant::now();
+    let (mut schedule, mut observed) = settled(start, &mut rng);
+    schedule.reading_failed();
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::ReadFailed));
+    listed_and_settled(&mut schedule, &mut observed, start, &mut rng);
+    schedule.want_leases();
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::Asked));
+    let names: std::collections::BTreeSet<_> = ListingCause::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(
+        names.len(),
+        ListingCause::ALL.len(),
+        "every cause named apart"
+    );
+}
+
+/// What a settled node reads at `seconds` after `start` while member `c` stays at the write
+/// it showed then and the others keep beating, in `mode`, with an `acquire_after` of 22 s
+/// (the member timeout is 30 s).
+fn reading_with_c_silent(mode: LeaseMode, seconds: u64) -> (Reading, Option<ListingCause>) {
+    let mut config = config();
+    config.lease_validity = 15 * SECOND;
+    config.acquire_after = 22 * SECOND;
+    let mut rng = SeededRng::new(5);
+    let start = Instant::now();
+    let (mut schedule, mut observed) = settled(start, &mut rng);
+    observed.lease_mode = mode;
+    let now = start + Duration::from_secs(seconds);
+    let mut listing = members(3 + seconds, 1);
+    listing[3] = member(NodeId::new("c").unwrap(), 3);
+    observed.observe_members(now, listing);
+    let reading = schedule.reading(now, &observed, &config, false);
+    (reading, schedule.listing_cause())
+}
+
+#[test]
+fn a_member_missing_heartbeats_sends_a_settled_node_to_the_table_once_its_leases_may_be_free() {
+    // Per partition, waits run on each row's version as this node first saw it: it reads
+    // the table at the first missed heartbeat, to start them.
+    let missed = Some(ListingCause::MissedHeartbeat);
+    assert_eq!(
+        reading_with_c_silent(LeaseMode::PerPartition, 10).0,
+        Reading::MembersOnly
+    );
+    assert_eq!(
+        reading_with_c_silent(LeaseMode::PerPartition, 11),
+        (Reading::Leases, missed)
+    );
+    // By session they run on the member record, read every scan, from its last renewal:
+    // nothing is free before acquire_after of silence, so the table waits until then.
+    for seconds in [11, 21] {
+        assert_eq!(
+            reading_with_c_silent(LeaseMode::Session, seconds).0,
+            Reading::MembersOnly,
+            "{seconds} s"
+        );
+    }
+    assert_eq!(
+        reading_with_c_silent(LeaseMode::Session, 23),
+        (Reading::Leases, missed)
+    );
+    // Past the member timeout, `c` no longer counts: the membership changed.
+    assert_eq!(
+        reading_with_c_silent(LeaseMode::Session, 31),
+        (Reading::Leases, Some(ListingCause::Membership))
     );
 }
 
