@@ -206,6 +206,31 @@ impl ParticipantConfig {
         )
     }
 
+    /// The time limit on one listing of the lease table: `store_timeout` for every
+    /// [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] partitions (at least one), 80 s for
+    /// 65,536 by default. Every other call keeps `store_timeout`.
+    ///
+    /// A listing is the one call whose work grows with the table. On a busy store a listing
+    /// of a large table takes longer than a single record's read, and one cut off at
+    /// `store_timeout` is abandoned by the node but not by the store's server, which reads
+    /// and sends every row regardless: a fleet retrying such listings keeps its store busy
+    /// with readings no node receives, and never settles. A long listing delays nothing
+    /// else: renewals and heartbeats go on while it runs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::{NodeId, ParticipantConfig};
+    /// let node = NodeId::new("n1").unwrap();
+    /// let small = ParticipantConfig::new(node.clone(), 1024);
+    /// assert_eq!(small.listing_timeout(), small.store_timeout);
+    /// let large = ParticipantConfig::new(node, 65_536);
+    /// assert_eq!(large.listing_timeout(), Duration::from_secs(80));
+    /// ```
+    pub fn listing_timeout(&self) -> Duration {
+        let blocks = self.partitions.div_ceil(Self::LIST_EVERY_SCAN_UP_TO).max(1);
+        self.store_timeout.saturating_mul(blocks)
+    }
+
     /// The longest scans back off to while the store fails or throttles them: four scan
     /// intervals, enough to shed most of the read load, short enough that partitions freed
     /// meanwhile are found within a few scans once the store recovers. Renewals keep their

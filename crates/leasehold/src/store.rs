@@ -469,29 +469,56 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
 pub struct TimeoutStore {
     inner: Arc<dyn LeaseStore>,
     limit: Duration,
+    listing_limit: Duration,
 }
 
 impl TimeoutStore {
     /// Wraps `inner`, limiting each call to `limit`.
     pub fn new(inner: Arc<dyn LeaseStore>, limit: Duration) -> TimeoutStore {
-        TimeoutStore { inner, limit }
+        TimeoutStore {
+            inner,
+            limit,
+            listing_limit: limit,
+        }
+    }
+
+    /// The same, with listings of the lease table limited to `listing_limit` instead (see
+    /// [`crate::ParticipantConfig::listing_timeout`]).
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::Duration};
+    /// use leasehold::{MemoryStore, TimeoutStore};
+    /// let store = TimeoutStore::new(Arc::new(MemoryStore::new()), Duration::from_secs(5))
+    ///     .with_listing_limit(Duration::from_secs(80));
+    /// # let _ = store;
+    /// ```
+    pub fn with_listing_limit(mut self, listing_limit: Duration) -> TimeoutStore {
+        self.listing_limit = listing_limit;
+        self
     }
 
     async fn bound<T>(
         &self,
         call: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.limit, call).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Timeout(self.limit)),
-        }
+        bounded(self.limit, call).await
+    }
+}
+
+async fn bounded<T>(
+    limit: Duration,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result,
+        Err(_) => Err(StoreError::Timeout(limit)),
     }
 }
 
 #[async_trait]
 impl LeaseStore for TimeoutStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        self.bound(self.inner.list_leases(group)).await
+        bounded(self.listing_limit, self.inner.list_leases(group)).await
     }
 
     async fn get_lease(

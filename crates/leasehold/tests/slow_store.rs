@@ -15,18 +15,20 @@ use leasehold::{
 use tokio::time::sleep;
 
 /// The in-memory store, with the reply to every listing and read arriving `read_delay` after
-/// the store answered it (so it may be out of date on arrival), and writes instant.
+/// the store answered it (so it may be out of date on arrival), listings of the lease table
+/// `listing_delay` later still, and writes instant.
 #[derive(Debug)]
 struct SlowReads {
     inner: MemoryStore,
     read_delay: Duration,
+    listing_delay: Duration,
 }
 
 #[async_trait]
 impl LeaseStore for SlowReads {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let reply = self.inner.list_leases(group).await;
-        sleep(self.read_delay).await;
+        sleep(self.read_delay + self.listing_delay).await;
         reply
     }
 
@@ -135,6 +137,7 @@ async fn listings_near_the_store_timeout_cost_no_lease_over_a_hundred_heartbeats
     let store = Arc::new(SlowReads {
         inner,
         read_delay: config.store_timeout.mul_f64(0.9),
+        listing_delay: Duration::ZERO,
     });
     let participant = Participant::start(store, config.clone(), ()).unwrap();
     sleep(Duration::from_secs(3)).await;
@@ -162,6 +165,7 @@ async fn a_drain_during_a_slow_member_listing_is_kept() {
     let store = Arc::new(SlowReads {
         inner: inner.clone(),
         read_delay: config.store_timeout.mul_f64(0.9),
+        listing_delay: Duration::ZERO,
     });
     let a = Participant::start(store, config.clone(), ()).unwrap();
     let b_config = ParticipantConfig::fast(NodeId::new("b").unwrap(), 8);
@@ -258,4 +262,30 @@ async fn a_node_leaving_after_a_renewal_whose_reply_was_lost_deletes_its_member_
             "{mode:?}: member record left behind: {left:?}"
         );
     }
+}
+
+/// A listing of a large table is given longer than other calls
+/// (`ParticipantConfig::listing_timeout`): on a store whose listings take one and a half
+/// store timeouts, a node still reads the table and takes partitions, where listings cut
+/// off at the store timeout would fail at every scan.
+#[tokio::test(start_paused = true)]
+async fn a_listing_slower_than_the_store_timeout_still_reads_a_large_table() {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 8192).await.unwrap();
+    let mut config = ParticipantConfig::new(NodeId::new("a").unwrap(), 8192)
+        .with_store_timeout(Duration::from_secs(1));
+    config.relist_after = Duration::ZERO;
+    assert_eq!(config.listing_timeout(), Duration::from_secs(2));
+    let store = Arc::new(SlowReads {
+        inner,
+        read_delay: Duration::ZERO,
+        listing_delay: Duration::from_millis(1500),
+    });
+    let participant = Participant::start(store, config, ()).unwrap();
+    sleep(Duration::from_secs(30)).await;
+    let status = participant.status();
+    assert!(status.lease_listings > 0, "{status:?}");
+    assert!(!participant.owned().is_empty(), "{status:?}");
+    participant.shutdown().await;
 }

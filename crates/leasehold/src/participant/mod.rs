@@ -374,7 +374,10 @@ impl Participant {
         environment: Environment,
     ) -> Result<Participant, ConfigError> {
         config.validate()?;
-        let store: Arc<dyn LeaseStore> = Arc::new(TimeoutStore::new(store, config.store_timeout));
+        let store: Arc<dyn LeaseStore> = Arc::new(
+            TimeoutStore::new(store, config.store_timeout)
+                .with_listing_limit(config.listing_timeout()),
+        );
         Ok(Participant::spawn(
             store,
             config,
@@ -393,7 +396,10 @@ impl Participant {
         callbacks: Arc<dyn Callbacks>,
         environment: Environment,
     ) -> Participant {
-        let store: Arc<dyn LeaseStore> = Arc::new(TimeoutStore::new(store, config.store_timeout));
+        let store: Arc<dyn LeaseStore> = Arc::new(
+            TimeoutStore::new(store, config.store_timeout)
+                .with_listing_limit(config.listing_timeout()),
+        );
         Participant::spawn(store, config, callbacks, environment)
     }
 
