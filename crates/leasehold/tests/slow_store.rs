@@ -3,6 +3,7 @@
 //! its partition meanwhile; a renewal whose reply was lost still counts as the node's own
 //! when it leaves. Controlled time: Tokio's clock is paused.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ struct SlowReads {
     inner: MemoryStore,
     read_delay: Duration,
     listing_delay: Duration,
+    /// Reads of single lease records that fail before any succeeds.
+    failing_gets: AtomicU32,
 }
 
 #[async_trait]
@@ -37,6 +40,14 @@ impl LeaseStore for SlowReads {
         group: &GroupName,
         partition: PartitionId,
     ) -> Result<Option<StoredLease>, StoreError> {
+        let failing = self.failing_gets.load(Ordering::Relaxed);
+        if failing > 0 {
+            self.failing_gets.store(failing - 1, Ordering::Relaxed);
+            return Err(StoreError::Unavailable {
+                message: "lease reads failing".into(),
+                source: None,
+            });
+        }
         let reply = self.inner.get_lease(group, partition).await;
         sleep(self.read_delay).await;
         reply
@@ -138,6 +149,7 @@ async fn listings_near_the_store_timeout_cost_no_lease_over_a_hundred_heartbeats
         inner,
         read_delay: config.store_timeout.mul_f64(0.9),
         listing_delay: Duration::ZERO,
+        failing_gets: AtomicU32::new(0),
     });
     let participant = Participant::start(store, config.clone(), ()).unwrap();
     sleep(Duration::from_secs(3)).await;
@@ -166,6 +178,7 @@ async fn a_drain_during_a_slow_member_listing_is_kept() {
         inner: inner.clone(),
         read_delay: config.store_timeout.mul_f64(0.9),
         listing_delay: Duration::ZERO,
+        failing_gets: AtomicU32::new(0),
     });
     let a = Participant::start(store, config.clone(), ()).unwrap();
     let b_config = ParticipantConfig::fast(NodeId::new("b").unwrap(), 8);
@@ -281,11 +294,43 @@ async fn a_listing_slower_than_the_store_timeout_still_reads_a_large_table() {
         inner,
         read_delay: Duration::ZERO,
         listing_delay: Duration::from_millis(1500),
+        failing_gets: AtomicU32::new(0),
     });
     let participant = Participant::start(store, config, ()).unwrap();
     sleep(Duration::from_secs(30)).await;
     let status = participant.status();
     assert!(status.lease_listings > 0, "{status:?}");
     assert!(!participant.owned().is_empty(), "{status:?}");
+    participant.shutdown().await;
+}
+
+/// A node that never read the table reads its own stripe, a few rows, where a large table
+/// would cost the store a listing; a reading of the stripe that fails is tried again at the
+/// next scan, not answered with a listing of the whole table, which on a store too busy
+/// for a few rows would be the worst thing to ask of it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_reading_of_its_stripe_sends_a_node_back_to_its_stripe_not_the_table() {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 8192).await.unwrap();
+    let config = ParticipantConfig::new(NodeId::new("a").unwrap(), 8192);
+    let store = Arc::new(SlowReads {
+        inner,
+        read_delay: Duration::ZERO,
+        listing_delay: Duration::ZERO,
+        failing_gets: AtomicU32::new(0),
+    });
+    let participant = Participant::start(store.clone(), config, ()).unwrap();
+    // It read its stripe and takes it batch by batch, planning on that reading until it is
+    // acquire_after old; the next two readings of the stripe then fail.
+    sleep(Duration::from_secs(30)).await;
+    let taken = participant.owned().len();
+    assert!(taken >= 16, "{:?}", participant.status());
+    store.failing_gets.store(33, Ordering::Relaxed);
+    sleep(Duration::from_secs(120)).await;
+    let status = participant.status();
+    assert_eq!(store.failing_gets.load(Ordering::Relaxed), 0, "{status:?}");
+    assert!(status.listings_started.is_empty(), "{status:?}");
+    assert!(participant.owned().len() > taken, "{status:?}");
     participant.shutdown().await;
 }

@@ -95,7 +95,10 @@ impl Runner {
         }
         if reading == Reading::Stripe {
             if let Err(error) = self.read_stripe(members_at).await {
-                self.schedule.reading_failed();
+                // Nothing was learned, so the next scan decides as this one did, and reads
+                // the stripe again while what chose it holds. Sending it to the table instead
+                // would answer a store too slow for a few rows with a reading of all of them:
+                // on a busy store, every node of a starting fleet at once.
                 return self.scan_failed(error);
             }
         }

@@ -72,7 +72,8 @@ impl Reading {
 pub enum ListingCause {
     /// [`ParticipantConfig::relist_after`] is zero: every scan reads the table.
     EveryScan,
-    /// The node's last reading of the table or of rows from it failed.
+    /// The node's last reading of the table, or of rows notices named, failed (a failed
+    /// reading of its stripe reads the stripe again).
     ReadFailed,
     /// Something the node learned asked for it: a take that failed or whose outcome is
     /// unknown, a race lost, a notice naming more rows than are worth reading one by one,
@@ -265,8 +266,8 @@ impl ScanSchedule {
         self.leases_due = true;
     }
 
-    /// The scan's reading of the table, of its stripe or of rows from it failed: the next
-    /// one reads the table.
+    /// The scan's reading of the table, or of rows notices named, failed: the next one reads
+    /// the table.
     pub fn reading_failed(&mut self) {
         self.leases_due = true;
         self.due_to_failure = true;
