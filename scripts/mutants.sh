@@ -14,7 +14,9 @@
 #   scripts/mutants.sh --in-diff <(git diff main~5)   only code a diff touches
 #   scripts/mutants.sh --list                the mutants, without running them
 #   scripts/mutants.sh --shard 0/8 --jobs 2  two mutants at a time (their tests mostly wait)
-#   scripts/mutants.sh --shard 0/8 --iterate go on with a shard that was stopped
+#   scripts/mutants.sh --iterate             go on with a whole run that was stopped (not a
+#                                            shard: --iterate leaves out what was caught
+#                                            before sharding, so a shard's share changes)
 #
 # Results go to target/mutants/<shard or "all">/mutants.out (caught.txt, missed.txt,
 # timeout.txt, unviable.txt); a summary line is printed at the end. Record it in TESTING.md.
