@@ -227,8 +227,7 @@ impl ParticipantConfig {
     /// assert_eq!(large.listing_timeout(), Duration::from_secs(80));
     /// ```
     pub fn listing_timeout(&self) -> Duration {
-        let blocks = self.partitions.div_ceil(Self::LIST_EVERY_SCAN_UP_TO).max(1);
-        self.store_timeout.saturating_mul(blocks)
+        self.store_timeout.saturating_mul(self.table_blocks())
     }
 
     /// The longest scans back off to while the store fails or throttles them: four scan
@@ -237,6 +236,31 @@ impl ParticipantConfig {
     /// schedule throughout.
     pub fn max_scan_backoff(&self) -> Duration {
         self.scan_interval.saturating_mul(4)
+    }
+
+    /// The longest a node waits before listing the table again after listings that timed
+    /// out or were throttled: [`ParticipantConfig::max_scan_backoff`] per 4,096 partitions
+    /// (as [`ParticipantConfig::listing_timeout`] counts them), so that at the ceiling a
+    /// node's retried listings cost its store about 100 rows a second whatever the table's
+    /// size: 40 s up to 4,096 partitions, 640 s at 65,536 with the default timings.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::{NodeId, ParticipantConfig};
+    ///
+    /// let small = ParticipantConfig::new(NodeId::new("a").unwrap(), 1024);
+    /// assert_eq!(small.max_listing_backoff(), small.max_scan_backoff());
+    /// let large = ParticipantConfig::new(NodeId::new("a").unwrap(), 65_536);
+    /// assert_eq!(large.max_listing_backoff(), Duration::from_secs(640));
+    /// ```
+    pub fn max_listing_backoff(&self) -> Duration {
+        self.max_scan_backoff().saturating_mul(self.table_blocks())
+    }
+
+    /// The table counted in blocks of [`ParticipantConfig::LIST_EVERY_SCAN_UP_TO`] rows, at
+    /// least one: what a listing costs, relative to a table read every scan.
+    fn table_blocks(&self) -> u32 {
+        self.partitions.div_ceil(Self::LIST_EVERY_SCAN_UP_TO).max(1)
     }
 
     /// Whether this node keeps off `partition` (see [`ParticipantConfig::excluded`]).

@@ -334,3 +334,38 @@ async fn a_failed_reading_of_its_stripe_sends_a_node_back_to_its_stripe_not_the_
     assert!(participant.owned().len() > taken, "{status:?}");
     participant.shutdown().await;
 }
+
+/// Listings of a large table that time out are retried after a back-off that grows with the
+/// table (`ParticipantConfig::max_listing_backoff`), not at every scan: a fleet whose store
+/// is too busy to send it the table would otherwise keep it that busy. Meanwhile the node
+/// scans on, reading member records.
+#[tokio::test(start_paused = true)]
+async fn listings_that_time_out_are_retried_ever_more_rarely_while_scans_go_on() {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 16_384).await.unwrap();
+    let mut config = ParticipantConfig::new(NodeId::new("a").unwrap(), 16_384)
+        .with_store_timeout(Duration::from_secs(1));
+    config.relist_after = Duration::ZERO;
+    assert_eq!(config.listing_timeout(), Duration::from_secs(4));
+    assert_eq!(config.max_listing_backoff(), Duration::from_secs(160));
+    let store = Arc::new(SlowReads {
+        inner,
+        read_delay: Duration::ZERO,
+        listing_delay: Duration::from_secs(10),
+        failing_gets: AtomicU32::new(0),
+    });
+    let participant = Participant::start(store, config, ()).unwrap();
+    sleep(Duration::from_secs(1200)).await;
+    let status = participant.status();
+    let listings: u64 = status.listings_started.values().sum();
+    // Waits of 20, 40, 80 and then 160 s (spread by the jitter), against 40 s at most at the
+    // scan back-off's pace: about 10 listings in 20 minutes, not 30.
+    assert!(
+        (6..=14).contains(&listings),
+        "{listings} listings: {status:?}"
+    );
+    assert_eq!(status.lease_listings, 0, "{status:?}");
+    assert!(status.scans >= 80, "{status:?}");
+    participant.shutdown().await;
+}

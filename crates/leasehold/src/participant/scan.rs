@@ -76,10 +76,18 @@ impl Runner {
             {
                 Ok(leases) => leases,
                 Err(error) => {
-                    self.schedule.reading_failed();
+                    let now = self.clock.now();
+                    let wait =
+                        self.schedule
+                            .listing_failed(now, &error, &self.config, &mut self.rng);
+                    if let Some(wait) = wait {
+                        tracing::warn!(node = %self.config.node, %error, ?wait,
+                            "listing of the lease table failed; listing it again after a back-off");
+                    }
                     return self.scan_failed(error);
                 }
             };
+            self.schedule.listing_succeeded();
             let now = self.clock.now();
             self.report_corrupt(&leases.corrupt);
             self.record(|metrics| {

@@ -16,6 +16,11 @@ use crate::types::Version;
 
 use super::{MemberShare, Observed};
 
+mod listing;
+
+use listing::ListingBackoff;
+pub use listing::ListingCause;
+
 /// A change notice brings the next scan forward to this soon, coalescing bursts.
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 /// Scans brought forward by notices start at least this fraction of the scan interval
@@ -35,8 +40,9 @@ pub const MAX_ROW_READS: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reading {
     /// Nothing more, and it plans nothing: the fleet is starting (see
-    /// [`ScanSchedule::reading`]), or the node is settled and nothing in the table can be
-    /// waiting for it.
+    /// [`ScanSchedule::reading`]), the node is settled and nothing in the table can be
+    /// waiting for it, or its last listing timed out and the next must wait (see
+    /// [`ScanSchedule::listing_failed`]).
     MembersOnly,
     /// Nothing more: it plans on the lease view it has, to take the next batch of its share.
     View,
@@ -63,63 +69,6 @@ impl Reading {
     /// Whether the scan makes a plan after reading.
     pub fn plans(self) -> bool {
         self != Reading::MembersOnly
-    }
-}
-
-/// Why a scan reads the whole lease table ([`Reading::Leases`]): in a large fleet each
-/// listing is costly, and the causes, counted, show what sends nodes to the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ListingCause {
-    /// [`ParticipantConfig::relist_after`] is zero: every scan reads the table.
-    EveryScan,
-    /// The node's last reading of the table, or of rows notices named, failed (a failed
-    /// reading of its stripe reads the stripe again).
-    ReadFailed,
-    /// Something the node learned asked for it: a take that failed or whose outcome is
-    /// unknown, a race lost, a notice naming more rows than are worth reading one by one,
-    /// held leases read again.
-    Asked,
-    /// The last plan left something to do.
-    Unsettled,
-    /// The live membership changed since the last reading (and with it every target).
-    Membership,
-    /// An operator command changed the table.
-    Operator,
-    /// The node's periodic reading ([`ParticipantConfig::relist_after`]).
-    Periodic,
-    /// A member missed a heartbeat: its leases may soon be free.
-    MissedHeartbeat,
-    /// Per partition, rows that notices named: an old view would show held rows abandoned.
-    Rows,
-}
-
-impl ListingCause {
-    /// Every cause, in order.
-    pub const ALL: [ListingCause; 9] = [
-        ListingCause::EveryScan,
-        ListingCause::ReadFailed,
-        ListingCause::Asked,
-        ListingCause::Unsettled,
-        ListingCause::Membership,
-        ListingCause::Operator,
-        ListingCause::Periodic,
-        ListingCause::MissedHeartbeat,
-        ListingCause::Rows,
-    ];
-
-    /// The cause's name, as metrics and reports show it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ListingCause::EveryScan => "every_scan",
-            ListingCause::ReadFailed => "read_failed",
-            ListingCause::Asked => "asked",
-            ListingCause::Unsettled => "unsettled",
-            ListingCause::Membership => "membership",
-            ListingCause::Operator => "operator",
-            ListingCause::Periodic => "periodic",
-            ListingCause::MissedHeartbeat => "missed_heartbeat",
-            ListingCause::Rows => "rows",
-        }
     }
 }
 
@@ -178,6 +127,8 @@ pub struct ScanSchedule {
     due_to_failure: bool,
     /// Why the last scan that read the table did.
     listing_cause: Option<ListingCause>,
+    /// When the table may be listed again after listings that timed out.
+    listing: ListingBackoff,
     /// Rows that notices named as released or offline since the last reading: a node that
     /// skips the table reads these (see [`Reading::Rows`]).
     rows_due: std::collections::BTreeSet<crate::types::PartitionId>,
@@ -221,6 +172,7 @@ impl ScanSchedule {
             leases_due: true,
             due_to_failure: false,
             listing_cause: None,
+            listing: ListingBackoff::default(),
             rows_due: std::collections::BTreeSet::new(),
             vacated: std::collections::BTreeSet::new(),
             relist_at: None,
@@ -271,6 +223,31 @@ impl ScanSchedule {
     pub fn reading_failed(&mut self) {
         self.leases_due = true;
         self.due_to_failure = true;
+    }
+
+    /// A listing of the table failed at `now` with `error`: the next scan reads the table,
+    /// but one that timed out or was throttled waits for the listing back-off first (see
+    /// [`ParticipantConfig::max_listing_backoff`]), a draw from `rng`. Returns that wait.
+    pub fn listing_failed(
+        &mut self,
+        now: Instant,
+        error: &crate::error::StoreError,
+        config: &ParticipantConfig,
+        rng: &mut SeededRng,
+    ) -> Option<Duration> {
+        self.reading_failed();
+        self.listing.failed(now, error, config, rng)
+    }
+
+    /// A listing of the whole table arrived: the listing back-off starts again.
+    pub fn listing_succeeded(&mut self) {
+        self.listing.succeeded();
+    }
+
+    /// When the next listing of the table may start, while listings that timed out hold it
+    /// back.
+    pub fn listing_retry_at(&self) -> Option<Instant> {
+        self.listing.retry_at()
     }
 
     /// Why the last scan that read the whole table ([`Reading::Leases`]) did.
@@ -368,6 +345,9 @@ impl ScanSchedule {
         } else if let Some(cause) = self.leases_wanted(now, observed, config, same_members) {
             if self.stripe_will_do(observed, config, same_members) {
                 Reading::Stripe
+            } else if self.listing.waiting(now) {
+                // An old view would only send compare-and-sets bound to fail.
+                Reading::MembersOnly
             } else {
                 self.listing_cause = Some(cause);
                 Reading::Leases

@@ -7,11 +7,11 @@ use crate::group::LeaseMode;
 use crate::record::{MemberRecord, Stored};
 use crate::types::{NodeId, PartitionId};
 
-const SECOND: Duration = Duration::from_secs(1);
+pub(super) const SECOND: Duration = Duration::from_secs(1);
 
 /// Ten-second scans and heartbeats, no jitter on the scan interval, and a table large
 /// enough that a settled node may skip readings.
-fn config() -> ParticipantConfig {
+pub(super) fn config() -> ParticipantConfig {
     let mut config = ParticipantConfig::new(NodeId::new("b").unwrap(), 100_000);
     config.jitter = 0.0;
     config.relist_after = Duration::from_secs(60);
@@ -57,7 +57,7 @@ fn listed_and_settled(
 
 /// A node that has scanned twice (its first scan waited for the fleet), read its stripe and
 /// then the lease table at `start`, and found nothing to do.
-fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
+pub(super) fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Observed) {
     let config = config();
     let mut observed = Observed::default();
     let mut schedule = ScanSchedule::new(start);
