@@ -125,8 +125,9 @@ mod tests {
         fixture.set(2, reserved.clone(), 90, fixture.start);
         fixture.set(3, reserved, 91, fixture.start);
         assert!(!give_back_on(&fixture).0);
-        // Once its window has passed, the reservations no longer count: it lacks them.
-        let input = fixture.input(fixture.start + Duration::from_secs(17), false);
+        // From the instant its window ends, when the others may take them (see `take`), the
+        // reservations no longer count: it lacks them.
+        let input = fixture.input(fixture.start + Duration::from_secs(16), false);
         let mut plan = Plan::default();
         renew::sort_holdings(&input, &mut plan);
         assert!(give_back(&input, &Shares::of(&input), &mut plan));

@@ -547,13 +547,54 @@ mod follow_tests {
         assert_eq!(faulty.listings(), 1 + 3);
     }
 
+    /// A router whose store cannot give it change notices polls, and asks for them again
+    /// every [`Router::MAX_BACKOFF`] until it has them; then a change shows at once.
+    ///
+    /// Fails if a failed watch is retried at once (a store whose notices are down would be
+    /// asked again in a loop), or never.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_watch_is_tried_again_after_the_longest_back_off() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        faulty.fail_watches(2);
+        let poll_interval = Duration::from_secs(3600);
+        let router = follow(&faulty, PARTITIONS, poll_interval).await;
+        let second = Duration::from_secs(1);
+        tokio::time::sleep(Router::MAX_BACKOFF - second).await;
+        assert_eq!(faulty.watches(), 1, "the first, at the start");
+        tokio::time::sleep(2 * second).await;
+        assert_eq!(faulty.watches(), 2, "the second, failed too");
+        tokio::time::sleep(Router::MAX_BACKOFF - 2 * second).await;
+        assert_eq!(faulty.watches(), 2);
+        tokio::time::sleep(2 * second).await;
+        assert_eq!(faulty.watches(), 3, "the third, answered");
+        write(&memory, 5, LeaseState::Held, "a").await;
+        settle().await;
+        assert_eq!(router.owner_of_partition(PartitionId(5)), Some(node("a")));
+    }
+
+    /// The poll interval is refused at zero and above [`ParticipantConfig::MAX_DURATION`],
+    /// and accepted at that bound.
     #[tokio::test]
-    async fn a_zero_poll_interval_is_refused() {
+    async fn a_poll_interval_beyond_the_bounds_is_refused() {
         let (_memory, faulty) = stores(PARTITIONS).await;
         let store: Arc<dyn LeaseStore> = faulty;
-        let error = Router::follow(store, group(), PARTITIONS, Duration::ZERO)
-            .await
-            .unwrap_err();
-        assert!(matches!(error, StoreError::Invalid(_)), "{error}");
+        let longest = crate::ParticipantConfig::MAX_DURATION;
+        for wrong in [Duration::ZERO, longest + Duration::from_nanos(1)] {
+            let follow = Router::follow(store.clone(), group(), PARTITIONS, wrong);
+            let error = follow.await.unwrap_err();
+            assert!(
+                matches!(error, StoreError::Invalid(_)),
+                "{wrong:?}: {error}"
+            );
+        }
+        let router = Router::follow(store, group(), PARTITIONS, longest).await;
+        let router = router.unwrap();
+        let shown = format!("{router:?}");
+        assert!(
+            shown.contains("orders")
+                && shown.contains(&PARTITIONS.to_string())
+                && shown.contains("following: true"),
+            "{shown}"
+        );
     }
 }

@@ -49,6 +49,8 @@ pub struct FaultyStore {
     record_reads: AtomicU64,
     batches: AtomicU64,
     notices_off: AtomicBool,
+    failing_watches: AtomicU32,
+    watches: AtomicU64,
     renewals_before_deletes: AtomicU32,
     latency_ns: AtomicU64,
     member_reply_delay_ns: AtomicU64,
@@ -71,6 +73,8 @@ impl FaultyStore {
             record_reads: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             notices_off: AtomicBool::new(false),
+            failing_watches: AtomicU32::new(0),
+            watches: AtomicU64::new(0),
             renewals_before_deletes: AtomicU32::new(0),
             latency_ns: AtomicU64::new(0),
             member_reply_delay_ns: AtomicU64::new(0),
@@ -153,6 +157,17 @@ impl FaultyStore {
     /// participants started afterwards learn of changes only by polling.
     pub fn turn_notices_off(&self) {
         self.notices_off.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers the next `count` calls of [`LeaseStore::watch`] with
+    /// [`StoreError::Unavailable`]: a store whose notices are down for a while.
+    pub fn fail_watches(&self, count: u32) {
+        self.failing_watches.store(count, Ordering::SeqCst);
+    }
+
+    /// Calls of [`LeaseStore::watch`] so far, failed or not.
+    pub fn watches(&self) -> u64 {
+        self.watches.load(Ordering::SeqCst)
     }
 
     /// Lease listings attempted so far (throttled or not).
@@ -380,8 +395,17 @@ impl LeaseStore for FaultyStore {
     }
 
     async fn watch(&self, group: &GroupName) -> Result<ChangeFeed, StoreError> {
+        self.watches.fetch_add(1, Ordering::SeqCst);
         if self.notices_off.load(Ordering::SeqCst) {
             return Err(StoreError::NotSupported("change notices turned off"));
+        }
+        let failing = self.failing_watches.load(Ordering::SeqCst);
+        if failing > 0 {
+            self.failing_watches.store(failing - 1, Ordering::SeqCst);
+            return Err(StoreError::Unavailable {
+                message: "change notices unavailable".into(),
+                source: None,
+            });
         }
         self.inner.watch(group).await
     }
