@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use async_trait::async_trait;
 use leasehold::admin::{self, AdminError, Destroy};
 use leasehold::{
-    unix_ms_now, Epoch, GroupName, GroupRecord, LeaseRecord, LeaseState, LeaseStore, LeaseWrite,
-    Listing, MemberRecord, MemoryStore, NodeId, PartitionId, PutMode, RecordKey, StoreError,
-    StoredGroup, StoredLease, StoredMember, Version,
+    unix_ms_now, Epoch, GroupName, GroupRecord, LeaseMode, LeaseRecord, LeaseState, LeaseStore,
+    LeaseWrite, Listing, MemberRecord, MemoryStore, NodeId, PartitionId, PutMode, RecordKey,
+    StoreError, StoredGroup, StoredLease, StoredMember, TxnWrite, Version,
 };
 
 /// Past this many attempts at one kind of record, a command is taken to retry without bound.
@@ -32,9 +32,15 @@ struct RacedStore {
     /// A rival building the group out (`init` with this many partitions) right after the
     /// caller's next read of the group record.
     rival_init: std::sync::Mutex<Option<u32>>,
+    /// A node registering (its member record created) at the caller's next listing of the
+    /// lease table: after `destroy` deleted the member records it listed.
+    rival_join: std::sync::Mutex<Option<NodeId>>,
     lease_attempts: AtomicU32,
     member_attempts: AtomicU32,
     group_attempts: AtomicU32,
+    /// Lease records deleted one by one, and batches of deletes.
+    single_deletes: AtomicU32,
+    delete_batches: AtomicU32,
 }
 
 impl RacedStore {
@@ -108,6 +114,19 @@ impl RacedStore {
             .unwrap();
     }
 
+    /// A delete of a lease record, after a rival's write of it while races are left.
+    async fn delete_raced(
+        &self,
+        group: &GroupName,
+        partition: PartitionId,
+        version: &Version,
+    ) -> Result<(), StoreError> {
+        if Self::attempt(&self.lease_attempts, &self.lease_races) {
+            self.rival_lease(group, partition).await;
+        }
+        self.inner.delete_lease(group, partition, version).await
+    }
+
     /// Another operator raising the epoch floor by one.
     async fn rival_group(&self, group: &GroupName) {
         let current = self.inner.get_group(group).await.unwrap();
@@ -124,6 +143,14 @@ impl RacedStore {
 #[async_trait]
 impl LeaseStore for RacedStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
+        let joining = self.rival_join.lock().unwrap().take();
+        if let Some(joiner) = joining {
+            let record = MemberRecord::default();
+            let put = self
+                .inner
+                .put_member(group, &joiner, &record, PutMode::Create);
+            put.await.unwrap();
+        }
         self.inner.list_leases(group).await
     }
 
@@ -162,10 +189,21 @@ impl LeaseStore for RacedStore {
         partition: PartitionId,
         version: &Version,
     ) -> Result<(), StoreError> {
-        if Self::attempt(&self.lease_attempts, &self.lease_races) {
-            self.rival_lease(group, partition).await;
+        self.single_deletes.fetch_add(1, Ordering::SeqCst);
+        self.delete_raced(group, partition, version).await
+    }
+
+    async fn delete_leases(
+        &self,
+        group: &GroupName,
+        deletes: &[(PartitionId, Version)],
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        self.delete_batches.fetch_add(1, Ordering::SeqCst);
+        let mut results = Vec::with_capacity(deletes.len());
+        for (partition, version) in deletes {
+            results.push(self.delete_raced(group, *partition, version).await);
         }
-        self.inner.delete_lease(group, partition, version).await
+        Ok(results)
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
@@ -199,7 +237,18 @@ impl LeaseStore for RacedStore {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError> {
+        if Self::attempt(&self.member_attempts, &self.member_races) {
+            self.rival_member(group, node).await;
+        }
         self.inner.delete_member(group, node, version).await
+    }
+
+    async fn transact(
+        &self,
+        group: &GroupName,
+        writes: &[TxnWrite],
+    ) -> Result<Vec<Version>, StoreError> {
+        self.inner.transact(group, writes).await
     }
 
     async fn get_group(&self, group: &GroupName) -> Result<Option<StoredGroup>, StoreError> {
@@ -535,4 +584,84 @@ async fn two_build_outs_of_a_new_group_at_once_both_succeed() {
     let outcome = admin::init(&store, &group, 4).await.unwrap();
     assert_eq!((outcome.created, outcome.existing), (0, 4));
     assert!(store.inner.get_group(&group).await.unwrap().is_some());
+}
+
+/// A node registers after `destroy` deleted the member records and takes partition 2 by
+/// session: the forced destroy takes that record offline together with the node's session
+/// (so the node's next renewal fails and it stops serving) before deleting it, one at a
+/// time; the other records go in a batch. Progress counts every record.
+///
+/// Fails if a record held by session is deleted alone (its holder would keep serving
+/// under a session nothing ended, while the group is built again), if records held by
+/// nobody are deleted one by one, or if the count or the progress leaves records out.
+#[tokio::test]
+async fn a_forced_destroy_by_session_ends_the_session_of_a_node_that_joined_during_it() {
+    let store = RacedStore::default();
+    let group = orders();
+    let template = GroupRecord {
+        lease_mode: LeaseMode::Session,
+        ..GroupRecord::default()
+    };
+    admin::ensure_group_as(&store, &group, &template)
+        .await
+        .unwrap();
+    admin::init(&store, &group, 4).await.unwrap();
+    let joiner = node("joiner");
+    let held = LeaseRecord {
+        owner: Some(joiner.clone()),
+        epoch: Epoch(3),
+        state: LeaseState::Held,
+        ..LeaseRecord::released()
+    };
+    set_lease(&store, PartitionId(2), held).await;
+    *store.rival_join.lock().unwrap() = Some(joiner.clone());
+    let mut progress = Vec::new();
+    let removed = admin::destroy_with_progress(&store, &group, Destroy::Force, &mut |d, t| {
+        progress.push((d, t))
+    })
+    .await
+    .unwrap();
+    assert_eq!(removed, 4);
+    assert_eq!(store.inner.lease_count(), 0);
+    assert_eq!(progress.first(), Some(&(0, 4)));
+    assert_eq!(progress.last(), Some(&(4, 4)));
+    assert!(
+        progress.windows(2).all(|w| w[0].0 <= w[1].0),
+        "{progress:?}"
+    );
+    assert_eq!(store.single_deletes.load(Ordering::SeqCst), 1);
+    assert_eq!(store.delete_batches.load(Ordering::SeqCst), 1);
+    // The joiner's record was written with the hold's end: a renewal at the version it
+    // registered with fails.
+    let session = store.inner.get_member(&group, &joiner).await.unwrap();
+    let session = session.expect("the joiner's record stays");
+    let registered = Version::from_number(1);
+    assert_ne!(session.version, registered);
+    let renewal =
+        store
+            .inner
+            .put_member(&group, &joiner, &session.value, PutMode::Update(registered));
+    assert!(matches!(renewal.await, Err(StoreError::Conflict { .. })));
+}
+
+/// The node heartbeats before every delete of its member record: a forced destroy gives up
+/// naming it, and the record is still there.
+///
+/// Fails if `destroy` retries a member delete without bound, or makes more attempts than
+/// its error says.
+#[tokio::test]
+async fn destroy_gives_up_on_a_member_record_that_kept_changing() {
+    let store = group_with(1).await;
+    let group = orders();
+    let server = node("server-1");
+    add_member(&store, &server).await;
+    store.race_members(u32::MAX);
+    let refused = admin::destroy(&store, &group, Destroy::Force).await;
+    assert_contended(
+        refused,
+        RecordKey::Member(server.clone()),
+        &store.member_attempts,
+    );
+    let stored = store.inner.get_member(&group, &server).await.unwrap();
+    assert!(stored.is_some());
 }
