@@ -35,6 +35,8 @@ struct RacedStore {
     /// A node registering (its member record created) at the caller's next listing of the
     /// lease table: after `destroy` deleted the member records it listed.
     rival_join: std::sync::Mutex<Option<NodeId>>,
+    /// The version that node's record was created at.
+    joined: std::sync::Mutex<Option<Version>>,
     lease_attempts: AtomicU32,
     member_attempts: AtomicU32,
     group_attempts: AtomicU32,
@@ -149,7 +151,7 @@ impl LeaseStore for RacedStore {
             let put = self
                 .inner
                 .put_member(group, &joiner, &record, PutMode::Create);
-            put.await.unwrap();
+            *self.joined.lock().unwrap() = Some(put.await.unwrap());
         }
         self.inner.list_leases(group).await
     }
@@ -635,7 +637,7 @@ async fn a_forced_destroy_by_session_ends_the_session_of_a_node_that_joined_duri
     // registered with fails.
     let session = store.inner.get_member(&group, &joiner).await.unwrap();
     let session = session.expect("the joiner's record stays");
-    let registered = Version::from_number(1);
+    let registered = store.joined.lock().unwrap().clone().unwrap();
     assert_ne!(session.version, registered);
     let renewal =
         store

@@ -221,6 +221,24 @@ async fn operator_commands_refuse_a_group_of_a_newer_format() {
     assert!(init(&store, &group, 2).await.is_err());
 }
 
+/// Fails if a group record is created in the format of the template it was given rather
+/// than the format this build writes: a template copied from an older group's record would
+/// otherwise create a new group that builds of that older format join without knowing
+/// what it holds.
+#[tokio::test]
+async fn a_group_record_is_created_in_the_current_format_whatever_the_template() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    let template = GroupRecord {
+        format: 1,
+        ..GroupRecord::default()
+    };
+    let created = ensure_group_as(&store, &group, &template).await.unwrap();
+    assert_eq!(created.value.format, FORMAT_VERSION);
+    let stored = store.get_group(&group).await.unwrap().unwrap();
+    assert_eq!(stored.value.format, FORMAT_VERSION);
+}
+
 /// Fails if raising the floor to where it already is, or below, rewrites the group record:
 /// `destroy` raises it once per deleted record, and each needless write is a conflict for a
 /// node joining meanwhile.
