@@ -146,6 +146,23 @@ async fn destroy_refuses_while_members_are_present_and_keeps_the_epoch_floor() {
     assert!(recreated.records.iter().all(|r| r.value.epoch == Epoch(57)));
 }
 
+/// Fails if a member record that cannot be read does not count as a member: its node may
+/// well be running, and a destroy that waits for no members would delete what it serves.
+#[tokio::test]
+async fn destroy_counts_an_unreadable_member_record_as_a_member() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 2).await.unwrap();
+    let damaged = NodeId::new("server-2").unwrap();
+    store.corrupt_member(&group, &damaged);
+    let refused = destroy(&store, &group, Destroy::IfNoMembers).await;
+    assert!(
+        matches!(&refused, Err(AdminError::MembersPresent { nodes, .. }) if *nodes == [damaged.clone()]),
+        "{refused:?}"
+    );
+    assert_eq!(store.list_leases(&group).await.unwrap().len(), 2);
+}
+
 #[tokio::test]
 async fn timings_change_only_when_every_member_fits_them() {
     let store = MemoryStore::new();
@@ -218,6 +235,12 @@ async fn operator_commands_refuse_a_group_of_a_newer_format() {
         .unwrap();
     let kicked = kick(&store, &group, PartitionId(0)).await;
     assert!(matches!(kicked, Err(AdminError::Group(_))), "{kicked:?}");
+    add_member(&store, &group, "server-1", None).await;
+    let server = NodeId::new("server-1").unwrap();
+    let drained = set_draining(&store, &group, &server, true).await;
+    assert!(matches!(drained, Err(AdminError::Group(_))), "{drained:?}");
+    let member = store.get_member(&group, &server).await.unwrap().unwrap();
+    assert!(!member.value.draining);
     assert!(init(&store, &group, 2).await.is_err());
 }
 
