@@ -445,3 +445,30 @@ async fn records_built_in_a_group_used_before_are_held_by_nobody_whatever_shows_
         .unwrap();
     assert!(init(&used, &group, 2).await.unwrap().held_by_nobody);
 }
+
+/// Fails if the restart window's bound is not `MAX_RESTART_WINDOW_FACTOR` times the group's
+/// `acquire_after`, inclusive: a window that long is allowed, a nanosecond more is refused
+/// naming the bound, and the record keeps the last window allowed.
+#[tokio::test]
+async fn the_restart_window_may_reach_its_bound_and_no_further() {
+    let store = MemoryStore::new();
+    let group = GroupName::new("orders").unwrap();
+    init(&store, &group, 1).await.unwrap();
+    set_timings(&store, &group, timings(30, 45), false)
+        .await
+        .unwrap();
+    let most = Duration::from_secs(45) * crate::group::MAX_RESTART_WINDOW_FACTOR;
+    for allowed in [Duration::from_secs(1), most] {
+        let record = set_restart_window(&store, &group, Some(allowed)).await;
+        assert_eq!(record.unwrap().restart_window, Some(allowed));
+    }
+    let beyond = most + Duration::from_nanos(1);
+    let refused = set_restart_window(&store, &group, Some(beyond)).await;
+    assert!(
+        matches!(&refused, Err(AdminError::RestartWindowTooLong { window, most: bound, .. })
+            if *window == beyond && *bound == most),
+        "{refused:?}"
+    );
+    let stored = store.get_group(&group).await.unwrap().unwrap();
+    assert_eq!(stored.value.restart_window, Some(most));
+}
