@@ -129,6 +129,10 @@ fn problems(report: &StaleReport) -> Vec<&'static str> {
         .map(|(name, _)| name)
         .collect();
     assert_eq!(report.has_problems(), !found.is_empty(), "{report:?}");
+    // Damage that does not heal by itself, and only that, is critical.
+    let critical = ["missing", "corrupt", "epochs back"];
+    let damaged = found.iter().any(|kind| critical.contains(kind));
+    assert_eq!(report.is_critical(), damaged, "{report:?}");
     found
 }
 
