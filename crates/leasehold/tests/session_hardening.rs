@@ -522,3 +522,47 @@ async fn a_long_run_of_renewals_of_unknown_outcome_never_ends_the_session_they_r
     assert_eq!(a.status().sessions_ended, 0);
     a.shutdown().await;
 }
+
+/// A record left held by a previous process under this node's name is released once its
+/// wait has run out, keeping what the record says about the partition (its epoch, its
+/// prohibitions, its last load) and naming this node as the previous owner, with a write
+/// stamp.
+///
+/// Fails if the release writes the record afresh: an epoch gone back to zero would let a
+/// resource's fencing accept an older holder again, and prohibitions and load would be
+/// forgotten.
+#[tokio::test(start_paused = true)]
+async fn a_record_left_by_a_previous_process_is_released_keeping_what_it_says() {
+    let store = session_store(4).await;
+    let stored = store.get_lease(&group(), P0).await.unwrap().unwrap();
+    let left = LeaseRecord {
+        owner: Some(node("a")),
+        epoch: leasehold::Epoch(5),
+        state: leasehold::LeaseState::Held,
+        // Prohibited on it, so that it does not take it back once released.
+        prohibited: vec![node("a")],
+        load: Some(3.0),
+        session: Some(12_345),
+        ..LeaseRecord::released()
+    };
+    store
+        .put_lease(&group(), P0, &left, PutMode::Update(stored.version))
+        .await
+        .unwrap();
+    let a = Participant::start(store.clone(), config("a", 4), ()).unwrap();
+    sleep(Duration::from_secs(10)).await;
+    let released = store.get_lease(&group(), P0).await.unwrap().unwrap().value;
+    assert_eq!(
+        released.state,
+        leasehold::LeaseState::Released,
+        "{released:?}"
+    );
+    assert_eq!(released.owner, None);
+    assert_eq!(released.epoch, leasehold::Epoch(5));
+    assert_eq!(released.prohibited, [node("a")]);
+    assert_eq!(released.load, Some(3.0));
+    assert_eq!(released.previous_owner, Some(node("a")));
+    assert!(released.written_at_unix_ms.is_some(), "{released:?}");
+    assert_eq!(a.owned().len(), 3);
+    a.shutdown().await;
+}
