@@ -278,6 +278,34 @@ async fn with_session_leases_a_leaving_node_releases_what_expired_before_its_ses
     leaving.await.unwrap();
 }
 
+/// The same, when the first release of the expired lease fails (a write that never reached
+/// the store): the leaving node reads the record again and releases it then, before its
+/// session goes.
+///
+/// Fails if a release that failed on the way out is left for `acquire_after` after the
+/// session is gone, with no scan to come to retry it.
+#[tokio::test(start_paused = true)]
+async fn a_leaving_node_whose_release_of_an_expired_lease_failed_reads_it_again() {
+    let memory = store_with(1).await;
+    admin::set_lease_mode(&*memory, &group(), leasehold::LeaseMode::Session)
+        .await
+        .unwrap();
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    sleep(Duration::from_millis(300)).await;
+    let permit = a.permit(P0).expect("held");
+    // Renewals by session write member records: the release is the next batch written.
+    store.drop_batches(1);
+    let leaving = shut_down_in_background(&a);
+    sleep(Duration::from_millis(3000)).await;
+    assert!(leaving.is_finished(), "the shutdown ends at the deadline");
+    let record = lease_of(&memory, 0).await.value;
+    assert_eq!(record.state, LeaseState::Released, "{record:?}");
+    assert!(no_members(&memory).await);
+    drop(permit);
+    leaving.await.unwrap();
+}
+
 /// Fails if a crash (abort) in the middle of a graceful shutdown leaves the task running: the
 /// shutdown holds the task's handle while it waits for the work in flight, and an abort that
 /// could not reach the task left it handing off leases whose guards the abort had ended (the
