@@ -526,15 +526,18 @@ async fn a_long_run_of_renewals_of_unknown_outcome_never_ends_the_session_they_r
 /// A record left held by a previous process under this node's name is released once its
 /// wait has run out, keeping what the record says about the partition (its epoch, its
 /// prohibitions, its last load) and naming this node as the previous owner, with a write
-/// stamp.
+/// stamp. The release is made together with the node's member record (a newer process may
+/// have taken the name over meanwhile): a renewal that gets in between makes it read the
+/// record again, and the node's session goes on.
 ///
 /// Fails if the release writes the record afresh: an epoch gone back to zero would let a
 /// resource's fencing accept an older holder again, and prohibitions and load would be
-/// forgotten.
+/// forgotten. Fails too if it is written without the member record, or if the node then
+/// renews from the member record's version before that write.
 #[tokio::test(start_paused = true)]
 async fn a_record_left_by_a_previous_process_is_released_keeping_what_it_says() {
-    let store = session_store(4).await;
-    let stored = store.get_lease(&group(), P0).await.unwrap().unwrap();
+    let memory = session_store(4).await;
+    let stored = memory.get_lease(&group(), P0).await.unwrap().unwrap();
     let left = LeaseRecord {
         owner: Some(node("a")),
         epoch: leasehold::Epoch(5),
@@ -545,13 +548,15 @@ async fn a_record_left_by_a_previous_process_is_released_keeping_what_it_says() 
         session: Some(12_345),
         ..LeaseRecord::released()
     };
-    store
+    memory
         .put_lease(&group(), P0, &left, PutMode::Update(stored.version))
         .await
         .unwrap();
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    store.renew_before_transactions(1);
     let a = Participant::start(store.clone(), config("a", 4), ()).unwrap();
     sleep(Duration::from_secs(10)).await;
-    let released = store.get_lease(&group(), P0).await.unwrap().unwrap().value;
+    let released = memory.get_lease(&group(), P0).await.unwrap().unwrap().value;
     assert_eq!(
         released.state,
         leasehold::LeaseState::Released,
@@ -563,6 +568,9 @@ async fn a_record_left_by_a_previous_process_is_released_keeping_what_it_says() 
     assert_eq!(released.load, Some(3.0));
     assert_eq!(released.previous_owner, Some(node("a")));
     assert!(released.written_at_unix_ms.is_some(), "{released:?}");
+    assert_eq!(store.renewals_before_transactions_left(), 0);
+    sleep(Duration::from_secs(10)).await;
     assert_eq!(a.owned().len(), 3);
+    assert_eq!(a.status().sessions_ended, 0, "{:?}", a.status());
     a.shutdown().await;
 }

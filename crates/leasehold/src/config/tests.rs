@@ -656,3 +656,13 @@ fn each_session_take_control_alone_is_refused_by_validation() {
         Err(ConfigError::UnsafeSessionTake)
     ));
 }
+
+/// Fails if the simulator's switch for a negative control does not reach the configuration
+/// it was taken from: every control would then run the safe code, and pass.
+#[cfg(feature = "negative-controls")]
+#[test]
+fn a_control_turned_on_through_its_switch_is_refused_by_validation() {
+    let mut config = ParticipantConfig::new(NodeId::new("n").unwrap(), 8);
+    config.negative_controls_mut().reuse_epoch = true;
+    assert_eq!(config.validate(), Err(ConfigError::UnsafeEpochReuse));
+}

@@ -258,3 +258,6 @@ async fn clear_under_session(
         member_versions,
     })
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod tests;

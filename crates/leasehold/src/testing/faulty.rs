@@ -52,6 +52,7 @@ pub struct FaultyStore {
     failing_watches: AtomicU32,
     watches: AtomicU64,
     renewals_before_deletes: AtomicU32,
+    renewals_before_transactions: AtomicU32,
     latency_ns: AtomicU64,
     member_reply_delay_ns: AtomicU64,
     batch_reply_delay_ns: AtomicU64,
@@ -76,6 +77,7 @@ impl FaultyStore {
             failing_watches: AtomicU32::new(0),
             watches: AtomicU64::new(0),
             renewals_before_deletes: AtomicU32::new(0),
+            renewals_before_transactions: AtomicU32::new(0),
             latency_ns: AtomicU64::new(0),
             member_reply_delay_ns: AtomicU64::new(0),
             batch_reply_delay_ns: AtomicU64::new(0),
@@ -87,6 +89,31 @@ impl FaultyStore {
     /// racing an operator's delete.
     pub fn renew_before_member_deletes(&self, count: u32) {
         self.renewals_before_deletes.store(count, Ordering::SeqCst);
+    }
+
+    /// Each of the next `count` transactions first rewrites, as they stand, the member
+    /// records it writes, so that its condition on them fails: the member's own renewal
+    /// racing a write made together with its record.
+    pub fn renew_before_transactions(&self, count: u32) {
+        self.renewals_before_transactions
+            .store(count, Ordering::SeqCst);
+    }
+
+    /// Transactions still to be preceded by a renewal (see
+    /// [`FaultyStore::renew_before_transactions`]).
+    pub fn renewals_before_transactions_left(&self) -> u32 {
+        self.renewals_before_transactions.load(Ordering::SeqCst)
+    }
+
+    /// Rewrites `node`'s member record as it stands, if there is one: a renewal.
+    async fn renew_member(&self, group: &GroupName, node: &NodeId) -> Result<(), StoreError> {
+        if let Some(current) = self.inner.get_member(group, node).await? {
+            let mode = PutMode::Update(current.version);
+            self.inner
+                .put_member(group, node, &current.value, mode)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Delays every call from now on by `latency` before it reaches the store.
@@ -308,6 +335,17 @@ impl LeaseStore for FaultyStore {
         writes: &[crate::store::TxnWrite],
     ) -> Result<Vec<Version>, StoreError> {
         self.gate().await;
+        let renew = self
+            .renewals_before_transactions
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if renew {
+            for write in writes {
+                if let crate::store::TxnWrite::Member { node, .. } = write {
+                    self.renew_member(group, node).await?;
+                }
+            }
+        }
         let results = self.inner.transact(group, writes).await;
         Self::linger(&self.batch_reply_delay_ns).await;
         results
@@ -378,16 +416,7 @@ impl LeaseStore for FaultyStore {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if renew {
-            if let Some(current) = self.inner.get_member(group, node).await? {
-                self.inner
-                    .put_member(
-                        group,
-                        node,
-                        &current.value,
-                        PutMode::Update(current.version),
-                    )
-                    .await?;
-            }
+            self.renew_member(group, node).await?;
         }
         let reply = self.inner.delete_member(group, node, version).await;
         Self::linger(&self.member_reply_delay_ns).await;
