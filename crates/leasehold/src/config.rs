@@ -240,9 +240,10 @@ impl ParticipantConfig {
 
     /// The longest a node waits before listing the table again after listings that timed
     /// out or were throttled: [`ParticipantConfig::max_scan_backoff`] per 4,096 partitions
-    /// (as [`ParticipantConfig::listing_timeout`] counts them), so that at the ceiling a
-    /// node's retried listings cost its store about 100 rows a second whatever the table's
-    /// size: 40 s up to 4,096 partitions, 640 s at 65,536 with the default timings.
+    /// (as [`ParticipantConfig::listing_timeout`] counts them), so that a node's retried
+    /// listings cost its store about 100 rows a second whatever the table's size: 40 s up
+    /// to 4,096 partitions, 640 s at 65,536 with the default timings. The first retry waits
+    /// half of it.
     ///
     /// ```
     /// use std::time::Duration;

@@ -73,10 +73,12 @@ impl ListingCause {
 /// busy, often with the listings of other nodes. Retried at the scan back-off (at most
 /// [`ParticipantConfig::max_scan_backoff`]), a thousand nodes each asking for 65,536 rows
 /// every 40 s ask for more than a busy store can send, fail again, and never leave that
-/// state. So a listing that failed this way is retried after a back-off of its own, which
-/// doubles with each such failure up to [`ParticipantConfig::max_listing_backoff`]: at its
-/// ceiling a failing node asks its store for about as many rows a second whatever the
-/// table's size. Meanwhile its scans go on reading member records (and its stripe, while
+/// state. So a listing that failed this way is retried after a back-off of its own: half
+/// of [`ParticipantConfig::max_listing_backoff`] after the first such failure, all of it
+/// after the next ones. Both grow with the table, so a failing node asks its store for
+/// about as many rows a second whatever the table's size: 20 s and then 40 s up to 4,096
+/// partitions (two scan intervals, then the scan back-off's ceiling), 320 s and then 640 s
+/// at 65,536. Meanwhile its scans go on reading member records (and its stripe, while
 /// it is taking that), and renewals keep their schedule. A store that refuses or cannot be
 /// reached is not this: the scan back-off alone answers it, and the node reads the table as
 /// soon as the store is back.
@@ -101,12 +103,13 @@ impl ListingBackoff {
         if !matches!(error, StoreError::Timeout(_) | StoreError::Throttled { .. }) {
             return None;
         }
-        let mut backoff = Backoff::new(
-            config.scan_interval.saturating_mul(2),
-            config.max_listing_backoff(),
-        )
-        .jitter(Jitter::Spread(config.jitter))
-        .after_failures(self.failures);
+        // From half the ceiling: a first failure on a large table already says the fleet
+        // asks for more rows than the store sends, and retries at the scan back-off's pace
+        // would keep asking (two scan intervals, as before, on a table read every scan).
+        let ceiling = config.max_listing_backoff();
+        let mut backoff = Backoff::new(ceiling / 2, ceiling)
+            .jitter(Jitter::Spread(config.jitter))
+            .after_failures(self.failures);
         let wait = backoff.failed_jittered(rng);
         self.failures = backoff.failures();
         self.retry_at = Some(now + wait);
