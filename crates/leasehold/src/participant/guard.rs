@@ -535,12 +535,25 @@ mod tests {
         tenure.extend(now + 2 * SECOND);
         assert_eq!(guard.valid_until(), now + SECOND + Duration::from_nanos(7));
         assert_eq!(permit.valid_until(), now + 2 * SECOND);
+        assert_eq!(permit.remaining(), 2 * SECOND);
+        assert_eq!(
+            (permit.partition(), permit.epoch()),
+            (PartitionId(1), Epoch(3))
+        );
+        let shown = format!("{permit:?}");
+        assert!(
+            shown.contains("WorkPermit") && shown.contains("epoch: Epoch(3)"),
+            "{shown}"
+        );
         tokio::time::sleep(SECOND + SECOND / 2).await;
         assert!(!guard.is_valid(), "past the deadline the guard was given");
         assert!(permit.is_valid(), "within the renewed deadline");
         assert!(tenure.guard().is_some());
 
+        assert_eq!(tenure.handing_off_since(), None);
         assert!(tenure.hand_off());
+        // The drain timeout counts from here, not from when the lease loop next looks.
+        assert_eq!(tenure.handing_off_since(), Some(now + SECOND + SECOND / 2));
         assert!(tenure.guard().is_none());
         assert!(guard.permit().is_none());
         assert!(permit.is_valid(), "a hand-off waits for the work in flight");
@@ -598,5 +611,45 @@ mod tests {
         assert!(tenure.valid_until() <= Instant::now());
         tenure.extend(Instant::now() - SECOND);
         assert!(tenure.guard().is_none());
+    }
+
+    /// Callbacks shared through an `Arc` reach the value inside, each of them.
+    ///
+    /// Fails if the `Arc` forwarding drops a notification or the load.
+    #[tokio::test(start_paused = true)]
+    async fn shared_callbacks_reach_the_value_inside() {
+        #[derive(Default)]
+        struct Recorder(std::sync::Mutex<Vec<&'static str>>);
+        impl Callbacks for Recorder {
+            fn on_acquired(&self, _: &LeaseGuard) {
+                self.0.lock().unwrap().push("acquired");
+            }
+            fn on_handing_off(&self, _: &LeaseGuard) {
+                self.0.lock().unwrap().push("handing off");
+            }
+            fn on_lost(&self, _: &Loss) {
+                self.0.lock().unwrap().push("lost");
+            }
+            fn load(&self, partition: PartitionId) -> Option<f64> {
+                Some(f64::from(partition.0) + 0.5)
+            }
+        }
+        let shared = Arc::new(Recorder::default());
+        let tenure = tenure(Instant::now() + SECOND);
+        let guard = tenure.guard().expect("serving");
+        Callbacks::on_acquired(&shared, &guard);
+        Callbacks::on_handing_off(&shared, &guard);
+        let loss = Loss {
+            partition: PartitionId(1),
+            epoch: Epoch(3),
+            reason: crate::types::LossReason::Released,
+            at: Instant::now(),
+        };
+        Callbacks::on_lost(&shared, &loss);
+        assert_eq!(
+            *shared.0.lock().unwrap(),
+            ["acquired", "handing off", "lost"]
+        );
+        assert_eq!(Callbacks::load(&shared, PartitionId(2)), Some(2.5));
     }
 }
