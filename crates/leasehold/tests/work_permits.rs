@@ -306,6 +306,37 @@ async fn a_leaving_node_whose_release_of_an_expired_lease_failed_reads_it_again(
     leaving.await.unwrap();
 }
 
+/// A release by a node that stays names it as the partition's previous owner, hands the
+/// partition to nobody in particular, keeps its epoch and stamps the write.
+///
+/// Fails if a release that is not a hand-off to a named member leaves out where the
+/// partition was: balancing by load and restarts in place read it.
+#[tokio::test(start_paused = true)]
+async fn a_release_names_the_node_as_previous_owner() {
+    let store = store_with(1).await;
+    let a = Participant::start(store.clone(), config("a", 1), ()).unwrap();
+    sleep(Duration::from_millis(300)).await;
+    let epoch = a.lease(P0).expect("held").epoch();
+    assert!(a.release(P0).await);
+    // Written as soon as the loop turns, with no work in flight: look before it takes the
+    // partition back.
+    let mut record = lease_of(&store, 0).await.value;
+    for _ in 0..50 {
+        if record.state == LeaseState::Released {
+            break;
+        }
+        sleep(Duration::from_millis(1)).await;
+        record = lease_of(&store, 0).await.value;
+    }
+    assert_eq!(record.state, LeaseState::Released, "{record:?}");
+    assert_eq!(record.owner, None);
+    assert_eq!(record.epoch, epoch);
+    assert_eq!(record.previous_owner, Some(NodeId::new("a").unwrap()));
+    assert_eq!(record.handed_to, None);
+    assert!(record.written_at_unix_ms.is_some());
+    a.shutdown().await;
+}
+
 /// Fails if a crash (abort) in the middle of a graceful shutdown leaves the task running: the
 /// shutdown holds the task's handle while it waits for the work in flight, and an abort that
 /// could not reach the task left it handing off leases whose guards the abort had ended (the
