@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold::{
-    admin, Callbacks, GroupName, LeaseMode, MemoryStore, NodeId, Participant, ParticipantConfig,
-    PartitionId,
+    admin, Callbacks, GroupName, LeaseMode, LeaseStore, MemoryStore, NodeId, Participant,
+    ParticipantConfig, PartitionId,
 };
 use tokio::time::sleep;
 
@@ -94,4 +94,53 @@ async fn three_nodes_even_out_a_load_that_shifts_onto_one_of_them() {
             node.shutdown().await;
         }
     }
+}
+
+/// By session, where no renewal writes a lease record, a holder writes a partition's load
+/// into its record only when it moved by more than a tenth, and at most once every five
+/// heartbeats.
+///
+/// Fails if a load that moved by a tenth or less is written (a fleet whose loads hold
+/// steady would write them all the time), if one that moved further is not, or if the
+/// writes of one record are not spaced out.
+#[tokio::test(start_paused = true)]
+async fn by_session_a_load_is_written_when_it_moves_by_more_than_a_tenth_and_not_too_often() {
+    const P0: PartitionId = PartitionId(0);
+    let store = Arc::new(MemoryStore::new());
+    let group = GroupName::new("default").unwrap();
+    admin::init(&*store, &group, 1).await.unwrap();
+    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let written = || async {
+        let record = store.get_lease(&group, P0).await.unwrap().unwrap();
+        record.value.load
+    };
+    let loads = Loads::default();
+    loads.set(P0, 9.0);
+    // fast(): heartbeats every 250 ms, so at most one load write per 1.25 s.
+    let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 1);
+    let a = Participant::start(store.clone(), config, loads.clone()).unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(written().await, Some(9.0));
+
+    // Exactly a tenth of the larger load: not worth a write.
+    loads.set(P0, 10.0);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(written().await, Some(9.0));
+
+    // Doubled: written at a heartbeat, and not again within five heartbeats.
+    loads.set(P0, 20.0);
+    let mut waited = Duration::ZERO;
+    while written().await != Some(20.0) {
+        assert!(waited < Duration::from_secs(1), "never written");
+        sleep(Duration::from_millis(10)).await;
+        waited += Duration::from_millis(10);
+    }
+    loads.set(P0, 40.0);
+    sleep(Duration::from_millis(1000)).await;
+    assert_eq!(written().await, Some(20.0), "written again too soon");
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(written().await, Some(40.0));
+    a.shutdown().await;
 }
