@@ -4,14 +4,14 @@
 //! when it leaves. Controlled time: Tokio's clock is paused.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::{
-    admin, GroupName, GroupRecord, LeaseMode, LeaseRecord, LeaseStore, LeaseWrite, Listing,
-    MemberRecord, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId, PutMode,
-    StoreError, StoredGroup, StoredLease, StoredMember, Version,
+    admin, GroupName, GroupRecord, LeaseMode, LeaseRecord, LeaseState, LeaseStore, LeaseWrite,
+    Listing, MemberRecord, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId,
+    PutMode, StoreError, StoredGroup, StoredLease, StoredMember, Version,
 };
 use tokio::time::sleep;
 
@@ -22,7 +22,7 @@ use tokio::time::sleep;
 struct SlowReads {
     inner: MemoryStore,
     read_delay: Duration,
-    listing_delay: Duration,
+    listing_delay: Mutex<Duration>,
     /// Reads of single lease records that fail before any succeeds.
     failing_gets: AtomicU32,
 }
@@ -31,7 +31,8 @@ struct SlowReads {
 impl LeaseStore for SlowReads {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
         let reply = self.inner.list_leases(group).await;
-        sleep(self.read_delay + self.listing_delay).await;
+        let listing_delay = *self.listing_delay.lock().unwrap();
+        sleep(self.read_delay + listing_delay).await;
         reply
     }
 
@@ -148,7 +149,7 @@ async fn listings_near_the_store_timeout_cost_no_lease_over_a_hundred_heartbeats
     let store = Arc::new(SlowReads {
         inner,
         read_delay: config.store_timeout.mul_f64(0.9),
-        listing_delay: Duration::ZERO,
+        listing_delay: Mutex::new(Duration::ZERO),
         failing_gets: AtomicU32::new(0),
     });
     let participant = Participant::start(store, config.clone(), ()).unwrap();
@@ -177,7 +178,7 @@ async fn a_drain_during_a_slow_member_listing_is_kept() {
     let store = Arc::new(SlowReads {
         inner: inner.clone(),
         read_delay: config.store_timeout.mul_f64(0.9),
-        listing_delay: Duration::ZERO,
+        listing_delay: Mutex::new(Duration::ZERO),
         failing_gets: AtomicU32::new(0),
     });
     let a = Participant::start(store, config.clone(), ()).unwrap();
@@ -293,7 +294,7 @@ async fn a_listing_slower_than_the_store_timeout_still_reads_a_large_table() {
     let store = Arc::new(SlowReads {
         inner,
         read_delay: Duration::ZERO,
-        listing_delay: Duration::from_millis(1500),
+        listing_delay: Mutex::new(Duration::from_millis(1500)),
         failing_gets: AtomicU32::new(0),
     });
     let participant = Participant::start(store, config, ()).unwrap();
@@ -317,7 +318,7 @@ async fn a_failed_reading_of_its_stripe_sends_a_node_back_to_its_stripe_not_the_
     let store = Arc::new(SlowReads {
         inner,
         read_delay: Duration::ZERO,
-        listing_delay: Duration::ZERO,
+        listing_delay: Mutex::new(Duration::ZERO),
         failing_gets: AtomicU32::new(0),
     });
     let participant = Participant::start(store.clone(), config, ()).unwrap();
@@ -352,7 +353,7 @@ async fn listings_that_time_out_are_retried_ever_more_rarely_while_scans_go_on()
     let store = Arc::new(SlowReads {
         inner,
         read_delay: Duration::ZERO,
-        listing_delay: Duration::from_secs(10),
+        listing_delay: Mutex::new(Duration::from_secs(10)),
         failing_gets: AtomicU32::new(0),
     });
     let participant = Participant::start(store, config, ()).unwrap();
@@ -368,4 +369,70 @@ async fn listings_that_time_out_are_retried_ever_more_rarely_while_scans_go_on()
     assert_eq!(status.lease_listings, 0, "{status:?}");
     assert!(status.scans >= 80, "{status:?}");
     participant.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_drained_while_its_listings_time_out_hands_off_at_once() {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 16_384).await.unwrap();
+    let node = |name: &str| {
+        let mut config = ParticipantConfig::new(NodeId::new(name).unwrap(), 16_384)
+            .with_store_timeout(Duration::from_secs(1));
+        config.relist_after = Duration::ZERO;
+        config.max_partitions_per_node = 32;
+        config.max_acquires_per_scan = 32;
+        config
+    };
+    let store = Arc::new(SlowReads {
+        inner: inner.clone(),
+        read_delay: Duration::ZERO,
+        listing_delay: Mutex::new(Duration::ZERO),
+        failing_gets: AtomicU32::new(0),
+    });
+    let a = Participant::start(Arc::clone(&store) as Arc<dyn LeaseStore>, node("a"), ()).unwrap();
+    sleep(Duration::from_secs(60)).await;
+    assert_eq!(a.owned().len(), 32);
+
+    // From now on every listing outlasts its 4 s limit; a node that failed one waits 80 s
+    // and then 160 s before the next. b joins and can list nothing.
+    *store.listing_delay.lock().unwrap() = Duration::from_secs(10);
+    let b = Participant::start(Arc::clone(&store) as Arc<dyn LeaseStore>, node("b"), ()).unwrap();
+    for _ in 0..120 {
+        if a.status().last_scan_error.is_some() {
+            break;
+        }
+        sleep(Duration::from_secs(1)).await;
+    }
+    assert!(a.status().last_scan_error.is_some(), "{:?}", a.status());
+    let listings = a.status().listings_started.values().sum::<u64>();
+
+    admin::set_draining(&inner, &group, a.node(), true)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(30)).await;
+    assert!(a.status().draining);
+    assert_eq!(
+        a.owned().len(),
+        0,
+        "a handed its partitions off: {:?}",
+        a.status()
+    );
+    let listed = inner.list_leases(&group).await.unwrap();
+    let named: Vec<_> = listed
+        .records
+        .iter()
+        .filter(|lease| {
+            lease.value.state == LeaseState::Held && lease.value.owner.as_ref() == Some(a.node())
+        })
+        .map(|lease| lease.key)
+        .collect();
+    assert!(named.is_empty(), "rows still held by a: {named:?}");
+    assert_eq!(
+        a.status().listings_started.values().sum::<u64>(),
+        listings,
+        "without listing the table"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes};
@@ -80,11 +81,7 @@ impl Runner {
                     let wait =
                         self.schedule
                             .listing_failed(now, &error, &self.config, &mut self.rng);
-                    if let Some(wait) = wait {
-                        tracing::warn!(node = %self.config.node, %error, ?wait,
-                            "listing of the lease table failed; listing it again after a back-off");
-                    }
-                    return self.scan_failed(error);
+                    return self.scan_failed_listing(error, wait);
                 }
             };
             self.schedule.listing_succeeded();
@@ -188,9 +185,21 @@ impl Runner {
     }
 
     fn scan_failed(&mut self, error: StoreError) {
+        self.scan_failed_listing(error, None);
+    }
+
+    /// A scan failed with `error`; when its listing of the table did, and the next listing
+    /// waits `listing_wait`, one warning says both.
+    fn scan_failed_listing(&mut self, error: StoreError, listing_wait: Option<Duration>) {
         let now = self.clock.now();
         let backoff = self.schedule.scan_failed(now, &self.config, &mut self.rng);
-        tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off");
+        match listing_wait {
+            Some(wait) => tracing::warn!(node = %self.config.node, %error, ?backoff, ?wait,
+                "listing of the lease table failed; listing it again after the wait"),
+            None => {
+                tracing::warn!(node = %self.config.node, %error, ?backoff, "scan failed; backing off")
+            }
+        }
         let level = self.schedule.failures();
         self.record(|metrics| {
             metrics.scan_failures.inc();

@@ -346,8 +346,14 @@ impl ScanSchedule {
             if self.stripe_will_do(observed, config, same_members) {
                 Reading::Stripe
             } else if self.listing.waiting(now) {
-                // An old view would only send compare-and-sets bound to fail.
-                Reading::MembersOnly
+                // An old view would only send compare-and-sets bound to fail. A draining
+                // node takes nothing: what it releases it knows without the table, and it
+                // must not wait out the back-off to hand its partitions off.
+                if draining {
+                    Reading::View
+                } else {
+                    Reading::MembersOnly
+                }
             } else {
                 self.listing_cause = Some(cause);
                 Reading::Leases

@@ -292,18 +292,11 @@ impl LeaseStore for FaultyStore {
     ) -> Result<Vec<Result<Version, StoreError>>, StoreError> {
         self.batches.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
-        let take = |counter: &AtomicU32| {
-            counter
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                    left.checked_sub(1)
-                })
-                .is_ok()
-        };
-        if take(&self.dropped_batches) {
+        if take_one(&self.dropped_batches) {
             return Err(StoreError::Timeout(Duration::from_millis(250)));
         }
         let results = self.inner.put_leases(group, writes).await;
-        if take(&self.lost_replies) {
+        if take_one(&self.lost_replies) {
             return Err(StoreError::Timeout(Duration::from_millis(250)));
         }
         Self::linger(&self.batch_reply_delay_ns).await;
@@ -335,10 +328,7 @@ impl LeaseStore for FaultyStore {
         writes: &[crate::store::TxnWrite],
     ) -> Result<Vec<Version>, StoreError> {
         self.gate().await;
-        let renew = self
-            .renewals_before_transactions
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let renew = take_one(&self.renewals_before_transactions);
         if renew {
             for write in writes {
                 if let crate::store::TxnWrite::Member { node, .. } = write {
@@ -392,12 +382,7 @@ impl LeaseStore for FaultyStore {
     ) -> Result<Version, StoreError> {
         self.gate().await;
         let reply = self.inner.put_member(group, node, record, mode).await;
-        if reply.is_ok()
-            && self
-                .lost_member_replies
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-        {
+        if reply.is_ok() && take_one(&self.lost_member_replies) {
             return Err(StoreError::Timeout(Duration::from_millis(250)));
         }
         Self::linger(&self.member_reply_delay_ns).await;
@@ -411,10 +396,7 @@ impl LeaseStore for FaultyStore {
         version: &Version,
     ) -> Result<(), StoreError> {
         self.gate().await;
-        let renew = self
-            .renewals_before_deletes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let renew = take_one(&self.renewals_before_deletes);
         if renew {
             self.renew_member(group, node).await?;
         }
@@ -428,9 +410,7 @@ impl LeaseStore for FaultyStore {
         if self.notices_off.load(Ordering::SeqCst) {
             return Err(StoreError::NotSupported("change notices turned off"));
         }
-        let failing = self.failing_watches.load(Ordering::SeqCst);
-        if failing > 0 {
-            self.failing_watches.store(failing - 1, Ordering::SeqCst);
+        if take_one(&self.failing_watches) {
             return Err(StoreError::Unavailable {
                 message: "change notices unavailable".into(),
                 source: None,
@@ -438,4 +418,13 @@ impl LeaseStore for FaultyStore {
         }
         self.inner.watch(group).await
     }
+}
+
+/// Counts one off `counter` unless it is already zero: whether a fault was left to inject.
+fn take_one(counter: &AtomicU32) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            left.checked_sub(1)
+        })
+        .is_ok()
 }
