@@ -353,10 +353,29 @@ async fn max_partitions_per_node_is_respected() {
         config("a", 16).with_max_partitions_per_node(5),
         &recorder,
     );
+    // Without a cap of its own, a node publishes none.
+    let b = start(
+        &store,
+        config("b", 16).with_max_partitions_per_node(16),
+        &recorder,
+    );
     sleep(Duration::from_secs(10)).await;
     assert_eq!(a.owned().len(), 5);
     assert_eq!(a.status().target, 5);
+    // Published, so that a monitor can tell partitions no node has room for.
+    let group = GroupName::new("default").unwrap();
+    let published = |name: &str| {
+        let store = Arc::clone(&store);
+        let (group, name) = (group.clone(), node(name));
+        async move {
+            let record = store.get_member(&group, &name).await.unwrap().unwrap();
+            record.value.max_partitions
+        }
+    };
+    assert_eq!(published("a").await, Some(5));
+    assert_eq!(published("b").await, None);
     a.shutdown().await;
+    b.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]

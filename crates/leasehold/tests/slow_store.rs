@@ -1,9 +1,10 @@
 //! Renewals keep their schedule on a slow store: whatever the scans wait for, a lease is
 //! renewed every heartbeat; and a take answered late is not served if the node has excluded
 //! its partition meanwhile; a renewal whose reply was lost still counts as the node's own
-//! when it leaves. Controlled time: Tokio's clock is paused.
+//! when it leaves; an operator's drain survives member listings that arrive after it, and
+//! listings of the table that time out. Controlled time: Tokio's clock is paused.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +26,28 @@ struct SlowReads {
     listing_delay: Mutex<Duration>,
     /// Reads of single lease records that fail before any succeeds.
     failing_gets: AtomicU32,
+    /// Listings of the member records arrive this much later still.
+    member_listing_delay: Duration,
+    /// Set draining, by an operator, as soon as the store has answered the next listing of
+    /// the member records: the listing's copy of it is old on arrival. The node's first
+    /// write of its record as draining then times out without landing.
+    drain_after_member_listing: Mutex<Option<NodeId>>,
+    lose_draining_write: AtomicBool,
+}
+
+impl SlowReads {
+    /// `inner`, answering at once.
+    fn over(inner: MemoryStore) -> SlowReads {
+        SlowReads {
+            inner,
+            read_delay: Duration::ZERO,
+            listing_delay: Mutex::new(Duration::ZERO),
+            failing_gets: AtomicU32::new(0),
+            member_listing_delay: Duration::ZERO,
+            drain_after_member_listing: Mutex::new(None),
+            lose_draining_write: AtomicBool::new(false),
+        }
+    }
 }
 
 #[async_trait]
@@ -98,7 +121,14 @@ impl LeaseStore for SlowReads {
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
         let reply = self.inner.list_members(group).await;
-        sleep(self.read_delay).await;
+        let drained = self.drain_after_member_listing.lock().unwrap().take();
+        if let Some(node) = drained {
+            admin::set_draining(&self.inner, group, &node, true)
+                .await
+                .unwrap();
+            self.lose_draining_write.store(true, Ordering::SeqCst);
+        }
+        sleep(self.read_delay + self.member_listing_delay).await;
         reply
     }
 
@@ -119,6 +149,9 @@ impl LeaseStore for SlowReads {
         record: &MemberRecord,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        if record.draining && self.lose_draining_write.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
         self.inner.put_member(group, node, record, mode).await
     }
 
@@ -147,10 +180,8 @@ async fn listings_near_the_store_timeout_cost_no_lease_over_a_hundred_heartbeats
         .with_scan_interval(Duration::from_millis(250))
         .with_store_timeout(Duration::from_millis(250));
     let store = Arc::new(SlowReads {
-        inner,
         read_delay: config.store_timeout.mul_f64(0.9),
-        listing_delay: Mutex::new(Duration::ZERO),
-        failing_gets: AtomicU32::new(0),
+        ..SlowReads::over(inner)
     });
     let participant = Participant::start(store, config.clone(), ()).unwrap();
     sleep(Duration::from_secs(3)).await;
@@ -176,10 +207,8 @@ async fn a_drain_during_a_slow_member_listing_is_kept() {
     admin::init(&inner, &group, 8).await.unwrap();
     let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 8);
     let store = Arc::new(SlowReads {
-        inner: inner.clone(),
         read_delay: config.store_timeout.mul_f64(0.9),
-        listing_delay: Mutex::new(Duration::ZERO),
-        failing_gets: AtomicU32::new(0),
+        ..SlowReads::over(inner.clone())
     });
     let a = Participant::start(store, config.clone(), ()).unwrap();
     let b_config = ParticipantConfig::fast(NodeId::new("b").unwrap(), 8);
@@ -193,6 +222,52 @@ async fn a_drain_during_a_slow_member_listing_is_kept() {
     assert!(a.status().draining, "the operator's drain was kept");
     assert_eq!(a.owned().len(), 0, "a handed everything off");
     assert_eq!(b.owned().len(), 8);
+    let record = inner.get_member(&group, a.node()).await.unwrap().unwrap();
+    assert!(record.value.draining, "never written back as not draining");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Fails if a drain the node adopted from a refused heartbeat, while a listing of the member
+/// records was on its way, is undone by that listing's older copy of its record when the
+/// write that follows the adoption does not land: the node would write "not draining" back
+/// over the operator's command.
+#[tokio::test(start_paused = true)]
+async fn a_drain_adopted_during_a_slow_member_listing_is_kept() {
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        drain_adopted_during_a_slow_member_listing(mode).await;
+    }
+}
+
+async fn drain_adopted_during_a_slow_member_listing(mode: LeaseMode) {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 8).await.unwrap();
+    admin::set_lease_mode(&inner, &group, mode).await.unwrap();
+    let config = ParticipantConfig::fast(NodeId::new("a").unwrap(), 8);
+    let store = Arc::new(SlowReads {
+        member_listing_delay: config.store_timeout.mul_f64(0.96),
+        ..SlowReads::over(inner.clone())
+    });
+    let a = Participant::start(
+        Arc::clone(&store) as Arc<dyn LeaseStore>,
+        config.clone(),
+        (),
+    )
+    .unwrap();
+    let b_config = ParticipantConfig::fast(NodeId::new("b").unwrap(), 8);
+    let b = Participant::start(Arc::new(inner.clone()), b_config, ()).unwrap();
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(a.owned().len() + b.owned().len(), 8);
+    *store.drain_after_member_listing.lock().unwrap() = Some(a.node().clone());
+    sleep(Duration::from_secs(10)).await;
+    assert!(store.drain_after_member_listing.lock().unwrap().is_none());
+    assert!(!store.lose_draining_write.load(Ordering::SeqCst));
+    assert!(
+        a.status().draining,
+        "{mode:?}: the operator's drain was kept"
+    );
+    assert_eq!(a.owned().len(), 0, "a handed everything off");
     let record = inner.get_member(&group, a.node()).await.unwrap().unwrap();
     assert!(record.value.draining, "never written back as not draining");
     a.shutdown().await;
@@ -292,10 +367,8 @@ async fn a_listing_slower_than_the_store_timeout_still_reads_a_large_table() {
     config.relist_after = Duration::ZERO;
     assert_eq!(config.listing_timeout(), Duration::from_secs(2));
     let store = Arc::new(SlowReads {
-        inner,
-        read_delay: Duration::ZERO,
         listing_delay: Mutex::new(Duration::from_millis(1500)),
-        failing_gets: AtomicU32::new(0),
+        ..SlowReads::over(inner)
     });
     let participant = Participant::start(store, config, ()).unwrap();
     sleep(Duration::from_secs(30)).await;
@@ -315,12 +388,7 @@ async fn a_failed_reading_of_its_stripe_sends_a_node_back_to_its_stripe_not_the_
     let inner = MemoryStore::new();
     admin::init(&inner, &group, 8192).await.unwrap();
     let config = ParticipantConfig::new(NodeId::new("a").unwrap(), 8192);
-    let store = Arc::new(SlowReads {
-        inner,
-        read_delay: Duration::ZERO,
-        listing_delay: Mutex::new(Duration::ZERO),
-        failing_gets: AtomicU32::new(0),
-    });
+    let store = Arc::new(SlowReads::over(inner));
     let participant = Participant::start(store.clone(), config, ()).unwrap();
     // It read its stripe and takes it batch by batch, planning on that reading until it is
     // acquire_after old; the next two readings of the stripe then fail.
@@ -351,10 +419,8 @@ async fn listings_that_time_out_are_retried_ever_more_rarely_while_scans_go_on()
     assert_eq!(config.listing_timeout(), Duration::from_secs(4));
     assert_eq!(config.max_listing_backoff(), Duration::from_secs(160));
     let store = Arc::new(SlowReads {
-        inner,
-        read_delay: Duration::ZERO,
         listing_delay: Mutex::new(Duration::from_secs(10)),
-        failing_gets: AtomicU32::new(0),
+        ..SlowReads::over(inner)
     });
     let participant = Participant::start(store, config, ()).unwrap();
     sleep(Duration::from_secs(1200)).await;
@@ -384,12 +450,7 @@ async fn a_node_drained_while_its_listings_time_out_hands_off_at_once() {
         config.max_acquires_per_scan = 32;
         config
     };
-    let store = Arc::new(SlowReads {
-        inner: inner.clone(),
-        read_delay: Duration::ZERO,
-        listing_delay: Mutex::new(Duration::ZERO),
-        failing_gets: AtomicU32::new(0),
-    });
+    let store = Arc::new(SlowReads::over(inner.clone()));
     let a = Participant::start(Arc::clone(&store) as Arc<dyn LeaseStore>, node("a"), ()).unwrap();
     sleep(Duration::from_secs(60)).await;
     assert_eq!(a.owned().len(), 32);

@@ -294,14 +294,6 @@ impl Runner {
                 Some(version) => PutMode::Update(version.clone()),
                 None => PutMode::Create,
             };
-            // Registering again, however the record was lost (deleted, taken over, read
-            // back missing): the group record may have changed meanwhile — its timings, its
-            // mode, a destroy — so it is checked again once the record is written, before
-            // this node takes anything. The first registration is not one of those:
-            // joining checks the record again by itself once it is written.
-            if mode == PutMode::Create && self.member_syncs > 0 {
-                self.recheck_group = true;
-            }
             let (store, group, node) = (
                 Arc::clone(&self.store),
                 self.config.group.clone(),
