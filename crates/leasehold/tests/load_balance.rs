@@ -144,3 +144,52 @@ async fn by_session_a_load_is_written_when_it_moves_by_more_than_a_tenth_and_not
     assert_eq!(written().await, Some(40.0));
     a.shutdown().await;
 }
+
+/// A node drained while its group balances by load hands each partition to a named member
+/// at once, and the records it leaves name it as where the partition lived: the taker's
+/// record keeps it as the previous owner, which placement reads when the node comes back.
+///
+/// Fails if a drain that names a receiver for each partition is taken for a move between
+/// members that stay, which keeps the older previous owner.
+#[tokio::test(start_paused = true)]
+async fn a_node_drained_by_load_is_named_as_where_its_partitions_lived() {
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let store = Arc::new(MemoryStore::new());
+        let group = GroupName::new("default").unwrap();
+        admin::init(&*store, &group, PARTITIONS).await.unwrap();
+        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
+        let loads = Loads::default();
+        let a = Participant::start(store.clone(), config("a"), loads.clone()).unwrap();
+        let b = Participant::start(store.clone(), config("b"), loads.clone()).unwrap();
+        let c = Participant::start(store.clone(), config("c"), loads.clone()).unwrap();
+        sleep(Duration::from_secs(30)).await;
+        let held = a.owned();
+        assert!(!held.is_empty(), "{mode}");
+
+        admin::set_draining(&*store, &group, a.node(), true)
+            .await
+            .unwrap();
+        sleep(Duration::from_secs(10)).await;
+        assert!(a.owned().is_empty(), "{mode}");
+        for partition in held {
+            let record = store
+                .get_lease(&group, partition)
+                .await
+                .unwrap()
+                .unwrap()
+                .value;
+            assert!(
+                [b.node(), c.node()].contains(&record.owner.as_ref().unwrap()),
+                "{mode}: {partition}: {record:?}"
+            );
+            assert_eq!(
+                record.previous_owner.as_ref(),
+                Some(a.node()),
+                "{mode}: {partition}: {record:?}"
+            );
+        }
+        for node in [a, b, c] {
+            node.shutdown().await;
+        }
+    }
+}

@@ -156,10 +156,26 @@ async fn metrics_follow_takes_renewals_drains_kicks_and_throttling() {
         0.0
     );
 
+    // b leaves while every batch of lease writes is lost on the way: its releases end its
+    // tenures but are not counted as written.
     a.shutdown().await;
+    let text = encode(&registry);
+    let released = value(&text, &series("leasehold_lease_releases_total", "b"));
+    let lost_released =
+        r#"leasehold_lease_losses_total{group="default",node="b",reason="released"}"#;
+    let lost_before = samples(&text).get(lost_released).copied().unwrap_or(0.0);
+    let held = b.owned().len();
+    assert!(held > 0);
+    faulty.drop_batches(u32::MAX);
     b.shutdown().await;
     let text = encode(&registry);
     assert_eq!(value(&text, &series("leasehold_leases_held", "b")), 0.0);
+    assert_eq!(
+        value(&text, &series("leasehold_lease_releases_total", "b")),
+        released,
+        "{text}"
+    );
+    assert_eq!(value(&text, lost_released), lost_before + held as f64);
     assert!(
         text.ends_with("# EOF\n"),
         "an OpenMetrics exposition ends with # EOF"

@@ -72,6 +72,9 @@ impl Runner {
     async fn write_released(&mut self, partitions: Vec<PartitionId>) {
         let now = self.clock.now();
         let written_at = self.write_stamp();
+        // Decided once for the batch: a drain adopted while the writes are on their way
+        // changes neither what they say nor what is remembered of them.
+        let leaving = self.draining || self.winding_down();
         let mut writes = Vec::new();
         for partition in partitions {
             let Some(holding) = self.holdings.get(&partition) else {
@@ -88,7 +91,6 @@ impl Runner {
             // node it came from, so that a move for balance does not erase where the
             // partition lived before its holder went away.
             record.handed_to = self.returning.get(&partition).cloned();
-            let leaving = self.draining || self.winding_down();
             if record.handed_to.is_none() || leaving {
                 record.previous_owner = Some(self.config.node.clone());
             }
@@ -115,7 +117,6 @@ impl Runner {
             Ok(results) => results.iter().filter(|r| r.is_err()).count(),
             Err(_) => writes.len(),
         };
-        let leaving = self.draining || self.winding_down();
         if let (Ok(results), false) = (&outcome, leaving) {
             for (write, result) in writes.iter().zip(results) {
                 if let Ok(version) = result {
