@@ -574,3 +574,60 @@ async fn a_record_left_by_a_previous_process_is_released_keeping_what_it_says() 
     assert_eq!(a.status().sessions_ended, 0, "{:?}", a.status());
     a.shutdown().await;
 }
+
+/// Takes in flight while the taker's session ends (its member record deleted by an
+/// operator) name a session the others wait on from its end; the taker's next session
+/// renews nothing of them.
+///
+/// Fails if such a take is held once its reply arrives: the node would serve it under its
+/// next session for as long as that renews, while the others take it once the ended
+/// session's wait has run out.
+#[tokio::test(start_paused = true)]
+async fn a_take_that_outlives_its_session_is_never_served() {
+    let memory = session_store(8).await;
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    let config = config("a", 8);
+    // Every take is answered just before its time limit: heartbeats fall in between.
+    store.set_batch_reply_delay(config.store_timeout.mul_f64(0.9));
+    let a = Participant::start(store.clone(), config, ()).unwrap();
+    let mut ended = 0;
+    for round in 0..2000 {
+        sleep(Duration::from_millis(10)).await;
+        let Some(member) = memory.get_member(&group(), &node("a")).await.unwrap() else {
+            continue;
+        };
+        // Registered again: whatever it serves names its new session.
+        let owned = a.owned();
+        let listing = memory.list_leases(&group()).await.unwrap();
+        for lease in &listing.records {
+            assert!(
+                !owned.contains(&lease.key) || lease.value.session == member.value.session,
+                "a serves {} under a session that ended: {:?}",
+                lease.key,
+                lease.value
+            );
+        }
+        // A take has landed and its reply is still on its way: the operator deletes the
+        // taker's member record.
+        let in_flight = listing.records.iter().any(|lease| {
+            lease.value.owner.as_ref() == Some(&node("a"))
+                && lease.value.session == member.value.session
+                && !owned.contains(&lease.key)
+        });
+        if in_flight
+            && memory
+                .delete_member(&group(), &node("a"), &member.version)
+                .await
+                .is_ok()
+        {
+            ended += 1;
+        }
+        // Something to take again, now and then: a partition kicked off it.
+        if round % 200 == 199 {
+            let kicked = PartitionId(round / 200 % 8);
+            admin::kick(&*memory, &group(), kicked).await.unwrap();
+        }
+    }
+    assert!(ended >= 5, "{ended}");
+    a.shutdown().await;
+}

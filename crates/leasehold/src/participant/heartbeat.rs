@@ -125,7 +125,8 @@ impl Runner {
         let every = self.config.heartbeat * LOAD_PUBLISH_HEARTBEATS;
         let mut writes = Vec::new();
         for (partition, holding) in &self.holdings {
-            if holding.handing_off || self.handoffs.contains_key(partition) {
+            // A hand-off starts with its entry here and the holding marked together.
+            if self.handoffs.contains_key(partition) {
                 continue;
             }
             if self
