@@ -459,3 +459,30 @@ async fn a_group_of_the_previous_format_is_joined_as_it_is_and_raised_by_what_ne
     let destroyed = store.get_group(&group).await.unwrap().unwrap().value;
     assert_eq!((destroyed.format, destroyed.generation), (2, 1));
 }
+
+/// A node that cannot read the group record while it joins tries again after a back-off
+/// that grows up to the scan back-off's ceiling, and joins once the store answers.
+///
+/// Fails if it tries again at once: a fleet starting on a store that hangs would ask it
+/// again as fast as its calls time out.
+#[tokio::test(start_paused = true)]
+async fn a_node_that_cannot_read_the_group_record_backs_off_while_it_joins() {
+    let memory = Arc::new(MemoryStore::new());
+    group_with_partitions(&memory).await;
+    let store = Arc::new(leasehold::testing::FaultyStore::new(memory.clone()));
+    store.set_hung(true);
+    let config = config("a", 1000, 1500);
+    let a = Participant::start(store.clone(), config.clone(), ()).unwrap();
+    sleep(Duration::from_secs(20)).await;
+    // Each try waits out its time limit (250 ms), then 250 ms, 500 ms and 1 s (the scan
+    // back-off's ceiling) from then on: about sixteen tries in twenty seconds, not eighty.
+    let tries = store.record_reads();
+    assert!(
+        (10..=20).contains(&tries),
+        "{tries} reads of the group record"
+    );
+    store.set_hung(false);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.owned().len(), 4);
+    a.shutdown().await;
+}
