@@ -55,6 +55,8 @@ fn ratios(nodes: &[&Participant], loads: &Loads) -> Vec<f64> {
 /// not published or not read (by session no renewal writes a lease record), or if the
 /// shedding overshoots: the node the load moved onto must shed until every node is within
 /// a quarter of its fair share, and every partition stays held throughout the end state.
+/// Fails too if a node's part of the churn budget is not its even share of the fleet's, or
+/// if a move stops counting against it before the churn window has passed.
 #[tokio::test(start_paused = true)]
 async fn three_nodes_even_out_a_load_that_shifts_onto_one_of_them() {
     for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
@@ -82,7 +84,14 @@ async fn three_nodes_even_out_a_load_that_shifts_onto_one_of_them() {
         }
         let shifted = ratios(&nodes, &loads);
         assert!(shifted[0] > 1.4, "{mode}: {shifted:?}");
-        sleep(Duration::from_secs(600)).await;
+        // Each node's even part of the budget: half the table's 24 moves over three nodes.
+        let moves_left = || nodes.map(|n| n.status().load_moves_left);
+        assert_eq!(moves_left(), [4, 4, 4], "{mode}");
+        sleep(Duration::from_secs(60)).await;
+        // The moves a made count against it until the churn window has passed.
+        let spent = moves_left();
+        assert!(spent[0] < 4, "{mode}: {spent:?}");
+        sleep(Duration::from_secs(540)).await;
         let after = ratios(&nodes, &loads);
         assert!(
             after.iter().all(|r| (0.8..=1.25).contains(r)),
