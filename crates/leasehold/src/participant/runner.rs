@@ -257,7 +257,7 @@ impl Runner {
                 SeededRng::from_entropy().next_u64()
             }),
         };
-        (bits & i64::MAX as u64).max(1)
+        session_identity(bits)
     }
 
     /// Whether the group renews leases by session ([`crate::LeaseMode::Session`]).
@@ -653,5 +653,26 @@ impl Drop for Runner {
             }
         }
         self.shared.stopped.send_replace(true);
+    }
+}
+
+/// A session identity from 64 random bits: the sign bit cleared, so that stores with signed
+/// 64-bit integers (PostgreSQL's `bigint`, SQLite's `INTEGER`) and every tool show it as
+/// written, and never zero.
+fn session_identity(bits: u64) -> u64 {
+    (bits & i64::MAX as u64).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_identity;
+
+    #[test]
+    fn session_identities_are_positive_signed_64_bit_integers() {
+        assert_eq!(session_identity(u64::MAX), i64::MAX as u64);
+        assert_eq!(session_identity(1 << 63), 1);
+        assert_eq!(session_identity(0), 1);
+        assert_eq!(session_identity(12_345), 12_345);
+        assert_eq!(session_identity((1 << 63) | 7), 7);
     }
 }
