@@ -202,3 +202,47 @@ async fn a_node_drained_by_load_is_named_as_where_its_partitions_lived() {
         }
     }
 }
+
+/// A node that shuts down while its group balances by load names, in each record it
+/// releases, the member with room for the partition's load.
+///
+/// Fails if a node leaving by shutdown lets its partitions go to whoever scans first, as a
+/// group balanced by count does.
+#[tokio::test(start_paused = true)]
+async fn a_node_leaving_a_group_balanced_by_load_names_a_receiver_for_each_partition() {
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let store = Arc::new(MemoryStore::new());
+        let group = GroupName::new("default").unwrap();
+        admin::init(&*store, &group, PARTITIONS).await.unwrap();
+        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
+        let loads = Loads::default();
+        let a = Participant::start(store.clone(), config("a"), loads.clone()).unwrap();
+        let b = Participant::start(store.clone(), config("b"), loads.clone()).unwrap();
+        let c = Participant::start(store.clone(), config("c"), loads.clone()).unwrap();
+        sleep(Duration::from_secs(30)).await;
+        let held = a.owned();
+        assert!(!held.is_empty(), "{mode}");
+        a.shutdown().await;
+        let mut handed = 0;
+        for partition in held {
+            let record = store
+                .get_lease(&group, partition)
+                .await
+                .unwrap()
+                .unwrap()
+                .value;
+            let to = match record.state {
+                leasehold::LeaseState::Released => record.handed_to.as_ref(),
+                _ => record.owner.as_ref(),
+            };
+            assert!(
+                to.is_some_and(|to| [b.node(), c.node()].contains(&to)),
+                "{mode}: {partition}: {record:?}"
+            );
+            handed += usize::from(record.state == leasehold::LeaseState::Released);
+        }
+        assert!(handed > 0, "{mode}: every release was taken already");
+        b.shutdown().await;
+        c.shutdown().await;
+    }
+}

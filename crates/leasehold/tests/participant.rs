@@ -314,7 +314,12 @@ async fn a_released_partition_is_taken_at_the_next_scan() {
         .await
         .unwrap();
     let recorder = Recorder::default();
-    let a = start(&store, config("a", 2), &recorder);
+    // Heartbeats four scans apart: the loop wakes for scans of their own.
+    let config = config("a", 2)
+        .with_heartbeat(Duration::from_secs(1))
+        .with_lease_validity(Duration::from_secs(3))
+        .with_acquire_after(Duration::from_millis(4500));
+    let a = start(&store, config, &recorder);
     sleep(Duration::from_millis(500)).await;
     assert_eq!(a.owned(), vec![PartitionId(0)]);
     // ...until its holder releases it: then it is taken within one scan interval.
