@@ -57,7 +57,8 @@ impl Runner {
                 }
                 Err(_) => {
                     self.observed.leases.forget(write.partition);
-                    self.schedule.want_leases();
+                    self.schedule
+                        .want_leases(crate::planner::ListingCause::WriteFailed);
                 }
             }
         }

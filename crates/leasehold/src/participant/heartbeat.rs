@@ -528,7 +528,8 @@ impl Runner {
                 ),
                 None => self.observed.leases.forget(partition),
             }
-            self.schedule.want_leases();
+            self.schedule
+                .want_leases(crate::planner::ListingCause::HoldingChanged);
         }
     }
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::StoreError;
-use crate::planner::{self, Acquisition, Holding, PlanInput, Reading, SessionSeen, Takes};
+use crate::planner::{
+    self, Acquisition, Holding, ListingCause, PlanInput, Reading, SessionSeen, Takes,
+};
 use crate::record::LeaseState;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
@@ -500,7 +502,7 @@ impl Runner {
                 key: crate::RecordKey::Member(_),
             }) = result
             {
-                self.schedule.want_leases();
+                self.schedule.want_leases(ListingCause::WriteFailed);
                 continue;
             }
             if result.as_ref().is_err_and(StoreError::is_transient) && self.session_mode() {
@@ -513,7 +515,7 @@ impl Runner {
                 // it is out of date, and the row waits a full acquire_after from its next
                 // sighting, which the next scan makes.
                 self.observed.leases.forget(write.partition);
-                self.schedule.want_leases();
+                self.schedule.want_leases(ListingCause::WriteFailed);
                 continue;
             };
             // The row is now exactly what this node wrote.

@@ -123,8 +123,8 @@ pub struct ScanSchedule {
     member_write_failing: bool,
     /// The next scan must read the lease table, whatever else it finds.
     leases_due: bool,
-    /// Whether `leases_due` was set by a reading that failed.
-    due_to_failure: bool,
+    /// What first set `leases_due` since the last reading of the table.
+    due_for: ListingCause,
     /// Why the last scan that read the table did.
     listing_cause: Option<ListingCause>,
     /// When the table may be listed again after listings that timed out.
@@ -170,7 +170,7 @@ impl ScanSchedule {
             failures: 0,
             member_write_failing: false,
             leases_due: true,
-            due_to_failure: false,
+            due_for: ListingCause::Start,
             listing_cause: None,
             listing: ListingBackoff::default(),
             rows_due: std::collections::BTreeSet::new(),
@@ -214,15 +214,18 @@ impl ScanSchedule {
 
     /// Makes the next scan read the lease table: a listing failed, or a take did, so the view
     /// of some row is out of date.
-    pub fn want_leases(&mut self) {
-        self.leases_due = true;
+    pub fn want_leases(&mut self, cause: ListingCause) {
+        if !self.leases_due {
+            self.leases_due = true;
+            self.due_for = cause;
+        }
     }
 
     /// The scan's reading of the table, or of rows notices named, failed: the next one reads
     /// the table.
     pub fn reading_failed(&mut self) {
         self.leases_due = true;
-        self.due_to_failure = true;
+        self.due_for = ListingCause::ReadFailed;
     }
 
     /// A listing of the table failed at `now` with `error`: the next scan reads the table,
@@ -299,7 +302,10 @@ impl ScanSchedule {
                 }
             }
             _ => {
-                self.leases_due = true;
+                self.want_leases(match change {
+                    Change::Member(_) => ListingCause::MemberNotice,
+                    _ => ListingCause::Notice,
+                });
                 self.rows_due.clear();
                 self.vacated.clear();
             }
@@ -400,7 +406,6 @@ impl ScanSchedule {
             self.membership = membership;
         }
         self.leases_due = false;
-        self.due_to_failure = false;
         self.rows_due.clear();
         self.vacated.clear();
         self.operator_mark = observed.operator_mark.clone();
@@ -486,7 +491,7 @@ impl ScanSchedule {
             && takes.planned >= config.max_acquires_per_scan as usize
             && takes.held < takes.target as usize;
         if takes.lost_races > 0 && takes.held < takes.target as usize && self.failures == 0 {
-            self.leases_due = true;
+            self.want_leases(ListingCause::LostRace);
             if let Some(last) = self.last_scan {
                 let soon = last + config.scan_interval / RELEASE_SCAN_GAP_DIVISOR;
                 self.next_scan = self.next_scan.min(soon);
@@ -587,10 +592,8 @@ impl ScanSchedule {
     ) -> Option<ListingCause> {
         let cause = if config.relist_after.is_zero() {
             ListingCause::EveryScan
-        } else if self.leases_due && self.due_to_failure {
-            ListingCause::ReadFailed
         } else if self.leases_due {
-            ListingCause::Asked
+            self.due_for
         } else if !self.settled {
             ListingCause::Unsettled
         } else if !same_members {

@@ -19,10 +19,22 @@ pub enum ListingCause {
     /// The node's last reading of the table, or of rows notices named, failed (a failed
     /// reading of its stripe reads the stripe again).
     ReadFailed,
-    /// Something the node learned asked for it: a take that failed or whose outcome is
-    /// unknown, a race lost, a notice naming more rows than are worth reading one by one,
-    /// held leases read again.
-    Asked,
+    /// The node has not read the table since it started.
+    Start,
+    /// A take, or a release of a record left by an earlier process, failed or its outcome is
+    /// unknown: the view of its row is out of date.
+    WriteFailed,
+    /// A race for a row was lost while the node is below its target: others are taking,
+    /// and the view shows rows free that are not.
+    LostRace,
+    /// A change notice named more rows than are worth reading one by one, or did not say
+    /// which.
+    Notice,
+    /// A notice said a member record was created or deleted.
+    MemberNotice,
+    /// A lease this node held was found changed behind its back when its session was read
+    /// again.
+    HoldingChanged,
     /// The last plan left something to do.
     Unsettled,
     /// The live membership changed since the last reading (and with it every target).
@@ -39,10 +51,15 @@ pub enum ListingCause {
 
 impl ListingCause {
     /// Every cause, in order.
-    pub const ALL: [ListingCause; 9] = [
+    pub const ALL: [ListingCause; 14] = [
         ListingCause::EveryScan,
         ListingCause::ReadFailed,
-        ListingCause::Asked,
+        ListingCause::Start,
+        ListingCause::WriteFailed,
+        ListingCause::LostRace,
+        ListingCause::Notice,
+        ListingCause::MemberNotice,
+        ListingCause::HoldingChanged,
         ListingCause::Unsettled,
         ListingCause::Membership,
         ListingCause::Operator,
@@ -56,7 +73,12 @@ impl ListingCause {
         match self {
             ListingCause::EveryScan => "every_scan",
             ListingCause::ReadFailed => "read_failed",
-            ListingCause::Asked => "asked",
+            ListingCause::Start => "start",
+            ListingCause::WriteFailed => "write_failed",
+            ListingCause::LostRace => "lost_race",
+            ListingCause::Notice => "notice",
+            ListingCause::MemberNotice => "member_notice",
+            ListingCause::HoldingChanged => "holding_changed",
             ListingCause::Unsettled => "unsettled",
             ListingCause::Membership => "membership",
             ListingCause::Operator => "operator",

@@ -283,12 +283,37 @@ fn a_failed_reading_and_a_request_send_the_next_scan_to_the_table_each_named() {
     );
     assert_eq!(schedule.listing_cause(), Some(ListingCause::ReadFailed));
     listed_and_settled(&mut schedule, &mut observed, start, &mut rng);
-    schedule.want_leases();
+    // The first cause asked for counts; later ones until the table is read do not.
+    schedule.want_leases(ListingCause::LostRace);
+    schedule.want_leases(ListingCause::MemberNotice);
     assert_eq!(
         schedule.reading(start, &observed, &config, false),
         Reading::Leases
     );
-    assert_eq!(schedule.listing_cause(), Some(ListingCause::Asked));
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::LostRace));
+    // A failed reading wins over what asked before it.
+    schedule.reading_failed();
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::ReadFailed));
+    // Notices name their kind.
+    for (change, cause) in [
+        (
+            Change::Member(NodeId::new("z").unwrap()),
+            ListingCause::MemberNotice,
+        ),
+        (Change::Unknown, ListingCause::Notice),
+    ] {
+        listed_and_settled(&mut schedule, &mut observed, start, &mut rng);
+        schedule.change_noticed(start, &change, &config);
+        assert_eq!(
+            schedule.reading(start, &observed, &config, false),
+            Reading::Leases
+        );
+        assert_eq!(schedule.listing_cause(), Some(cause));
+    }
     let names: std::collections::BTreeSet<_> = ListingCause::ALL.iter().map(|c| c.name()).collect();
     assert_eq!(
         names.len(),
@@ -565,7 +590,7 @@ fn after_its_stripe_a_node_reads_the_whole_table_whenever_it_reads() {
             "a node joining a running fleet reads its stripe first too"
         );
         // The reading failed: the stripe again.
-        schedule.want_leases();
+        schedule.want_leases(ListingCause::WriteFailed);
         assert_eq!(
             schedule.reading(start, &observed, &config, false),
             Reading::Stripe
