@@ -53,7 +53,7 @@
 //! | `leasehold_scan_failures_total` | counter | | scans that failed (the store did not answer) |
 //! | `leasehold_scan_backoff_level` | gauge | | scans failed in a row; the interval doubles with each |
 //! | `leasehold_lease_listings_total` | counter | | scans that read the lease table |
-//! | `leasehold_lease_listings_started_total` | counter | `reason`: every_scan, read_failed, start, write_failed, lost_race, notice, member_notice, holding_changed, unsettled, membership, operator, periodic, missed_heartbeat, rows | scans that set out to read the lease table, by why ([`ListingCause`](crate::planner::ListingCause)), failed ones included |
+//! | `leasehold_lease_listings_started_total` | counter | `reason`: every_scan, read_failed, start, write_failed, lost_race, notice, holding_changed, unsettled, membership, operator, periodic, missed_heartbeat, rows | scans that set out to read the lease table, by why ([`ListingCause`](crate::planner::ListingCause)), failed ones included |
 //! | `leasehold_lease_rows_read_total` | counter | | lease records those listings returned |
 //! | `leasehold_lease_row_reads_total` | counter | | lease records read one by one, named by change notices, instead of a listing |
 //! | `leasehold_lease_deadline_seconds` | gauge | | time left to the nearest deadline of a lease held, `+Inf` with none |

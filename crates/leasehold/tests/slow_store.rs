@@ -497,3 +497,45 @@ async fn a_node_drained_while_its_listings_time_out_hands_off_at_once() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Fails if a node short of its target waits for a listing of the table that keeps timing
+/// out: the partitions a leaving node released stay unowned while the others' listings
+/// back off, where reading their own stripes meanwhile finds them.
+#[tokio::test(start_paused = true)]
+async fn partitions_left_by_a_node_are_taken_while_listings_of_the_table_time_out() {
+    let group = GroupName::new("default").unwrap();
+    let inner = MemoryStore::new();
+    admin::init(&inner, &group, 16_384).await.unwrap();
+    let store = Arc::new(SlowReads {
+        listing_delay: Mutex::new(Duration::from_secs(10)),
+        ..SlowReads::over(inner.clone())
+    });
+    let nodes: Vec<Participant> = ["a", "b", "c", "d"]
+        .into_iter()
+        .map(|name| {
+            let mut config = ParticipantConfig::new(NodeId::new(name).unwrap(), 16_384)
+                .with_store_timeout(Duration::from_secs(1));
+            config.max_acquires_per_scan = 4096;
+            Participant::start(Arc::clone(&store) as Arc<dyn LeaseStore>, config, ()).unwrap()
+        })
+        .collect();
+    sleep(Duration::from_secs(120)).await;
+    let owned = |nodes: &[Participant]| nodes.iter().map(|n| n.owned().len()).sum::<usize>();
+    assert_eq!(owned(&nodes), 16_384, "each took its stripe");
+    let mut nodes = nodes;
+    let d = nodes.pop().unwrap();
+    d.shutdown().await;
+    sleep(Duration::from_secs(180)).await;
+    assert_eq!(
+        owned(&nodes),
+        16_384,
+        "{:?}",
+        nodes.iter().map(|n| n.status()).collect::<Vec<_>>()
+    );
+    for node in &nodes {
+        assert_eq!(node.status().lease_listings, 0, "no listing ever arrived");
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+}

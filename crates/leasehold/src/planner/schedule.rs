@@ -132,6 +132,9 @@ pub struct ScanSchedule {
     /// Rows that notices named as released or offline since the last reading: a node that
     /// skips the table reads these (see [`Reading::Rows`]).
     rows_due: std::collections::BTreeSet<crate::types::PartitionId>,
+    /// Which stripe a [`Reading::Stripe`] reads, counted in members after this node's own
+    /// ([`stripe_at`](super::stripe_at)).
+    stripe_turn: u32,
     /// Rows named as released or offline since the last listing: a notice that one of them
     /// is held again makes it due again, to see who took it.
     vacated: std::collections::BTreeSet<crate::types::PartitionId>,
@@ -174,6 +177,7 @@ impl ScanSchedule {
             listing_cause: None,
             listing: ListingBackoff::default(),
             rows_due: std::collections::BTreeSet::new(),
+            stripe_turn: 0,
             vacated: std::collections::BTreeSet::new(),
             relist_at: None,
             settled: false,
@@ -277,6 +281,13 @@ impl ScanSchedule {
         if matches!(change, Change::MemberUpdated(_)) {
             return;
         }
+        // A member created or deleted, or notices lost: a node that may skip the table reads
+        // the member records soon, and the table only if what it reads asks for it (a live
+        // membership changed, its plan unsettled). Sent to the table by the notice itself,
+        // every node of a fleet would read it for each node that registers again, and all
+        // at once whenever the store's notices lapse.
+        let hinted =
+            matches!(change, Change::Member(_) | Change::Unknown) && !config.relist_after.is_zero();
         // A released or offline row, named: a node that may skip the table reads that row
         // alone, unless so many are named that one listing is cheaper.
         let named = match change {
@@ -286,6 +297,7 @@ impl ScanSchedule {
             _ => None,
         };
         match named {
+            _ if hinted => {}
             Some(partition)
                 if !self.leases_due
                     && self.rows_due.len() < MAX_ROW_READS
@@ -302,10 +314,7 @@ impl ScanSchedule {
                 }
             }
             _ => {
-                self.want_leases(match change {
-                    Change::Member(_) => ListingCause::MemberNotice,
-                    _ => ListingCause::Notice,
-                });
+                self.want_leases(ListingCause::Notice);
                 self.rows_due.clear();
                 self.vacated.clear();
             }
@@ -350,13 +359,24 @@ impl ScanSchedule {
             Reading::View
         } else if let Some(cause) = self.leases_wanted(now, observed, config, same_members) {
             if self.stripe_will_do(observed, config, same_members) {
+                self.stripe_turn = 0;
                 Reading::Stripe
             } else if self.listing.waiting(now) {
                 // An old view would only send compare-and-sets bound to fail. A draining
                 // node takes nothing: what it releases it knows without the table, and it
-                // must not wait out the back-off to hand its partitions off.
+                // must not wait out the back-off to hand its partitions off. The others read
+                // their own stripes meanwhile, a few rows each that together cover the
+                // table: what is free in it is taken while listings of it wait.
                 if draining {
                     Reading::View
+                } else if !config.relist_after.is_zero() {
+                    // Its own stripe first; while plans stay unsettled, the next member's.
+                    self.stripe_turn = if self.settled {
+                        0
+                    } else {
+                        self.stripe_turn.wrapping_add(1)
+                    };
+                    Reading::Stripe
                 } else {
                     Reading::MembersOnly
                 }
@@ -379,6 +399,12 @@ impl ScanSchedule {
         } else {
             Reading::MembersOnly
         }
+    }
+
+    /// Which stripe the next [`Reading::Stripe`] reads, counted in members after this
+    /// node's own ([`stripe_at`](super::stripe_at)).
+    pub fn stripe_turn(&self) -> u32 {
+        self.stripe_turn
     }
 
     /// The rows a [`Reading::Rows`] reads, in partition order; they are no longer due. A

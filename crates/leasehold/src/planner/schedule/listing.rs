@@ -30,8 +30,6 @@ pub enum ListingCause {
     /// A change notice named more rows than are worth reading one by one, or did not say
     /// which.
     Notice,
-    /// A notice said a member record was created or deleted.
-    MemberNotice,
     /// A lease this node held was found changed behind its back when its session was read
     /// again.
     HoldingChanged,
@@ -51,14 +49,13 @@ pub enum ListingCause {
 
 impl ListingCause {
     /// Every cause, in order.
-    pub const ALL: [ListingCause; 14] = [
+    pub const ALL: [ListingCause; 13] = [
         ListingCause::EveryScan,
         ListingCause::ReadFailed,
         ListingCause::Start,
         ListingCause::WriteFailed,
         ListingCause::LostRace,
         ListingCause::Notice,
-        ListingCause::MemberNotice,
         ListingCause::HoldingChanged,
         ListingCause::Unsettled,
         ListingCause::Membership,
@@ -77,7 +74,6 @@ impl ListingCause {
             ListingCause::WriteFailed => "write_failed",
             ListingCause::LostRace => "lost_race",
             ListingCause::Notice => "notice",
-            ListingCause::MemberNotice => "member_notice",
             ListingCause::HoldingChanged => "holding_changed",
             ListingCause::Unsettled => "unsettled",
             ListingCause::Membership => "membership",

@@ -285,7 +285,7 @@ fn a_failed_reading_and_a_request_send_the_next_scan_to_the_table_each_named() {
     listed_and_settled(&mut schedule, &mut observed, start, &mut rng);
     // The first cause asked for counts; later ones until the table is read do not.
     schedule.want_leases(ListingCause::LostRace);
-    schedule.want_leases(ListingCause::MemberNotice);
+    schedule.want_leases(ListingCause::Notice);
     assert_eq!(
         schedule.reading(start, &observed, &config, false),
         Reading::Leases
@@ -298,22 +298,38 @@ fn a_failed_reading_and_a_request_send_the_next_scan_to_the_table_each_named() {
         Reading::Leases
     );
     assert_eq!(schedule.listing_cause(), Some(ListingCause::ReadFailed));
-    // Notices name their kind.
-    for (change, cause) in [
-        (
-            Change::Member(NodeId::new("z").unwrap()),
-            ListingCause::MemberNotice,
-        ),
-        (Change::Unknown, ListingCause::Notice),
-    ] {
+    // A notice of a row whose state it does not say sends the node to the table.
+    listed_and_settled(&mut schedule, &mut observed, start, &mut rng);
+    schedule.change_noticed(start, &Change::Lease(PartitionId(3)), &config);
+    assert_eq!(
+        schedule.reading(start, &observed, &config, false),
+        Reading::Leases
+    );
+    assert_eq!(schedule.listing_cause(), Some(ListingCause::Notice));
+    // A member created or deleted, or notices lost, bring the next scan forward; the table
+    // is read only if what the scan reads asks for it.
+    for change in [Change::Member(NodeId::new("z").unwrap()), Change::Unknown] {
         listed_and_settled(&mut schedule, &mut observed, start, &mut rng);
-        schedule.change_noticed(start, &change, &config);
+        let later = start + Duration::from_secs(3);
+        schedule.scan_started(later);
+        schedule.scan_succeeded(later, &config, &mut rng);
+        schedule.change_noticed(later, &change, &config);
         assert_eq!(
-            schedule.reading(start, &observed, &config, false),
-            Reading::Leases
+            schedule.next_scan(),
+            later + config.scan_interval / NOTICE_SCAN_GAP_DIVISOR,
+            "{change:?}"
         );
-        assert_eq!(schedule.listing_cause(), Some(cause));
+        assert_eq!(
+            schedule.reading(later, &observed, &config, false),
+            Reading::MembersOnly,
+            "{change:?}"
+        );
     }
+    // Listed every scan, the table is read anyway.
+    let mut every = config.clone();
+    every.relist_after = Duration::ZERO;
+    schedule.change_noticed(start, &Change::Unknown, &every);
+    assert!(schedule.leases_due());
     let names: std::collections::BTreeSet<_> = ListingCause::ALL.iter().map(|c| c.name()).collect();
     assert_eq!(
         names.len(),
