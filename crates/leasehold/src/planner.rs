@@ -174,28 +174,8 @@ pub fn own_stripe(
     observed: &Observed,
     draining: bool,
 ) -> Vec<PartitionId> {
-    stripe_at(now, config, observed, draining, 0)
-}
-
-/// The partitions of the stripe `turn` members after `config.node`'s own in the order of
-/// their names (its own at turn 0), as it sees the membership at `now` in `observed`: a
-/// node short of its target while its listings of the table wait reads the stripes of
-/// the others one after the other, a page of the table at a time.
-pub fn stripe_at(
-    now: Instant,
-    config: &ParticipantConfig,
-    observed: &Observed,
-    draining: bool,
-    turn: u32,
-) -> Vec<PartitionId> {
     let shares = Shares::among(now, config, observed, draining);
-    let names: Vec<&NodeId> = shares.targets.keys().collect();
-    let own = names.iter().position(|name| **name == config.node);
-    let node = match own {
-        Some(own) if !names.is_empty() => names[(own + turn as usize) % names.len()],
-        _ => &config.node,
-    };
-    Stripe::of(node, &shares.targets, config.partitions).partitions()
+    Stripe::of(&config.node, &shares.targets, config.partitions).partitions()
 }
 
 /// Removes `count` items (or all there are) chosen uniformly at random, without shuffling

@@ -586,9 +586,16 @@ async fn a_renewal_whose_reply_was_lost_is_recognised_and_the_lease_kept() {
     sleep(Duration::from_millis(100)).await;
     assert_eq!(a.owned().len(), 3);
     // The next two renewal batches land but their replies are lost.
+    let reads = store.record_reads();
     store.lose_batch_replies(2);
     sleep(Duration::from_secs(3)).await;
     assert_eq!(store.replies_left_to_lose(), 0, "the replies were lost");
+    // Each batch read back row by row, not by listing the table.
+    assert!(
+        store.record_reads() >= reads + 6,
+        "{}",
+        store.record_reads() - reads
+    );
     assert_eq!(
         a.owned().len(),
         3,

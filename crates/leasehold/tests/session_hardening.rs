@@ -317,7 +317,7 @@ async fn records_created_again_after_a_destroy_wait_out_a_holder_cut_off_from_th
     }
 }
 
-/// Fails if a session take whose outcome stayed unknown (its reply lost, and the listing
+/// Fails if a session take whose outcome stayed unknown (its reply lost, and the read-back
 /// that would have told failing too) is not released at the deadline it would have had: a
 /// record naming this node under its live session is never served and never taken by
 /// another, so without that deadline it waits `acquire_after` from when it is next seen.
@@ -329,7 +329,7 @@ async fn a_session_take_of_unknown_outcome_is_released_at_its_deadline() {
     let config = config("a", 1);
     let (validity, acquire_after) = (config.lease_validity, config.acquire_after);
     let a = Participant::start(store.clone(), config, ()).unwrap();
-    // The take is on its way: the listing that would settle it fails too.
+    // The take is on its way: the read-back that would settle it fails too.
     let started = tokio::time::Instant::now();
     while store.batches() == 0 {
         assert!(started.elapsed() < Duration::from_secs(10), "no take sent");
@@ -337,8 +337,10 @@ async fn a_session_take_of_unknown_outcome_is_released_at_its_deadline() {
     }
     let sent = tokio::time::Instant::now();
     store.set_reads_throttled(true);
+    store.set_lease_reads_throttled(true);
     sleep(Duration::from_millis(200)).await;
     store.set_reads_throttled(false);
+    store.set_lease_reads_throttled(false);
     assert!(
         a.lease(P0).is_none(),
         "a take of unknown outcome is not served"

@@ -219,15 +219,24 @@ impl Runner {
             return settled;
         }
         tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
+        // Those rows alone: on a large table a listing for each batch of unknown outcome
+        // would cost the store most when it is slowest.
+        let partitions: Vec<PartitionId> = settled
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
+            .map(|(write, _)| write.partition)
+            .collect();
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let Ok(listing) = self
-            .call(async move { store.list_leases(&group).await })
+        let Ok(rows) = self
+            .call(async move { store.get_leases(&group, &partitions).await })
             .await
         else {
             return settled;
         };
-        let current: BTreeMap<PartitionId, StoredLease> =
-            listing.records.into_iter().map(|r| (r.key, r)).collect();
+        let current: BTreeMap<PartitionId, StoredLease> = rows
+            .into_iter()
+            .filter_map(|(partition, stored)| Some((partition, stored?)))
+            .collect();
         for (write, result) in &mut settled {
             if !result.as_ref().is_err_and(StoreError::is_transient) {
                 continue;

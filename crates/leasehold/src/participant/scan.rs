@@ -148,14 +148,8 @@ impl Runner {
     /// Reads the rows of this node's own stripe, as the membership read at `members_at`
     /// lays the stripes out, into a view of those rows alone.
     async fn read_stripe(&mut self, members_at: tokio::time::Instant) -> Result<(), StoreError> {
-        let turn = self.schedule.stripe_turn();
-        let partitions = planner::stripe_at(
-            members_at,
-            &self.config,
-            &self.observed,
-            self.draining,
-            turn,
-        );
+        let partitions =
+            planner::own_stripe(members_at, &self.config, &self.observed, self.draining);
         let rows = self.read_lease_rows(partitions).await?;
         let now = self.clock.now();
         self.observed.observe_stripe(now, rows);

@@ -132,9 +132,6 @@ pub struct ScanSchedule {
     /// Rows that notices named as released or offline since the last reading: a node that
     /// skips the table reads these (see [`Reading::Rows`]).
     rows_due: std::collections::BTreeSet<crate::types::PartitionId>,
-    /// Which stripe a [`Reading::Stripe`] reads, counted in members after this node's own
-    /// ([`stripe_at`](super::stripe_at)).
-    stripe_turn: u32,
     /// Rows named as released or offline since the last listing: a notice that one of them
     /// is held again makes it due again, to see who took it.
     vacated: std::collections::BTreeSet<crate::types::PartitionId>,
@@ -177,7 +174,6 @@ impl ScanSchedule {
             listing_cause: None,
             listing: ListingBackoff::default(),
             rows_due: std::collections::BTreeSet::new(),
-            stripe_turn: 0,
             vacated: std::collections::BTreeSet::new(),
             relist_at: None,
             settled: false,
@@ -359,24 +355,13 @@ impl ScanSchedule {
             Reading::View
         } else if let Some(cause) = self.leases_wanted(now, observed, config, same_members) {
             if self.stripe_will_do(observed, config, same_members) {
-                self.stripe_turn = 0;
                 Reading::Stripe
             } else if self.listing.waiting(now) {
                 // An old view would only send compare-and-sets bound to fail. A draining
                 // node takes nothing: what it releases it knows without the table, and it
-                // must not wait out the back-off to hand its partitions off. The others read
-                // their own stripes meanwhile, a few rows each that together cover the
-                // table: what is free in it is taken while listings of it wait.
+                // must not wait out the back-off to hand its partitions off.
                 if draining {
                     Reading::View
-                } else if !config.relist_after.is_zero() {
-                    // Its own stripe first; while plans stay unsettled, the next member's.
-                    self.stripe_turn = if self.settled {
-                        0
-                    } else {
-                        self.stripe_turn.wrapping_add(1)
-                    };
-                    Reading::Stripe
                 } else {
                     Reading::MembersOnly
                 }
@@ -399,12 +384,6 @@ impl ScanSchedule {
         } else {
             Reading::MembersOnly
         }
-    }
-
-    /// Which stripe the next [`Reading::Stripe`] reads, counted in members after this
-    /// node's own ([`stripe_at`](super::stripe_at)).
-    pub fn stripe_turn(&self) -> u32 {
-        self.stripe_turn
     }
 
     /// The rows a [`Reading::Rows`] reads, in partition order; they are no longer due. A

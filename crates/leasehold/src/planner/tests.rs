@@ -2042,5 +2042,3 @@ fn with_sessions_a_holders_absence_counts_only_from_a_listing_sent_after_the_lea
     let take = plan.acquire.iter().find(|a| a.partition == PartitionId(1));
     assert!(take.is_some_and(|t| t.session.is_none()), "{plan:?}");
 }
-
-mod stripe_turns;

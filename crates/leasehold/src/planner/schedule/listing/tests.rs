@@ -24,45 +24,17 @@ fn a_timed_out_listing_waits_a_back_off_growing_with_the_table_while_scans_go_on
     assert_eq!(wait, Some(500 * SECOND), "no jitter configured");
     assert_eq!(schedule.listing_retry_at(), Some(start + 500 * SECOND));
 
-    // Scans meanwhile read the node's own stripe and plan on it; then the table, named for
+    // Scans meanwhile read the member records and plan nothing; then the table, named for
     // the failure.
     let meanwhile = start + 499 * SECOND;
     assert_eq!(
         schedule.reading(meanwhile, &observed, &config, false),
-        Reading::Stripe
+        Reading::MembersOnly
     );
-    // A draining node plans on the view it has, so that it releases without waiting. A node
-    // that lists the table every scan has no stripes, and plans nothing meanwhile.
+    // A draining node plans on the view it has, so that it releases without waiting.
     assert_eq!(
         schedule.reading(meanwhile, &observed, &config, true),
         Reading::View
-    );
-    assert_eq!(
-        schedule.stripe_turn(),
-        0,
-        "its own stripe, its last plan settled"
-    );
-    // While its plans stay unsettled, each wait reads the next member's stripe.
-    let mut unsettled = schedule.clone();
-    let turns: Vec<u32> = (0..3)
-        .map(|_| {
-            unsettled.planned(false);
-            assert_eq!(
-                unsettled.reading(meanwhile, &observed, &config, false),
-                Reading::Stripe
-            );
-            unsettled.stripe_turn()
-        })
-        .collect();
-    assert_eq!(turns, [1, 2, 3]);
-    unsettled.planned(true);
-    unsettled.reading(meanwhile, &observed, &config, false);
-    assert_eq!(unsettled.stripe_turn(), 0);
-    let mut every = config.clone();
-    every.relist_after = Duration::ZERO;
-    assert_eq!(
-        schedule.reading(meanwhile, &observed, &every, false),
-        Reading::MembersOnly
     );
     let later = start + 500 * SECOND;
     assert_eq!(
