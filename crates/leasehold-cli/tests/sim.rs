@@ -75,7 +75,7 @@ fn each_negative_control_has_its_flag() {
     for (flag, invariant, seed) in [
         ("--unsafe-epoch-reuse", "epoch-order", "0"),
         ("--unsafe-stop-acquiring", "liveness", "0"),
-        ("--unsafe-ignore-members", "balance", "1"),
+        ("--unsafe-ignore-members", "balance", "0"),
         ("--unsafe-ignore-exclusions", "exclusion", "12"),
     ] {
         let caught = sim(&[&["--seed", seed, "--duration", "300s", flag][..], &SMALL].concat());

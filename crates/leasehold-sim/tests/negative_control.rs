@@ -150,7 +150,15 @@ fn nodes_that_stop_taking_partitions_are_caught_by_the_liveness_check() {
 fn a_node_that_never_hands_off_its_surplus_is_caught_by_the_balance_check() {
     let mut config = fleet();
     config.unsafe_ignore_members = true;
-    let caught = caught(&config, Invariant::Balance, "--unsafe-ignore-members", 0.53);
+    // Sixteen seeds: over eight, a rate of about three in four (144 of 200 seeds) falls
+    // below the bound one time in twenty by chance alone.
+    let caught = caught_in(
+        &config,
+        Invariant::Balance,
+        "--unsafe-ignore-members",
+        16,
+        0.53,
+    );
     let settled = caught
         .iter()
         .filter(|v| v.details.starts_with("settled:") && v.at < config.duration)
@@ -333,13 +341,13 @@ fn mis_set_nodes_that_skip_the_group_record_are_caught_by_the_single_owner_check
     let mut config = mis_set_restarts();
     config.unsafe_mixed_timings = true;
     // It needs a mis-set node paused or cut off while holding a lease, which some seeds of
-    // this small fleet never bring (10 of these 24 do).
+    // this small fleet never bring (70 of 200 do, 7 of these 24).
     caught_in(
         &config,
         Invariant::SingleOwner,
         "--unsafe-mixed-timings",
         24,
-        0.3,
+        0.26,
     );
 }
 
