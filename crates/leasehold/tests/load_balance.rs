@@ -41,6 +41,31 @@ fn config(name: &str) -> ParticipantConfig {
     ParticipantConfig::fast(NodeId::new(name).unwrap(), PARTITIONS).with_churn_budget(0.5)
 }
 
+/// Nodes a, b and c on one store, left 30 s to take the table, with the loads they report.
+struct Fleet {
+    store: Arc<MemoryStore>,
+    group: GroupName,
+    loads: Loads,
+    nodes: [Participant; 3],
+}
+
+async fn three_nodes(mode: LeaseMode) -> Fleet {
+    let store = Arc::new(MemoryStore::new());
+    let group = GroupName::new("default").unwrap();
+    admin::init(&*store, &group, PARTITIONS).await.unwrap();
+    admin::set_lease_mode(&*store, &group, mode).await.unwrap();
+    let loads = Loads::default();
+    let nodes = ["a", "b", "c"]
+        .map(|name| Participant::start(store.clone(), config(name), loads.clone()).unwrap());
+    sleep(Duration::from_secs(30)).await;
+    Fleet {
+        store,
+        group,
+        loads,
+        nodes,
+    }
+}
+
 /// Each node's load over its fair share (the fleet's load over three).
 fn ratios(nodes: &[&Participant], loads: &Loads) -> Vec<f64> {
     let each: Vec<f64> = nodes
@@ -60,15 +85,11 @@ fn ratios(nodes: &[&Participant], loads: &Loads) -> Vec<f64> {
 #[tokio::test(start_paused = true)]
 async fn three_nodes_even_out_a_load_that_shifts_onto_one_of_them() {
     for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
-        let store = Arc::new(MemoryStore::new());
-        let group = GroupName::new("default").unwrap();
-        admin::init(&*store, &group, PARTITIONS).await.unwrap();
-        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
-        let loads = Loads::default();
-        let a = Participant::start(store.clone(), config("a"), loads.clone()).unwrap();
-        let b = Participant::start(store.clone(), config("b"), loads.clone()).unwrap();
-        let c = Participant::start(store.clone(), config("c"), loads.clone()).unwrap();
-        sleep(Duration::from_secs(30)).await;
+        let Fleet {
+            loads,
+            nodes: [a, b, c],
+            ..
+        } = three_nodes(mode).await;
         let nodes = [&a, &b, &c];
         let held: usize = nodes.iter().map(|n| n.owned().len()).sum();
         assert_eq!(held, PARTITIONS as usize, "{mode}");
@@ -163,15 +184,12 @@ async fn by_session_a_load_is_written_when_it_moves_by_more_than_a_tenth_and_not
 #[tokio::test(start_paused = true)]
 async fn a_node_drained_by_load_is_named_as_where_its_partitions_lived() {
     for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
-        let store = Arc::new(MemoryStore::new());
-        let group = GroupName::new("default").unwrap();
-        admin::init(&*store, &group, PARTITIONS).await.unwrap();
-        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
-        let loads = Loads::default();
-        let a = Participant::start(store.clone(), config("a"), loads.clone()).unwrap();
-        let b = Participant::start(store.clone(), config("b"), loads.clone()).unwrap();
-        let c = Participant::start(store.clone(), config("c"), loads.clone()).unwrap();
-        sleep(Duration::from_secs(30)).await;
+        let Fleet {
+            store,
+            group,
+            nodes: [a, b, c],
+            ..
+        } = three_nodes(mode).await;
         let held = a.owned();
         assert!(!held.is_empty(), "{mode}");
 
@@ -211,15 +229,12 @@ async fn a_node_drained_by_load_is_named_as_where_its_partitions_lived() {
 #[tokio::test(start_paused = true)]
 async fn a_node_leaving_a_group_balanced_by_load_names_a_receiver_for_each_partition() {
     for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
-        let store = Arc::new(MemoryStore::new());
-        let group = GroupName::new("default").unwrap();
-        admin::init(&*store, &group, PARTITIONS).await.unwrap();
-        admin::set_lease_mode(&*store, &group, mode).await.unwrap();
-        let loads = Loads::default();
-        let a = Participant::start(store.clone(), config("a"), loads.clone()).unwrap();
-        let b = Participant::start(store.clone(), config("b"), loads.clone()).unwrap();
-        let c = Participant::start(store.clone(), config("c"), loads.clone()).unwrap();
-        sleep(Duration::from_secs(30)).await;
+        let Fleet {
+            store,
+            group,
+            nodes: [a, b, c],
+            ..
+        } = three_nodes(mode).await;
         let held = a.owned();
         assert!(!held.is_empty(), "{mode}");
         a.shutdown().await;

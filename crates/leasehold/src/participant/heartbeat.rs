@@ -211,21 +211,18 @@ impl Runner {
         };
         let mut settled: Vec<(LeaseWrite, Result<Version, StoreError>)> =
             writes.into_iter().zip(results).collect();
-        let unknown = settled
-            .iter()
-            .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
-            .count();
-        if unknown == 0 {
-            return settled;
-        }
-        tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
-        // Those rows alone: on a large table a listing for each batch of unknown outcome
-        // would cost the store most when it is slowest.
+        // Those rows alone are read back: on a large table a listing for each batch of
+        // unknown outcome would cost the store most when it is slowest.
         let partitions: Vec<PartitionId> = settled
             .iter()
             .filter(|(_, r)| r.as_ref().is_err_and(StoreError::is_transient))
             .map(|(write, _)| write.partition)
             .collect();
+        if partitions.is_empty() {
+            return settled;
+        }
+        let unknown = partitions.len();
+        tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let Ok(rows) = self
             .call(async move { store.get_leases(&group, &partitions).await })

@@ -212,8 +212,9 @@ impl ScanSchedule {
         self.failures
     }
 
-    /// Makes the next scan read the lease table: a listing failed, or a take did, so the view
-    /// of some row is out of date.
+    /// Makes the next scan read the lease table for `cause` (a take failed, a race was lost,
+    /// a notice named too many rows, …): the view of some row is out of date. The first cause
+    /// since the last reading is the one counted.
     pub fn want_leases(&mut self, cause: ListingCause) {
         if !self.leases_due {
             self.leases_due = true;
