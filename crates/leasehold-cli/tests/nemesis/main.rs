@@ -152,8 +152,9 @@ fn every_store_survives_the_fault_schedule() {
 }
 
 /// A negative control on PostgreSQL: three nodes, the last with its lease clock at
-/// `rates[2]` and `last_extra` flags, the other two cut from the store in turn for six
-/// rounds; fails unless the overlap check finds the early takes that `broken` names.
+/// `rates[2]` and `last_extra` flags, the other two cut from the store in turn until the
+/// work log shows an overlap, for up to twelve rounds; fails unless the overlap check finds
+/// the early takes that `broken` names.
 fn caught_by_the_overlap_check(rates: &[&str; 3], last_extra: &[&str], broken: &str) {
     let Some(target) = postgres() else {
         return;
@@ -167,7 +168,7 @@ fn caught_by_the_overlap_check(rates: &[&str; 3], last_extra: &[&str], broken: &
         rates,
         last_extra,
     );
-    let report = fleet.cut_the_others_from(2, 6);
+    let report = fleet.cut_the_others_until_an_overlap(2, 12);
     println!("control, {broken}:\n{report}");
     assert!(
         !report.findings.overlaps.is_empty(),
