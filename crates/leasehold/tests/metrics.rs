@@ -199,3 +199,49 @@ async fn a_participant_without_metrics_registers_nothing() {
     );
     participant.shutdown().await;
 }
+
+/// Callbacks whose `on_acquired` holds the lease loop for longer than a tenth of the
+/// heartbeat, in real time.
+struct SlowToAcquire;
+
+impl leasehold::Callbacks for SlowToAcquire {
+    fn on_acquired(&self, _: &leasehold::LeaseGuard) {
+        std::thread::sleep(Duration::from_millis(1200));
+    }
+
+    fn load(&self, _: PartitionId) -> Option<f64> {
+        Some(1.0)
+    }
+}
+
+/// A callback that holds up renewals (over a tenth of the heartbeat: 1 s at the default
+/// 10 s) is counted as slow; one that returns at once, called at every renewal, is not.
+#[tokio::test(start_paused = true)]
+async fn a_callback_slower_than_a_tenth_of_the_heartbeat_is_counted() {
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
+    let config = ParticipantConfig::new(NodeId::new("slow").unwrap(), 2);
+    admin::init(&*store, &config.group, 2).await.unwrap();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let environment = Environment {
+        metrics: Some(metrics.clone()),
+        ..Environment::default()
+    };
+    let participant =
+        Participant::start_with(Arc::clone(&store), config, SlowToAcquire, environment).unwrap();
+    // Two takes, then renewals at least five heartbeats long, each asking for the loads.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(participant.owned().len(), 2);
+    let text = encode(&registry);
+    let series = |callback: &str| {
+        value(
+            &text,
+            &format!(
+                r#"leasehold_callbacks_slow_total{{group="default",node="slow",callback="{callback}"}}"#
+            ),
+        )
+    };
+    assert_eq!(series("on_acquired"), 2.0, "{text}");
+    assert_eq!(series("load"), 0.0, "{text}");
+    participant.shutdown().await;
+}
