@@ -16,6 +16,7 @@ use crate::record::LeaseState;
 use crate::types::{NodeId, PartitionId};
 
 mod clear;
+pub(crate) use clear::lost_rows_named;
 mod give_back;
 pub mod load;
 mod members;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::planner::session_tag;
+use crate::planner::{self, session_tag};
 use crate::record::{LeaseRecord, LeaseState, StoredMember};
 use crate::store::{LeaseStore, LeaseWrite, PutMode, TxnWrite};
 use crate::types::RecordKey;
@@ -113,21 +113,10 @@ impl Runner {
             .map(|(partition, _)| *partition)
     }
 
-    /// Of [`Runner::lost_due`], the rows the view shows still naming this node under the
-    /// epoch and session each was lost with, and their versions.
+    /// Of the leases lost here whose deadline has passed, the rows the view shows still
+    /// naming this node as it held them (see [`planner::lost_rows_named`]).
     fn lost_rows_named(&self) -> Vec<(PartitionId, Version)> {
-        let me = &self.config.node;
-        self.lost_due()
-            .filter_map(|partition| {
-                let (epoch, session, _) = self.observed.lost.get(&partition)?;
-                let seen = self.observed.leases.get(partition)?;
-                let named = seen.state == LeaseState::Held
-                    && seen.owner.as_ref() == Some(me)
-                    && seen.epoch == *epoch
-                    && seen.session == *session;
-                named.then(|| (partition, seen.version.clone()))
-            })
-            .collect()
+        planner::lost_rows_named(self.clock.now(), &self.config.node, &self.observed)
     }
 
     /// Writes the releases of [`Runner::clear`]. Records under this process's current

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::config::ParticipantConfig;
 use crate::group::LeaseMode;
 use crate::record::LeaseState;
-use crate::types::{PartitionId, Version};
+use crate::types::{NodeId, PartitionId, Version};
 
 use super::{Holding, Observed};
 
@@ -57,12 +57,40 @@ pub(super) fn clearable(
     (clear, next)
 }
 
+/// Of the leases lost here whose deadline has passed by `now`, the rows the view shows still
+/// naming `node` under the epoch and session each was lost with, and their versions: what a
+/// node on its way out frees, with no scan left to plan it. A row at a lower epoch (a take
+/// whose outcome stayed unknown and that never landed) or under another holder or session
+/// is not this node's to free, however the loss was noted.
+pub(crate) fn lost_rows_named(
+    now: Instant,
+    node: &NodeId,
+    observed: &Observed,
+) -> Vec<(PartitionId, Version)> {
+    observed
+        .lost
+        .iter()
+        .filter(|(_, (_, _, deadline))| *deadline <= now)
+        .filter_map(|(partition, (epoch, session, _))| {
+            let seen = observed.leases.get(*partition)?;
+            let named = seen.state == LeaseState::Held
+                && seen.owner.as_ref() == Some(node)
+                && seen.epoch == *epoch
+                && seen.session == *session;
+            named.then(|| (*partition, seen.version.clone()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
+    use super::super::session_tag;
     use super::super::tests::{held_by, Fixture};
     use super::*;
+    use crate::record::LeaseRecord;
+    use crate::types::Epoch;
 
     #[test]
     fn by_partition_nothing_is_cleared_whatever_names_this_node() {
@@ -71,5 +99,58 @@ mod tests {
         let later = fixture.start + Duration::from_secs(3600);
         let (clear, next) = clearable(later, &fixture.config, &fixture.observed, &fixture.holdings);
         assert!(clear.is_empty() && next.is_none());
+    }
+
+    /// Only a row naming this node under the epoch and session its lease was lost with is
+    /// freed on the way out: not a row another node holds at a lower epoch (a take that
+    /// never landed), an earlier tenure of this node's, one an operator took offline, one
+    /// under another session, nor one whose deadline is still ahead.
+    #[test]
+    fn on_the_way_out_only_rows_named_as_they_were_lost_are_freed() {
+        let mut fixture = Fixture::new(7);
+        let me = fixture.config.node.clone();
+        let session = Some(7);
+        let held = |owner: &str, epoch: u64| LeaseRecord {
+            session,
+            ..held_by(owner, epoch)
+        };
+        let start = fixture.start;
+        fixture.set(0, held(me.as_str(), 2), 10, start);
+        fixture.set(1, held("other", 1), 11, start);
+        fixture.set(2, held(me.as_str(), 1), 12, start);
+        let offline = LeaseRecord {
+            state: LeaseState::Offline,
+            ..held(me.as_str(), 2)
+        };
+        fixture.set(3, offline, 13, start);
+        let other_session = LeaseRecord {
+            session: Some(8),
+            ..held(me.as_str(), 2)
+        };
+        fixture.set(4, other_session, 14, start);
+        fixture.set(5, held(me.as_str(), 2), 15, start);
+        let deadline = start + Duration::from_secs(3);
+        for p in 0..6 {
+            let due = if p == 5 {
+                deadline + Duration::from_secs(3)
+            } else {
+                deadline
+            };
+            fixture
+                .observed
+                .lost
+                .insert(PartitionId(p), (Epoch(2), session_tag(session), due));
+        }
+        // Partition 6 is lost but not in the view.
+        fixture
+            .observed
+            .lost
+            .insert(PartitionId(6), (Epoch(2), session_tag(session), deadline));
+        fixture.observed.leases.forget(PartitionId(6));
+        let freed = lost_rows_named(deadline, &me, &fixture.observed);
+        assert_eq!(freed, vec![(PartitionId(0), Version::from_number(10))]);
+        assert!(
+            lost_rows_named(deadline - Duration::from_millis(1), &me, &fixture.observed).is_empty()
+        );
     }
 }
