@@ -13,10 +13,13 @@
 //! ```
 
 mod checks;
+mod corrupt_checks;
 mod delete_checks;
 mod faulty;
 mod field_checks;
 mod group_checks;
+mod hint_checks;
+mod race_checks;
 mod read_checks;
 pub mod scenarios;
 mod services;
@@ -36,10 +39,13 @@ use crate::types::RecordKey;
 use crate::types::{GroupName, NodeId, PartitionId};
 
 pub use checks::*;
+pub use corrupt_checks::*;
 pub use delete_checks::*;
 pub use faulty::FaultyStore;
 pub use field_checks::*;
 pub use group_checks::*;
+pub use hint_checks::*;
+pub use race_checks::*;
 pub use read_checks::*;
 pub use services::{require_tool, service_env, skipped, SKIP_VARIABLE};
 pub use txn_checks::*;
