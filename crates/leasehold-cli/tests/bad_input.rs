@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{assert_clean_error, leasehold, Site};
 
 #[test]
@@ -156,4 +158,41 @@ fn a_reader_that_stops_reading_is_not_an_error() {
         assert_eq!(status, Some(code), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+/// A lease row that cannot be decoded, met by a running node, is skipped with one warning
+/// naming it (not one per scan), and the node serves every other partition.
+#[test]
+fn a_node_skips_an_unreadable_lease_row_with_one_warning_and_serves_the_rest() {
+    let site = Site::new();
+    site.ok(&["init", "--partitions", "4"]);
+    let connection = rusqlite::Connection::open(site.path("leases.db")).unwrap();
+    let sql = "UPDATE leases SET state = 'bogus' WHERE partition = 1";
+    assert_eq!(connection.execute(sql, []).unwrap(), 1, "{sql}");
+    let mut node = site.node("n1", &[]);
+    site.wait_for(
+        Duration::from_secs(30),
+        "partitions 0, 2 and 3 held",
+        || {
+            let holders = site.holders();
+            [0, 2, 3]
+                .iter()
+                .all(|p| holders.get(p).is_some_and(|h| h.as_deref() == Some("n1")))
+        },
+    );
+    // More scans, each meeting the row again.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(node.is_running(), "{}", site.node_stderr("n1"));
+    let stderr = site.node_stderr("n1");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("skipping a record that cannot be read"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("lease 1") && warnings[0].contains("bogus"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(node.terminate(Duration::from_secs(20)), 0);
 }

@@ -46,6 +46,7 @@ pub struct FaultyStore {
     lease_reads_throttled: AtomicBool,
     listings: AtomicU64,
     member_listings: AtomicU64,
+    member_deletes: AtomicU64,
     record_reads: AtomicU64,
     batches: AtomicU64,
     notices_off: AtomicBool,
@@ -71,6 +72,7 @@ impl FaultyStore {
             lease_reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
             member_listings: AtomicU64::new(0),
+            member_deletes: AtomicU64::new(0),
             record_reads: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             notices_off: AtomicBool::new(false),
@@ -205,6 +207,11 @@ impl FaultyStore {
     /// Member listings attempted so far (throttled or not).
     pub fn member_listings(&self) -> u64 {
         self.member_listings.load(Ordering::SeqCst)
+    }
+
+    /// Deletes of member records attempted so far.
+    pub fn member_deletes(&self) -> u64 {
+        self.member_deletes.load(Ordering::SeqCst)
     }
 
     /// Reads of one lease, member or group record attempted so far.
@@ -395,6 +402,7 @@ impl LeaseStore for FaultyStore {
         node: &NodeId,
         version: &Version,
     ) -> Result<(), StoreError> {
+        self.member_deletes.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
         let renew = take_one(&self.renewals_before_deletes);
         if renew {

@@ -44,6 +44,51 @@ async fn a_member_silent_for_forget_members_after_is_deleted_and_may_return() {
     b.shutdown().await;
 }
 
+/// In both lease modes, a dead member's record is deleted once silent for
+/// `forget_members_after` (by session, once no record names its session), and by one node
+/// alone: the live member with the smallest name. The other never tries.
+#[tokio::test(start_paused = true)]
+async fn a_dead_member_is_forgotten_in_both_modes_by_the_smallest_live_member_alone() {
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let memory = store_with(6).await;
+        let group = GroupName::new("default").unwrap();
+        admin::set_lease_mode(&*memory, &group, mode).await.unwrap();
+        let forgetful =
+            |name: &str| config(name, 6).with_forget_members_after(Duration::from_secs(5));
+        let a = start(&memory, forgetful("a"), &Recorder::default());
+        let recorder = Recorder::default();
+        let b = start(&memory, forgetful("b"), &recorder);
+        let c_store = Arc::new(FaultyStore::new(memory.clone()));
+        let c = Participant::start(
+            c_store.clone(),
+            forgetful("c"),
+            recorder.callbacks(&node("c")),
+        )
+        .unwrap();
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2], "{mode}");
+        a.abort();
+        sleep(Duration::from_secs(10)).await;
+        let members: Vec<String> = memory
+            .list_members(&group)
+            .await
+            .unwrap()
+            .records
+            .into_iter()
+            .map(|m| m.key.to_string())
+            .collect();
+        assert_eq!(members, ["b", "c"], "{mode}: a forgotten");
+        assert_eq!(counts(&[&b, &c]), vec![3, 3], "{mode}");
+        assert_eq!(
+            c_store.member_deletes(),
+            0,
+            "{mode}: b, the smaller, deletes"
+        );
+        b.shutdown().await;
+        c.shutdown().await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_node_whose_member_record_vanished_registers_again_undrained() {
     // Member records are only forgotten while not draining, so a vanished record's last word
