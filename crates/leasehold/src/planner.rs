@@ -16,7 +16,7 @@ use crate::record::LeaseState;
 use crate::types::{NodeId, PartitionId};
 
 mod clear;
-pub(crate) use clear::lost_rows_named;
+pub(crate) use clear::{lost_rows_named, prune_lost};
 mod give_back;
 pub mod load;
 mod members;

@@ -9,7 +9,6 @@ use crate::error::StoreError;
 use crate::planner::{
     self, Acquisition, Holding, ListingCause, PlanInput, Reading, SessionSeen, Takes,
 };
-use crate::record::LeaseState;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{NodeId, PartitionId, Version};
 
@@ -288,21 +287,7 @@ impl Runner {
             return;
         }
         let now = self.clock.now();
-        // Lost leases matter only while their record still names this node under their
-        // epoch and session, or may yet come to (see `Observed::lost`): a take whose outcome
-        // stayed unknown can land after a listing that showed the record as it was before,
-        // at a lower epoch. Once the record is at that epoch or beyond under another writer,
-        // the version the take compared is gone for good.
-        let (leases, me) = (&self.observed.leases, &self.config.node);
-        self.observed.lost.retain(|partition, (epoch, session, _)| {
-            leases.get(*partition).is_none_or(|seen| {
-                seen.epoch < *epoch
-                    || (seen.epoch == *epoch
-                        && seen.session == *session
-                        && seen.state == LeaseState::Held
-                        && seen.owner.as_ref() == Some(me))
-            })
-        });
+        planner::prune_lost(&mut self.observed, &self.config.node);
         let load_moves_left = self.load_moves_left(now);
         self.observed.notified = self.feed.is_some();
         let plan = planner::plan(

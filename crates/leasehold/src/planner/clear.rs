@@ -4,15 +4,16 @@
 //! only this node can free it.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 
 use tokio::time::Instant;
 
 use crate::config::ParticipantConfig;
 use crate::group::LeaseMode;
 use crate::record::LeaseState;
-use crate::types::{NodeId, PartitionId, Version};
+use crate::types::{Epoch, NodeId, PartitionId, Version};
 
-use super::{Holding, Observed};
+use super::{Holding, Observed, SeenLease};
 
 /// With session leases, the records naming this node that it does not hold and whose wait
 /// has run out (see [`Plan::clear`](super::Plan::clear)), and when the next of the others'
@@ -57,6 +58,20 @@ pub(super) fn clearable(
     (clear, next)
 }
 
+/// Whether `seen` names `node` as its holder under `epoch` and `session`, as a lease lost
+/// here was held: only such a record is this node's to free.
+fn names_as_lost(
+    seen: &SeenLease,
+    node: &NodeId,
+    epoch: Epoch,
+    session: Option<NonZeroU32>,
+) -> bool {
+    seen.state == LeaseState::Held
+        && seen.owner.as_ref() == Some(node)
+        && seen.epoch == epoch
+        && seen.session == session
+}
+
 /// Of the leases lost here whose deadline has passed by `now`, the rows the view shows still
 /// naming `node` under the epoch and session each was lost with, and their versions: what a
 /// node on its way out frees, with no scan left to plan it. A row at a lower epoch (a take
@@ -73,13 +88,23 @@ pub(crate) fn lost_rows_named(
         .filter(|(_, (_, _, deadline))| *deadline <= now)
         .filter_map(|(partition, (epoch, session, _))| {
             let seen = observed.leases.get(*partition)?;
-            let named = seen.state == LeaseState::Held
-                && seen.owner.as_ref() == Some(node)
-                && seen.epoch == *epoch
-                && seen.session == *session;
-            named.then(|| (*partition, seen.version.clone()))
+            names_as_lost(seen, node, *epoch, *session).then(|| (*partition, seen.version.clone()))
         })
         .collect()
+}
+
+/// Forgets the leases lost here that no record can come to name again: a lost lease matters
+/// while its record still names `node` under its epoch and session, or may yet come to. A
+/// take whose outcome stayed unknown can land after a listing that showed the record as it
+/// was before, at a lower epoch; once the record is at that epoch or beyond under another
+/// writer, the version the take compared is gone for good. A row the view lacks is kept.
+pub(crate) fn prune_lost(observed: &mut Observed, node: &NodeId) {
+    let leases = &observed.leases;
+    observed.lost.retain(|partition, (epoch, session, _)| {
+        leases
+            .get(*partition)
+            .is_none_or(|seen| seen.epoch < *epoch || names_as_lost(seen, node, *epoch, *session))
+    });
 }
 
 #[cfg(test)]
@@ -90,7 +115,6 @@ mod tests {
     use super::super::tests::{held_by, Fixture};
     use super::*;
     use crate::record::LeaseRecord;
-    use crate::types::Epoch;
 
     #[test]
     fn by_partition_nothing_is_cleared_whatever_names_this_node() {
@@ -152,5 +176,46 @@ mod tests {
         assert!(
             lost_rows_named(deadline - Duration::from_millis(1), &me, &fixture.observed).is_empty()
         );
+    }
+
+    /// A lost lease is remembered while its record may still name this node as it held it:
+    /// at a lower epoch (a take of unknown outcome may yet land) or naming it so, or out of
+    /// the view; it is forgotten once the record is at its epoch under another holder,
+    /// session or state, or beyond.
+    #[test]
+    fn a_lost_lease_is_forgotten_once_no_record_can_name_it_again() {
+        let mut fixture = Fixture::new(8);
+        let me = fixture.config.node.clone();
+        let session = Some(7);
+        let held = |owner: &str, epoch: u64| LeaseRecord {
+            session,
+            ..held_by(owner, epoch)
+        };
+        let start = fixture.start;
+        fixture.set(0, held("other", 1), 10, start);
+        fixture.set(1, held(me.as_str(), 2), 11, start);
+        fixture.set(2, held("other", 2), 12, start);
+        let other_session = LeaseRecord {
+            session: Some(8),
+            ..held(me.as_str(), 2)
+        };
+        fixture.set(3, other_session, 13, start);
+        let offline = LeaseRecord {
+            state: LeaseState::Offline,
+            ..held(me.as_str(), 2)
+        };
+        fixture.set(4, offline, 14, start);
+        fixture.set(5, held("other", 3), 15, start);
+        fixture.set(6, held(me.as_str(), 3), 16, start);
+        fixture.observed.leases.forget(PartitionId(7));
+        for p in 0..8 {
+            fixture
+                .observed
+                .lost
+                .insert(PartitionId(p), (Epoch(2), session_tag(session), start));
+        }
+        prune_lost(&mut fixture.observed, &me);
+        let kept: Vec<u32> = fixture.observed.lost.keys().map(|p| p.0).collect();
+        assert_eq!(kept, [0, 1, 7]);
     }
 }

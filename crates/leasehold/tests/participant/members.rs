@@ -89,6 +89,36 @@ async fn a_dead_member_is_forgotten_in_both_modes_by_the_smallest_live_member_al
     }
 }
 
+/// By session, a dead member's record stays while records still name its session (here
+/// the others are at their cap and cannot take them): deleting it would start every
+/// taker's wait again from when each saw it gone.
+#[tokio::test(start_paused = true)]
+async fn by_session_a_dead_member_still_named_by_records_is_not_forgotten() {
+    let store = store_with(6).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let forgetful = |name: &str| {
+        config(name, 6)
+            .with_forget_members_after(Duration::from_secs(5))
+            .with_max_partitions_per_node(2)
+    };
+    let a = start(&store, forgetful("a"), &Recorder::default());
+    let recorder = Recorder::default();
+    let b = start(&store, forgetful("b"), &recorder);
+    let c = start(&store, forgetful("c"), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
+    a.abort();
+    sleep(Duration::from_secs(15)).await;
+    let members = store.list_members(&group).await.unwrap().records;
+    let names: Vec<String> = members.iter().map(|m| m.key.to_string()).collect();
+    assert_eq!(names, ["a", "b", "c"], "a's session still named");
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_node_whose_member_record_vanished_registers_again_undrained() {
     // Member records are only forgotten while not draining, so a vanished record's last word
