@@ -125,57 +125,53 @@ mod tests {
         assert!(clear.is_empty() && next.is_none());
     }
 
+    /// The session the lost leases of these tests were held under.
+    const SESSION: u64 = 7;
+
+    /// A fixture whose partition `i` is `rows[i]` (owner, epoch, session, state; version
+    /// 10 + `i`), and one more partition out of the view; every one of them noted as a lease
+    /// lost here at epoch 2 under [`SESSION`], due at the fixture's start.
+    fn lost(rows: &[(&str, u64, u64, LeaseState)]) -> Fixture {
+        let count = rows.len() as u32;
+        let mut fixture = Fixture::new(count + 1);
+        let start = fixture.start;
+        for (p, (owner, epoch, session, state)) in (0..).zip(rows) {
+            let record = LeaseRecord {
+                session: Some(*session),
+                state: *state,
+                ..held_by(owner, *epoch)
+            };
+            fixture.set(p, record, 10 + u64::from(p), start);
+        }
+        fixture.observed.leases.forget(PartitionId(count));
+        for p in 0..=count {
+            let lost = (Epoch(2), session_tag(Some(SESSION)), start);
+            fixture.observed.lost.insert(PartitionId(p), lost);
+        }
+        fixture
+    }
+
     /// Only a row naming this node under the epoch and session its lease was lost with is
     /// freed on the way out: not a row another node holds at a lower epoch (a take that
     /// never landed), an earlier tenure of this node's, one an operator took offline, one
-    /// under another session, nor one whose deadline is still ahead.
+    /// under another session, one out of the view, nor one whose deadline is still ahead.
     #[test]
     fn on_the_way_out_only_rows_named_as_they_were_lost_are_freed() {
-        let mut fixture = Fixture::new(7);
-        let me = fixture.config.node.clone();
-        let session = Some(7);
-        let held = |owner: &str, epoch: u64| LeaseRecord {
-            session,
-            ..held_by(owner, epoch)
-        };
-        let start = fixture.start;
-        fixture.set(0, held(me.as_str(), 2), 10, start);
-        fixture.set(1, held("other", 1), 11, start);
-        fixture.set(2, held(me.as_str(), 1), 12, start);
-        let offline = LeaseRecord {
-            state: LeaseState::Offline,
-            ..held(me.as_str(), 2)
-        };
-        fixture.set(3, offline, 13, start);
-        let other_session = LeaseRecord {
-            session: Some(8),
-            ..held(me.as_str(), 2)
-        };
-        fixture.set(4, other_session, 14, start);
-        fixture.set(5, held(me.as_str(), 2), 15, start);
-        let deadline = start + Duration::from_secs(3);
-        for p in 0..6 {
-            let due = if p == 5 {
-                deadline + Duration::from_secs(3)
-            } else {
-                deadline
-            };
-            fixture
-                .observed
-                .lost
-                .insert(PartitionId(p), (Epoch(2), session_tag(session), due));
-        }
-        // Partition 6 is lost but not in the view.
-        fixture
-            .observed
-            .lost
-            .insert(PartitionId(6), (Epoch(2), session_tag(session), deadline));
-        fixture.observed.leases.forget(PartitionId(6));
-        let freed = lost_rows_named(deadline, &me, &fixture.observed);
+        use LeaseState::{Held, Offline};
+        let mut fixture = lost(&[
+            ("me", 2, SESSION, Held),
+            ("other", 1, SESSION, Held),
+            ("me", 1, SESSION, Held),
+            ("me", 2, SESSION, Offline),
+            ("me", 2, SESSION + 1, Held),
+            ("me", 2, SESSION, Held),
+        ]);
+        let (start, me) = (fixture.start, fixture.config.node.clone());
+        fixture.observed.lost.get_mut(&PartitionId(5)).unwrap().2 = start + Duration::from_secs(3);
+        let freed = lost_rows_named(start, &me, &fixture.observed);
         assert_eq!(freed, vec![(PartitionId(0), Version::from_number(10))]);
-        assert!(
-            lost_rows_named(deadline - Duration::from_millis(1), &me, &fixture.observed).is_empty()
-        );
+        let early = start - Duration::from_millis(1);
+        assert!(lost_rows_named(early, &me, &fixture.observed).is_empty());
     }
 
     /// A lost lease is remembered while its record may still name this node as it held it:
@@ -184,36 +180,17 @@ mod tests {
     /// session or state, or beyond.
     #[test]
     fn a_lost_lease_is_forgotten_once_no_record_can_name_it_again() {
-        let mut fixture = Fixture::new(8);
+        use LeaseState::{Held, Offline};
+        let mut fixture = lost(&[
+            ("other", 1, SESSION, Held),
+            ("me", 2, SESSION, Held),
+            ("other", 2, SESSION, Held),
+            ("me", 2, SESSION + 1, Held),
+            ("me", 2, SESSION, Offline),
+            ("other", 3, SESSION, Held),
+            ("me", 3, SESSION, Held),
+        ]);
         let me = fixture.config.node.clone();
-        let session = Some(7);
-        let held = |owner: &str, epoch: u64| LeaseRecord {
-            session,
-            ..held_by(owner, epoch)
-        };
-        let start = fixture.start;
-        fixture.set(0, held("other", 1), 10, start);
-        fixture.set(1, held(me.as_str(), 2), 11, start);
-        fixture.set(2, held("other", 2), 12, start);
-        let other_session = LeaseRecord {
-            session: Some(8),
-            ..held(me.as_str(), 2)
-        };
-        fixture.set(3, other_session, 13, start);
-        let offline = LeaseRecord {
-            state: LeaseState::Offline,
-            ..held(me.as_str(), 2)
-        };
-        fixture.set(4, offline, 14, start);
-        fixture.set(5, held("other", 3), 15, start);
-        fixture.set(6, held(me.as_str(), 3), 16, start);
-        fixture.observed.leases.forget(PartitionId(7));
-        for p in 0..8 {
-            fixture
-                .observed
-                .lost
-                .insert(PartitionId(p), (Epoch(2), session_tag(session), start));
-        }
         prune_lost(&mut fixture.observed, &me);
         let kept: Vec<u32> = fixture.observed.lost.keys().map(|p| p.0).collect();
         assert_eq!(kept, [0, 1, 7]);
