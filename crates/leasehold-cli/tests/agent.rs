@@ -235,7 +235,7 @@ fn nothing_a_client_sends_crashes_the_agent_or_gets_a_server_error() {
 fn the_python_client_drives_the_agent() {
     // Installed before the agent starts: the check reads the agent's events from its first,
     // and a lease lost to the install's load on a busy machine would be among them.
-    common::python_client_venv();
+    common::python::python_client_venv();
     let site = Site::new();
     site.ok(&["init", "--partitions", "4"]);
     let token = site.path("token");
@@ -245,7 +245,7 @@ fn the_python_client_drives_the_agent() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../clients/python/check_agent.py"
     );
-    let output = common::client_python()
+    let output = common::python::client_python()
         .arg(check)
         .arg(format!("http://{}", a.at))
         .arg("agent-token")

@@ -13,11 +13,11 @@ fn canonical(path: impl AsRef<Path>) -> PathBuf {
 
 #[test]
 fn pip_installs_the_client_where_python_imports_it_from_with_its_type_information() {
-    let venv = canonical(common::python_client_venv());
+    let venv = canonical(common::python::python_client_venv());
     // Outside the repository, so that no copy of the source is on the way.
     let elsewhere = tempfile::tempdir().expect("temporary directory");
     let python = |code: &str| {
-        let output = common::client_python()
+        let output = common::python::client_python()
             .args(["-c", code])
             .current_dir(elsewhere.path())
             .output()

@@ -69,7 +69,7 @@ impl Worker {
         );
         let log = site.path(&format!("{name}.log"));
         let stderr = File::create(site.path(&format!("{name}.err"))).unwrap();
-        let child = common::client_python()
+        let child = common::python::client_python()
             .arg(script)
             .args(["--agent", &format!("http://{}", agent.at)])
             .args(["--token-file", &token_file(site, id)])
@@ -298,7 +298,7 @@ fn checked_logs(site: &Site, workers: &[&Worker]) -> BTreeMap<u64, Vec<Unit>> {
 #[test]
 fn python_workers_never_overlap_through_a_crash_a_drain_and_a_shutdown() {
     // Installed before any agent starts, so that the times reported are the scenario's.
-    common::python_client_venv();
+    common::python::python_client_venv();
     let started_ns = unix_ns_now();
     let site = Site::new();
     site.ok(&["init", "--partitions", "12"]);
@@ -436,7 +436,7 @@ fn python_workers_never_overlap_through_a_crash_a_drain_and_a_shutdown() {
 /// the partition: the deadline alone keeps the two workers apart.
 #[test]
 fn a_worker_beside_a_frozen_agent_stops_at_its_permits_deadline() {
-    common::python_client_venv();
+    common::python::python_client_venv();
     let site = Site::new();
     site.ok(&["init", "--partitions", "4"]);
     let a = agent(&site, "a", "a", free_port());
