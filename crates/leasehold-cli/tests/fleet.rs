@@ -60,6 +60,17 @@ fn a_small_fleet_reports_its_store_costs_and_leaves_nothing_behind() {
         started.keys().all(|cause| cause == "every_scan"),
         "{report}"
     );
+    // Every scan is counted by why it ran when it did: each node's first, then the rest.
+    let scans = &report["scans_started"];
+    assert_eq!(scans["start"], 4, "{report}");
+    let scans_started: u64 = scans
+        .as_object()
+        .expect("scans_started")
+        .values()
+        .map(|n| n.as_u64().expect("a count"))
+        .sum();
+    let scans_done = report["scans_per_node"].as_f64().expect("scans_per_node") * 4.0;
+    assert!(scans_started as f64 >= scans_done, "{report}");
     assert!(report["write_latency_ms"][1].as_f64().is_some(), "{report}");
     assert!(
         report["fleet_process"]["cpu_seconds"].as_f64() > Some(0.0),

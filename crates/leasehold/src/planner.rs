@@ -28,7 +28,7 @@ mod surplus;
 mod take;
 mod view;
 pub use members::{session_tag, MemberView, PreviousSession, SeenMember, SessionSeen};
-pub use schedule::{ListingCause, Reading, ScanSchedule, Takes};
+pub use schedule::{ListingCause, Reading, ScanCause, ScanSchedule, Takes};
 pub use shares::{fair_targets, MemberShare, Stripe};
 pub use view::{usable_load, LeaseView, LoadTally, OwnerTally, SeenLease};
 mod holding;

@@ -134,9 +134,14 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
     let scans: u64 = participants.iter().map(|p| p.status().scans).sum();
     let readings: u64 = participants.iter().map(|p| p.status().lease_listings).sum();
     let mut listings_started = std::collections::BTreeMap::new();
+    let mut scans_started = std::collections::BTreeMap::new();
     for participant in &participants {
-        for (cause, count) in participant.status().listings_started {
+        let status = participant.status();
+        for (cause, count) in status.listings_started {
             *listings_started.entry(cause.name().to_owned()).or_insert(0) += count;
+        }
+        for (cause, count) in status.scans_started {
+            *scans_started.entry(cause.name().to_owned()).or_insert(0) += count;
         }
     }
     let owned_at_end: usize = participants.iter().map(|p| p.owned().len()).sum();
@@ -182,6 +187,7 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
         scans_per_node: scans as f64 / f64::from(args.nodes),
         lease_readings_per_node: readings as f64 / f64::from(args.nodes),
         listings_started,
+        scans_started,
         leases_lost: [
             losses.expired.load(Ordering::Relaxed),
             losses.conflict.load(Ordering::Relaxed),

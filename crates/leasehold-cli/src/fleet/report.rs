@@ -88,6 +88,10 @@ pub struct FleetReport {
     /// Readings of the whole table the participants set out to make, failed ones included,
     /// by why (the names of `leasehold_lease_listings_started_total`'s reasons).
     pub listings_started: std::collections::BTreeMap<String, u64>,
+    /// Scans the participants started, by why each ran when it did: at its interval, after
+    /// a failure's back-off, or brought forward by a notice, a release, a lost race or a
+    /// store answering again.
+    pub scans_started: std::collections::BTreeMap<String, u64>,
     /// Leases that ended other than by a hand-off: expired, conflict, changed.
     pub leases_lost: [u64; 3],
     /// This process: the participants, the store clients and the runtime.
@@ -154,17 +158,11 @@ impl FleetReport {
             "per node: {:.1} scans, {:.1} readings of the lease table",
             self.scans_per_node, self.lease_readings_per_node
         ));
-        if !self.listings_started.is_empty() {
-            let causes: Vec<String> = self
-                .listings_started
-                .iter()
-                .map(|(cause, count)| format!("{cause} {count}"))
-                .collect();
-            lines.push(format!(
-                "readings of the lease table set out, by why: {}",
-                causes.join(", ")
-            ));
-        }
+        lines.extend(by_why("scans set out", &self.scans_started));
+        lines.extend(by_why(
+            "readings of the lease table set out",
+            &self.listings_started,
+        ));
         let [expired, conflict, changed] = self.leases_lost;
         lines.push(format!(
             "leases lost: {} (expired {expired}, conflict {conflict}, changed {changed}); {} of {} \
@@ -191,4 +189,16 @@ impl FleetReport {
         }
         crate::say(&lines.join("\n"))
     }
+}
+
+/// `what, by why: cause count, …`, or nothing when none were counted.
+fn by_why(what: &str, counts: &std::collections::BTreeMap<String, u64>) -> Option<String> {
+    if counts.is_empty() {
+        return None;
+    }
+    let causes: Vec<String> = counts
+        .iter()
+        .map(|(cause, count)| format!("{cause} {count}"))
+        .collect();
+    Some(format!("{what}, by why: {}", causes.join(", ")))
 }

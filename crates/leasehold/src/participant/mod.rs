@@ -103,6 +103,9 @@ pub struct Status {
     /// Scans that set out to read the lease table, by why they did, whether or not the
     /// reading succeeded: what sends a large fleet's nodes to the table.
     pub listings_started: std::collections::BTreeMap<crate::planner::ListingCause, u64>,
+    /// Scans started, by why each ran when it did: what makes a node scan more often than
+    /// its scan interval.
+    pub scans_started: std::collections::BTreeMap<crate::planner::ScanCause, u64>,
     /// Why the last scan failed, if it did.
     pub last_scan_error: Option<String>,
     /// Application callbacks that panicked (each contained and logged).

@@ -27,6 +27,10 @@ impl Runner {
     ///
     /// [`ScanSchedule::reading`]: crate::planner::ScanSchedule::reading
     pub(super) async fn scan(&mut self) {
+        let cause = self.schedule.scan_cause();
+        self.shared.update_status(|status| {
+            *status.scans_started.entry(cause).or_default() += 1;
+        });
         self.schedule.scan_started(self.clock.now());
         let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
         let syncs_before = self.member_syncs;

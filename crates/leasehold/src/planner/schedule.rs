@@ -17,9 +17,11 @@ use crate::types::Version;
 use super::{MemberShare, Observed};
 
 mod listing;
+mod scan_cause;
 
 use listing::ListingBackoff;
 pub use listing::ListingCause;
+pub use scan_cause::ScanCause;
 
 /// A change notice brings the next scan forward to this soon, coalescing bursts.
 const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
@@ -115,6 +117,8 @@ pub struct Takes {
 #[derive(Debug, Clone)]
 pub struct ScanSchedule {
     next_scan: Instant,
+    /// Why the next scan is due when it is.
+    scan_cause: ScanCause,
     last_scan: Option<Instant>,
     /// Scans failed in a row: each doubles the wait, up to
     /// [`ParticipantConfig::max_scan_backoff`].
@@ -166,6 +170,7 @@ impl ScanSchedule {
     pub fn new(now: Instant) -> ScanSchedule {
         ScanSchedule {
             next_scan: now,
+            scan_cause: ScanCause::Start,
             last_scan: None,
             failures: 0,
             member_write_failing: false,
@@ -190,6 +195,11 @@ impl ScanSchedule {
     /// When the next scan is due.
     pub fn next_scan(&self) -> Instant {
         self.next_scan
+    }
+
+    /// Why the next scan is due when it is.
+    pub fn scan_cause(&self) -> ScanCause {
+        self.scan_cause
     }
 
     /// Whether a scan is due at `now`.
@@ -320,17 +330,25 @@ impl ScanSchedule {
             return;
         }
         let mut soon = now + CHANGE_DEBOUNCE;
-        let divisor = match change {
+        let (divisor, cause) = match change {
             Change::LeaseWritten {
                 state: LeaseState::Released,
                 ..
-            } => RELEASE_SCAN_GAP_DIVISOR,
-            _ => NOTICE_SCAN_GAP_DIVISOR,
+            } => (RELEASE_SCAN_GAP_DIVISOR, ScanCause::Release),
+            _ => (NOTICE_SCAN_GAP_DIVISOR, ScanCause::Notice),
         };
         if let Some(last) = self.last_scan {
             soon = soon.max(last + config.scan_interval / divisor);
         }
-        self.next_scan = self.next_scan.min(soon);
+        self.bring_forward(soon, cause);
+    }
+
+    /// Moves the next scan to `at` if that is sooner, for `cause`.
+    fn bring_forward(&mut self, at: Instant, cause: ScanCause) {
+        if at < self.next_scan {
+            self.next_scan = at;
+            self.scan_cause = cause;
+        }
     }
 
     /// A scan begins at `now`.
@@ -427,6 +445,7 @@ impl ScanSchedule {
     ) {
         self.failures = 0;
         self.next_scan = now + rng.spread(config.scan_interval, config.jitter);
+        self.scan_cause = ScanCause::Interval;
     }
 
     /// A scan failed at `now`: the next waits twice as long as the last, up to
@@ -445,6 +464,7 @@ impl ScanSchedule {
         .jitter(Jitter::Spread(config.jitter))
         .after_failures(self.failures);
         self.next_scan = now + backoff.failed_jittered(rng);
+        self.scan_cause = ScanCause::Retry;
         self.failures = backoff.failures();
         backoff.ceiling(self.failures)
     }
@@ -460,7 +480,7 @@ impl ScanSchedule {
     pub fn member_written(&mut self, now: Instant) {
         if std::mem::take(&mut self.member_write_failing) && self.failures > 0 {
             self.failures = 0;
-            self.next_scan = self.next_scan.min(now + CHANGE_DEBOUNCE);
+            self.bring_forward(now + CHANGE_DEBOUNCE, ScanCause::Recovered);
         }
     }
 
@@ -500,7 +520,7 @@ impl ScanSchedule {
             self.want_leases(ListingCause::LostRace);
             if let Some(last) = self.last_scan {
                 let soon = last + config.scan_interval / RELEASE_SCAN_GAP_DIVISOR;
-                self.next_scan = self.next_scan.min(soon);
+                self.bring_forward(soon, ScanCause::LostRace);
             }
         }
     }

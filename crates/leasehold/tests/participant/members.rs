@@ -377,6 +377,16 @@ async fn by_session_a_settled_node_reads_a_released_row_alone() {
         1,
         "b read the released row, and no other record"
     );
+    // Settled, b heard of the release without bringing its scan forward: each of its
+    // scans but the first ran at its interval.
+    use leasehold::planner::ScanCause;
+    let started = &after.scans_started;
+    assert_eq!(started.get(&ScanCause::Start), Some(&1), "{started:?}");
+    assert_eq!(
+        started.get(&ScanCause::Interval).copied(),
+        Some(after.scans - 1),
+        "{started:?}"
+    );
     a.shutdown().await;
     b.shutdown().await;
 }

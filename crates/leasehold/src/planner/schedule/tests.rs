@@ -93,9 +93,11 @@ fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
     let config = config();
     let start = Instant::now();
     let mut schedule = ScanSchedule::new(start);
+    assert_eq!(schedule.scan_cause(), ScanCause::Start);
     schedule.scan_started(start);
     schedule.scan_succeeded(start, &config, &mut SeededRng::new(1));
     assert_eq!(schedule.next_scan(), start + 10 * SECOND);
+    assert_eq!(schedule.scan_cause(), ScanCause::Interval);
 
     // Renewals and heartbeats are routine: nothing to act on.
     let renewal = Change::LeaseWritten {
@@ -105,6 +107,7 @@ fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
     schedule.change_noticed(start, &renewal, &config);
     schedule.change_noticed(start, &Change::MemberUpdated(NodeId::operator()), &config);
     assert_eq!(schedule.next_scan(), start + 10 * SECOND);
+    assert_eq!(schedule.scan_cause(), ScanCause::Interval);
 
     // A release right after a scan waits out a fiftieth of the interval.
     let release = Change::LeaseWritten {
@@ -113,6 +116,7 @@ fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
     };
     schedule.change_noticed(start + Duration::from_millis(1), &release, &config);
     assert_eq!(schedule.next_scan(), start + Duration::from_millis(200));
+    assert_eq!(schedule.scan_cause(), ScanCause::Release);
     assert!(schedule.leases_due());
 
     // Any other notice waits out a tenth, and never pushes a nearer scan back.
@@ -121,10 +125,16 @@ fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
     other.scan_succeeded(start, &config, &mut SeededRng::new(1));
     other.change_noticed(start, &Change::Unknown, &config);
     assert_eq!(other.next_scan(), start + SECOND);
+    assert_eq!(other.scan_cause(), ScanCause::Notice);
     other.change_noticed(start, &release, &config);
     assert_eq!(other.next_scan(), start + Duration::from_millis(200));
     other.change_noticed(start, &Change::Unknown, &config);
     assert_eq!(other.next_scan(), start + Duration::from_millis(200));
+    assert_eq!(
+        other.scan_cause(),
+        ScanCause::Release,
+        "the notice that set it"
+    );
 
     // Long after the last scan, only the debounce is left.
     let late = start + 5 * SECOND;
@@ -154,6 +164,7 @@ fn failures_back_off_exponentially_and_a_recovered_write_ends_it() {
             failed_at + backoff,
             "no jitter configured"
         );
+        assert_eq!(schedule.scan_cause(), ScanCause::Retry);
         waits.push(backoff);
     }
     assert_eq!(
@@ -169,6 +180,7 @@ fn failures_back_off_exponentially_and_a_recovered_write_ends_it() {
     let scheduled = schedule.next_scan();
     schedule.change_noticed(now, &Change::Unknown, &config);
     assert_eq!(schedule.next_scan(), scheduled);
+    assert_eq!(schedule.scan_cause(), ScanCause::Retry);
 
     // A member write that succeeds only ends it after one failed: the store is back.
     schedule.member_written(now);
@@ -177,6 +189,7 @@ fn failures_back_off_exponentially_and_a_recovered_write_ends_it() {
     schedule.member_written(now);
     assert_eq!(schedule.failures(), 0);
     assert_eq!(schedule.next_scan(), now + Duration::from_millis(5));
+    assert_eq!(schedule.scan_cause(), ScanCause::Recovered);
 
     // The next failure starts the doubling over.
     assert_eq!(schedule.scan_failed(now, &config, &mut rng), 20 * SECOND);

@@ -73,12 +73,14 @@ fn a_lost_race_below_target_brings_the_next_scan_forward() {
     );
     schedule.took(&lost, &config);
     assert_eq!(schedule.next_scan(), soon);
+    assert_eq!(schedule.scan_cause(), ScanCause::LostRace);
 
     let mut at_target = ScanSchedule::new(start);
     at_target.scan_started(start);
     at_target.scan_succeeded(start, &config, &mut SeededRng::new(1));
     at_target.took(&Takes { held: 10, ..lost }, &config);
     assert!(at_target.next_scan() > soon, "nothing more to take");
+    assert_eq!(at_target.scan_cause(), ScanCause::Interval);
 }
 
 /// Fails if a settled node reads the whole table for a hand-off it heard of, rather than the
