@@ -323,27 +323,37 @@ async fn an_operator_change_reaches_settled_nodes_at_their_next_scan() {
 
 #[tokio::test(start_paused = true)]
 async fn a_node_taking_its_share_in_batches_reads_its_stripe_once_per_acquire_after() {
-    let store = Arc::new(FaultyStore::new(store_with(64).await));
-    store.turn_notices_off();
-    let recorder = Recorder::default();
-    let config = config("a", 64)
-        .with_relist_after(Duration::from_secs(60))
-        .with_max_acquires_per_scan(8);
-    let (scan, acquire_after) = (config.scan_interval, config.acquire_after);
-    let a = Participant::start(store.clone(), config, recorder.callbacks(&node("a"))).unwrap();
-    sleep(scan * 12).await;
-    assert_eq!(a.owned().len(), 64, "eight batches of eight");
-    // Its stripe (alone, the whole table) read row by row, batches from it for
-    // acquire_after, the stripe again and the last batches, and once more to see that
-    // nothing is left in it: never the table, and not one reading per batch (8 × 64 rows).
-    let (listings, reads) = (store.listings(), store.record_reads());
-    assert_eq!(listings, 0, "{reads} records read");
-    assert!((3 * 64..4 * 64).contains(&reads), "{reads} records read");
-    assert!(
-        acquire_after < scan * 8,
-        "the view ages out before the share is full"
-    );
-    a.shutdown().await;
+    for mode in [LeaseMode::PerPartition, LeaseMode::Session] {
+        let memory = store_with(64).await;
+        admin::set_lease_mode(&*memory, &GroupName::new("default").unwrap(), mode)
+            .await
+            .unwrap();
+        let store = Arc::new(FaultyStore::new(memory));
+        store.turn_notices_off();
+        let recorder = Recorder::default();
+        let config = config("a", 64)
+            .with_relist_after(Duration::from_secs(60))
+            .with_max_acquires_per_scan(8);
+        let (scan, acquire_after) = (config.scan_interval, config.acquire_after);
+        let a = Participant::start(store.clone(), config, recorder.callbacks(&node("a"))).unwrap();
+        sleep(scan * 12).await;
+        assert_eq!(a.owned().len(), 64, "{mode}: eight batches of eight");
+        // Its stripe (alone, the whole table) read row by row, batches from it for
+        // acquire_after, the stripe again and the last batches, and once more to see that
+        // nothing is left in it: never the table, not one reading per batch (8 × 64 rows),
+        // and no take read back.
+        let (listings, reads) = (store.listings(), store.record_reads());
+        assert_eq!(listings, 0, "{mode}: {reads} records read");
+        assert!(
+            (3 * 64..4 * 64).contains(&reads),
+            "{mode}: {reads} records read"
+        );
+        assert!(
+            acquire_after < scan * 8,
+            "the view ages out before the share is full"
+        );
+        a.shutdown().await;
+    }
 }
 
 /// By session, a node that hears of a row released while it is settled reads that row
