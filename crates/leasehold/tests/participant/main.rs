@@ -8,8 +8,8 @@ use std::time::Duration;
 use leasehold::testing::FaultyStore;
 use leasehold::{
     admin, Callbacks, Environment, GroupName, LeaseGuard, LeaseMode, LeaseRecord, LeaseState,
-    LeaseStore, Loss, LossReason, MemoryStore, NodeId, Participant, ParticipantConfig, PartitionId,
-    PutMode, StoredLease, TokioClock,
+    LeaseStore, Loss, LossReason, MemberRecord, MemoryStore, NodeId, Participant,
+    ParticipantConfig, PartitionId, PutMode, StoredLease, TokioClock,
 };
 use tokio::time::{sleep, Instant};
 

@@ -119,6 +119,45 @@ async fn by_session_a_dead_member_still_named_by_records_is_not_forgotten() {
     c.shutdown().await;
 }
 
+/// By session, the leases of a dead node whose session another process under its name
+/// replaced without clearing them (it stopped again first, say) are taken over by the
+/// others: from an ended session, each record read again before its take. Without the
+/// take, they stay unserved for good: nothing renews an ended session.
+#[tokio::test(start_paused = true)]
+async fn by_session_the_leases_of_a_replaced_session_are_taken_over() {
+    let store = store_with(6).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let a = start(&store, config("a", 6), &Recorder::default());
+    let recorder = Recorder::default();
+    let b = start(&store, config("b", 6), &recorder);
+    let c = start(&store, config("c", 6), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
+    a.abort();
+    let session = store.get_member(&group, &node("a")).await.unwrap().unwrap();
+    let replaced = MemberRecord {
+        session: session.value.session.map(|id| id ^ 1),
+        ..session.value.clone()
+    };
+    store
+        .put_member(
+            &group,
+            &node("a"),
+            &replaced,
+            PutMode::Update(session.version),
+        )
+        .await
+        .unwrap();
+    let timings = config("b", 6);
+    sleep(timings.acquire_after + timings.scan_interval * 4).await;
+    assert_eq!(counts(&[&b, &c]), vec![3, 3]);
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_node_whose_member_record_vanished_registers_again_undrained() {
     // Member records are only forgotten while not draining, so a vanished record's last word
