@@ -54,6 +54,7 @@ pub struct FaultyStore {
     watches: AtomicU64,
     renewals_before_deletes: AtomicU32,
     renewals_before_transactions: AtomicU32,
+    rewrites_before_batches: AtomicU32,
     latency_ns: AtomicU64,
     member_reply_delay_ns: AtomicU64,
     batch_reply_delay_ns: AtomicU64,
@@ -80,6 +81,7 @@ impl FaultyStore {
             watches: AtomicU64::new(0),
             renewals_before_deletes: AtomicU32::new(0),
             renewals_before_transactions: AtomicU32::new(0),
+            rewrites_before_batches: AtomicU32::new(0),
             latency_ns: AtomicU64::new(0),
             member_reply_delay_ns: AtomicU64::new(0),
             batch_reply_delay_ns: AtomicU64::new(0),
@@ -105,6 +107,13 @@ impl FaultyStore {
     /// [`FaultyStore::renew_before_transactions`]).
     pub fn renewals_before_transactions_left(&self) -> u32 {
         self.renewals_before_transactions.load(Ordering::SeqCst)
+    }
+
+    /// Each of the next `count` batches of lease writes first rewrites, as they stand, the
+    /// records it writes, so that every write of the batch finds its record at a newer
+    /// version than the caller read: another node's writes landing first, a lost race.
+    pub fn rewrite_before_batches(&self, count: u32) {
+        self.rewrites_before_batches.store(count, Ordering::SeqCst);
     }
 
     /// Rewrites `node`'s member record as it stands, if there is one: a renewal.
@@ -301,6 +310,16 @@ impl LeaseStore for FaultyStore {
         self.gate().await;
         if take_one(&self.dropped_batches) {
             return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
+        if take_one(&self.rewrites_before_batches) {
+            for write in writes {
+                if let Some(current) = self.inner.get_lease(group, write.partition).await? {
+                    let mode = PutMode::Update(current.version);
+                    self.inner
+                        .put_lease(group, write.partition, &current.value, mode)
+                        .await?;
+                }
+            }
         }
         let results = self.inner.put_leases(group, writes).await;
         if take_one(&self.lost_replies) {

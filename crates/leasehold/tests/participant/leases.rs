@@ -451,3 +451,28 @@ async fn a_renewal_lost_on_the_way_is_not_mistaken_for_the_one_before() {
     );
     a.shutdown().await;
 }
+
+/// A node below its target that loses the races for free rows (another node's writes land
+/// first) scans again a fiftieth of the scan interval later, not a whole interval: the rows
+/// it wanted are gone, and others may be free.
+#[tokio::test(start_paused = true)]
+async fn a_node_that_loses_its_races_below_target_scans_again_soon() {
+    let store = Arc::new(FaultyStore::new(store_with(4).await));
+    store.rewrite_before_batches(1);
+    let config = config("a", 4);
+    let scan = config.scan_interval;
+    let a = Participant::start(store.clone(), config, ()).unwrap();
+    sleep(scan / 2).await;
+    assert_eq!(
+        a.owned().len(),
+        4,
+        "taken again before a scan interval passed"
+    );
+    let started = a.status().scans_started;
+    assert_eq!(
+        started.get(&leasehold::planner::ScanCause::LostRace),
+        Some(&1),
+        "{started:?}"
+    );
+    a.shutdown().await;
+}
