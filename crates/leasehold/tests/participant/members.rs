@@ -158,6 +158,48 @@ async fn by_session_the_leases_of_a_replaced_session_are_taken_over() {
     c.shutdown().await;
 }
 
+/// By session, a take from a silent holder's session that finds the session changed by
+/// another taker (its renewal the same, its version not) reads it again and is made at
+/// once, not at a later scan as a lost race.
+#[tokio::test(start_paused = true)]
+async fn by_session_a_take_that_meets_another_takers_change_to_the_session_goes_again() {
+    let memory = store_with(2).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*memory, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let a = start(&memory, config("a", 2), &Recorder::default());
+    sleep(Duration::from_secs(1)).await;
+    let recorder = Recorder::default();
+    let b_store = Arc::new(FaultyStore::new(memory.clone()));
+    let b = Participant::start(
+        b_store.clone(),
+        config("b", 2),
+        recorder.callbacks(&node("b")),
+    )
+    .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b]), vec![1, 1]);
+    a.abort();
+    // The first take's transaction meets a's session rewritten as it stands.
+    b_store.renew_before_transactions(1);
+    let timings = config("b", 2);
+    sleep(timings.acquire_after + timings.scan_interval * 4).await;
+    assert_eq!(b.owned().len(), 2);
+    assert_eq!(
+        b_store.renewals_before_transactions_left(),
+        0,
+        "the take met it"
+    );
+    let started = b.status().scans_started;
+    assert_eq!(
+        started.get(&leasehold::planner::ScanCause::LostRace),
+        None,
+        "{started:?}"
+    );
+    b.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_node_whose_member_record_vanished_registers_again_undrained() {
     // Member records are only forgotten while not draining, so a vanished record's last word
