@@ -170,3 +170,4 @@ async fn sleep_until_just_before(deadline: Instant) {
 
 mod leases;
 mod members;
+mod sessions;

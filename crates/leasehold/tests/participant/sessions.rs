@@ -1,0 +1,160 @@
+//! Session leases: rows read alone, dead sessions kept while named and taken over once
+//! replaced, takes that meet other takers.
+
+use super::*;
+
+/// By session, a dead member's record stays while records still name its session (here
+/// the others are at their cap and cannot take them): deleting it would start every
+/// taker's wait again from when each saw it gone.
+#[tokio::test(start_paused = true)]
+async fn by_session_a_dead_member_still_named_by_records_is_not_forgotten() {
+    let store = store_with(6).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let forgetful = |name: &str| {
+        config(name, 6)
+            .with_forget_members_after(Duration::from_secs(5))
+            .with_max_partitions_per_node(2)
+    };
+    let a = start(&store, forgetful("a"), &Recorder::default());
+    let recorder = Recorder::default();
+    let b = start(&store, forgetful("b"), &recorder);
+    let c = start(&store, forgetful("c"), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
+    a.abort();
+    sleep(Duration::from_secs(15)).await;
+    let members = store.list_members(&group).await.unwrap().records;
+    let names: Vec<String> = members.iter().map(|m| m.key.to_string()).collect();
+    assert_eq!(names, ["a", "b", "c"], "a's session still named");
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+/// By session, the leases of a dead node whose session another process under its name
+/// replaced without clearing them (it stopped again first, say) are taken over by the
+/// others: from an ended session, each record read again before its take. Without the
+/// take, they stay unserved for good: nothing renews an ended session.
+#[tokio::test(start_paused = true)]
+async fn by_session_the_leases_of_a_replaced_session_are_taken_over() {
+    let store = store_with(6).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let a = start(&store, config("a", 6), &Recorder::default());
+    let recorder = Recorder::default();
+    let b = start(&store, config("b", 6), &recorder);
+    let c = start(&store, config("c", 6), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
+    a.abort();
+    let session = store.get_member(&group, &node("a")).await.unwrap().unwrap();
+    let replaced = MemberRecord {
+        session: session.value.session.map(|id| id ^ 1),
+        ..session.value.clone()
+    };
+    store
+        .put_member(
+            &group,
+            &node("a"),
+            &replaced,
+            PutMode::Update(session.version),
+        )
+        .await
+        .unwrap();
+    let timings = config("b", 6);
+    sleep(timings.acquire_after + timings.scan_interval * 4).await;
+    assert_eq!(counts(&[&b, &c]), vec![3, 3]);
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+/// By session, a take from a silent holder's session that finds the session changed by
+/// another taker (its renewal the same, its version not) reads it again and is made at
+/// once, not at a later scan as a lost race.
+#[tokio::test(start_paused = true)]
+async fn by_session_a_take_that_meets_another_takers_change_to_the_session_goes_again() {
+    let memory = store_with(2).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*memory, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let a = start(&memory, config("a", 2), &Recorder::default());
+    sleep(Duration::from_secs(1)).await;
+    let recorder = Recorder::default();
+    let b_store = Arc::new(FaultyStore::new(memory.clone()));
+    let b = Participant::start(
+        b_store.clone(),
+        config("b", 2),
+        recorder.callbacks(&node("b")),
+    )
+    .unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b]), vec![1, 1]);
+    a.abort();
+    // The first take's transaction meets a's session rewritten as it stands.
+    b_store.renew_before_transactions(1);
+    let timings = config("b", 2);
+    sleep(timings.acquire_after + timings.scan_interval * 4).await;
+    assert_eq!(b.owned().len(), 2);
+    assert_eq!(
+        b_store.renewals_before_transactions_left(),
+        0,
+        "the take met it"
+    );
+    let started = b.status().scans_started;
+    assert_eq!(
+        started.get(&leasehold::planner::ScanCause::LostRace),
+        None,
+        "{started:?}"
+    );
+    b.shutdown().await;
+}
+
+/// By session, a node that hears of a row released while it is settled reads that row
+/// alone, at its next scan, rather than the table.
+#[tokio::test(start_paused = true)]
+async fn by_session_a_settled_node_reads_a_released_row_alone() {
+    let memory = store_with(8).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*memory, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let recorder = Recorder::default();
+    let quiet = |name: &str| config(name, 8).with_relist_after(Duration::from_secs(60));
+    let a = start(&memory, quiet("a"), &recorder);
+    // b's calls are counted apart.
+    let b_store = Arc::new(FaultyStore::new(memory.clone()));
+    let b =
+        Participant::start(b_store.clone(), quiet("b"), recorder.callbacks(&node("b"))).unwrap();
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(counts(&[&a, &b]), vec![4, 4]);
+    let before = (b.status(), b_store.record_reads(), b_store.listings());
+    let released = a.owned()[0];
+    assert!(a.release(released).await);
+    sleep(Duration::from_secs(2)).await;
+    let after = b.status();
+    assert!(after.scans >= before.0.scans + 4, "{after:?}");
+    assert_eq!(b_store.listings(), before.2, "b never read the table");
+    assert_eq!(after.lease_listings, before.0.lease_listings);
+    assert_eq!(
+        b_store.record_reads() - before.1,
+        1,
+        "b read the released row, and no other record"
+    );
+    // Settled, b heard of the release without bringing its scan forward: each of its
+    // scans but the first ran at its interval.
+    use leasehold::planner::ScanCause;
+    let started = &after.scans_started;
+    assert_eq!(started.get(&ScanCause::Start), Some(&1), "{started:?}");
+    assert_eq!(
+        started.get(&ScanCause::Interval).copied(),
+        Some(after.scans - 1),
+        "{started:?}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
