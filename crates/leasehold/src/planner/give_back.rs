@@ -143,5 +143,9 @@ mod tests {
         holding.record.prohibited.clear();
         holding.keep_until = Some(fixture.start + Duration::from_secs(2));
         assert!(!give_back_on(&fixture).0);
+        // Kept until that instant, and no longer: from it on, it goes back.
+        let holding = fixture.holdings.get_mut(&PartitionId(0)).unwrap();
+        holding.keep_until = Some(fixture.start + Duration::from_secs(1));
+        assert!(give_back_on(&fixture).0);
     }
 }

@@ -213,6 +213,18 @@ fn member_load(name: &str, load: f64, fair: f64, young: bool) -> load::NodeLoad 
     }
 }
 
+/// Receivers are served in order of their load over their fair share: the ratio, with a
+/// member that has no share counted as infinitely loaded if it holds any load, and as fair
+/// if it holds none.
+#[test]
+fn a_members_load_ratio_is_its_load_over_its_fair_share() {
+    let ratio = |load, fair| member_load("m", load, fair, false).ratio();
+    assert_eq!(ratio(1.0, 2.0), 0.5);
+    assert_eq!(ratio(6.0, 2.0), 3.0);
+    assert_eq!(ratio(3.0, 0.0), f64::INFINITY, "load on a member with no share");
+    assert_eq!(ratio(0.0, 0.0), 1.0, "no load and no share");
+}
+
 /// A load view of `nodes` (sorted by name, as the planner builds it).
 fn load_view(mut nodes: Vec<load::NodeLoad>) -> load::LoadView {
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
