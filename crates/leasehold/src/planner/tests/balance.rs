@@ -221,7 +221,11 @@ fn a_members_load_ratio_is_its_load_over_its_fair_share() {
     let ratio = |load, fair| member_load("m", load, fair, false).ratio();
     assert_eq!(ratio(1.0, 2.0), 0.5);
     assert_eq!(ratio(6.0, 2.0), 3.0);
-    assert_eq!(ratio(3.0, 0.0), f64::INFINITY, "load on a member with no share");
+    assert_eq!(
+        ratio(3.0, 0.0),
+        f64::INFINITY,
+        "load on a member with no share"
+    );
     assert_eq!(ratio(0.0, 0.0), 1.0, "no load and no share");
 }
 
@@ -436,6 +440,97 @@ fn rows_beyond_the_table_count_for_no_ones_load() {
     let plan = plan_loaded(&fixture, 10);
     assert_eq!(plan.load, Some((2.0, 2.0)), "{plan:?}");
     assert!(plan.release.is_empty(), "{plan:?}");
+}
+
+/// The load view a node balances on: each member's load from the table's sums, with
+/// partitions that report none estimated at the mean of those that do, and rows beyond the
+/// group's partitions (left from a larger table) counted for no one, reported or not.
+#[test]
+fn the_load_view_estimates_unreported_rows_and_counts_none_beyond_the_table() {
+    let mut fixture = loaded(&[1.0, 1.0], &[1.0, 1.0]);
+    fixture.config.partitions = 5;
+    let now = fixture.start;
+    fixture.set(4, held_by("other", 1), 940, now);
+    for p in 5..9u32 {
+        let record = LeaseRecord {
+            load: Some(10.0),
+            ..held_by("other", 1)
+        };
+        fixture.set(p, record, 950 + u64::from(p), now);
+    }
+    fixture.set(9, held_by("other", 1), 960, now);
+    let keep: Vec<PartitionId> = fixture.holdings.keys().copied().collect();
+    let view = load::LoadView::of(
+        now,
+        &fixture.config,
+        &fixture.observed,
+        &fixture.holdings,
+        &keep,
+        false,
+    )
+    .expect("loads are reported");
+    assert_eq!(view.mean_partition, 1.0);
+    assert_eq!(view.total, 5.0, "four reported and one estimated");
+    let loads: Vec<(String, f64)> = view
+        .nodes
+        .iter()
+        .map(|n| (n.node.to_string(), n.load))
+        .collect();
+    assert_eq!(
+        loads,
+        [("me".to_owned(), 2.0), ("other".to_owned(), 3.0)],
+        "other: two reported, one estimated, none beyond"
+    );
+
+    // Loads reported, all zero: nothing to balance on, and the fleet balances by count.
+    let zero = loaded(&[0.0, 0.0], &[0.0, 0.0]);
+    let keep: Vec<PartitionId> = zero.holdings.keys().copied().collect();
+    let view = load::LoadView::of(
+        now,
+        &zero.config,
+        &zero.observed,
+        &zero.holdings,
+        &keep,
+        false,
+    );
+    assert!(view.is_none(), "{view:?}");
+}
+
+/// A member counts as returning (handed back what was taken from it while away, whatever
+/// the band) while its heartbeat count is within a few heartbeats plus four scans: at the
+/// default timings, where a scan takes a heartbeat, `YOUNG_HEARTBEATS` + 4.
+#[test]
+fn a_member_counts_as_returning_for_a_few_heartbeats_and_four_scans() {
+    for (heartbeat, returning) in [
+        (super::super::YOUNG_HEARTBEATS + 4, true),
+        (super::super::YOUNG_HEARTBEATS + 5, false),
+    ] {
+        let mut fixture = loaded(&[1.0, 1.0], &[1.0, 1.0]);
+        let now = fixture.start;
+        fixture.observed.members.insert(SeenMember::new(
+            now,
+            Stored {
+                key: node("other"),
+                value: MemberRecord {
+                    heartbeat,
+                    ..MemberRecord::default()
+                },
+                version: Version::from_number(2),
+            },
+        ));
+        let keep: Vec<PartitionId> = fixture.holdings.keys().copied().collect();
+        let view = load::LoadView::of(
+            now,
+            &fixture.config,
+            &fixture.observed,
+            &fixture.holdings,
+            &keep,
+            false,
+        )
+        .expect("loads are reported");
+        let other = view.nodes.iter().find(|n| n.node == node("other")).unwrap();
+        assert_eq!(other.returning, returning, "heartbeat {heartbeat}");
+    }
 }
 
 /// Fails if a node drained in a group balanced by load releases its partitions naming no
