@@ -444,11 +444,14 @@ fn rows_beyond_the_table_count_for_no_ones_load() {
 
 /// The load view a node balances on: each member's load from the table's sums, with
 /// partitions that report none estimated at the mean of those that do, and rows beyond the
-/// group's partitions (left from a larger table) counted for no one, reported or not.
+/// group's partitions (left from a larger table) counted for no one, reported or not; this
+/// node's own load from what it keeps, a load it could not have reported estimated too; and
+/// each member's fair share of the total in proportion to its capacity.
 #[test]
 fn the_load_view_estimates_unreported_rows_and_counts_none_beyond_the_table() {
-    let mut fixture = loaded(&[1.0, 1.0], &[1.0, 1.0]);
+    let mut fixture = loaded(&[2.0, 2.0], &[2.0, 2.0]);
     fixture.config.partitions = 5;
+    fixture.config.capacity = Some(3.0);
     let now = fixture.start;
     fixture.set(4, held_by("other", 1), 940, now);
     for p in 5..9u32 {
@@ -459,6 +462,12 @@ fn the_load_view_estimates_unreported_rows_and_counts_none_beyond_the_table() {
         fixture.set(p, record, 950 + u64::from(p), now);
     }
     fixture.set(9, held_by("other", 1), 960, now);
+    fixture
+        .holdings
+        .get_mut(&PartitionId(1))
+        .unwrap()
+        .record
+        .load = Some(-1.0);
     let keep: Vec<PartitionId> = fixture.holdings.keys().copied().collect();
     let view = load::LoadView::of(
         now,
@@ -469,17 +478,18 @@ fn the_load_view_estimates_unreported_rows_and_counts_none_beyond_the_table() {
         false,
     )
     .expect("loads are reported");
-    assert_eq!(view.mean_partition, 1.0);
-    assert_eq!(view.total, 5.0, "four reported and one estimated");
-    let loads: Vec<(String, f64)> = view
+    assert_eq!(view.mean_partition, 2.0);
+    assert_eq!(view.total, 10.0, "four reported and one estimated");
+    let loads: Vec<(String, f64, f64)> = view
         .nodes
         .iter()
-        .map(|n| (n.node.to_string(), n.load))
+        .map(|n| (n.node.to_string(), n.load, n.fair))
         .collect();
     assert_eq!(
         loads,
-        [("me".to_owned(), 2.0), ("other".to_owned(), 3.0)],
-        "other: two reported, one estimated, none beyond"
+        [("me".to_owned(), 4.0, 7.5), ("other".to_owned(), 6.0, 2.5)],
+        "me: one kept as reported, one estimated; other: two reported, one estimated, none \
+         beyond; fair shares three to one"
     );
 
     // Loads reported, all zero: nothing to balance on, and the fleet balances by count.
