@@ -338,3 +338,62 @@ pub fn fits(
     }
     directed || load < me.fair || load + add <= me.fair * config.load_band
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(name: &str, load: f64, fair: f64) -> NodeLoad {
+        NodeLoad {
+            node: NodeId::new(name).unwrap(),
+            load,
+            fair,
+            max_load: None,
+            draining: false,
+            young: false,
+            returning: false,
+        }
+    }
+
+    fn view(nodes: Vec<NodeLoad>) -> LoadView {
+        LoadView {
+            nodes,
+            total: 0.0,
+            mean_partition: 2.0,
+        }
+    }
+
+    /// A partition's load is what it reports when that is a finite number not below zero,
+    /// and the mean of those that do otherwise.
+    #[test]
+    fn a_load_that_cannot_be_right_is_estimated_at_the_mean() {
+        let view = view(Vec::new());
+        assert_eq!(view.estimate(Some(3.0)), 3.0);
+        assert_eq!(view.estimate(Some(0.0)), 0.0);
+        for wrong in [None, Some(-1.0), Some(f64::INFINITY), Some(f64::NAN)] {
+            assert_eq!(view.estimate(wrong), 2.0, "{wrong:?}");
+        }
+    }
+
+    /// A member starves below its fair share over the band, not at it; one draining or just
+    /// back does not count.
+    #[test]
+    fn a_member_starves_only_below_its_share_over_the_band() {
+        let band = 1.25;
+        let fair = 10.0;
+        let at_floor = fair / band;
+        assert!(!view(vec![member("a", at_floor, fair)]).starving(band));
+        assert!(!view(vec![member("a", 9.0, fair), member("b", 11.0, fair)]).starving(band));
+        assert!(view(vec![member("a", 7.0, fair), member("b", 13.0, fair)]).starving(band));
+        let draining = NodeLoad {
+            draining: true,
+            ..member("a", 7.0, fair)
+        };
+        assert!(!view(vec![draining]).starving(band));
+        let young = NodeLoad {
+            young: true,
+            ..member("a", 7.0, fair)
+        };
+        assert!(!view(vec![young]).starving(band));
+    }
+}
