@@ -423,6 +423,51 @@ mod tests {
             .collect()
     }
 
+    /// A member is seen changing, and its `first_seen` moves, when its heartbeat count, its
+    /// write stamp or its session changes: any one of them.
+    #[test]
+    fn a_member_is_seen_changing_when_any_mark_of_a_renewal_changes() {
+        let start = Instant::now();
+        let record = |version: u64, heartbeat: u64, stamp: u64, session: u64| Stored {
+            key: NodeId::new("a").unwrap(),
+            value: MemberRecord {
+                heartbeat,
+                written_at_unix_ms: Some(stamp),
+                session: Some(session),
+                ..MemberRecord::default()
+            },
+            version: Version::from_number(version),
+        };
+        let mut member = SeenMember::new(start, record(1, 1, 100, 7));
+        let mut at = start;
+        for (changed, what) in [
+            (record(2, 2, 100, 7), "the heartbeat alone"),
+            (record(3, 2, 101, 7), "the stamp alone"),
+            (record(4, 2, 101, 8), "the session alone"),
+        ] {
+            at += Duration::from_secs(1);
+            member.update(at, &changed);
+            assert_eq!(member.first_seen, at, "{what}");
+        }
+        // Written again as it was (another node's take changing the session's version).
+        member.update(at + Duration::from_secs(1), &record(5, 2, 101, 8));
+        assert_eq!(member.first_seen, at, "no mark of a renewal changed");
+    }
+
+    #[test]
+    fn a_view_is_empty_until_a_listing_shows_a_member() {
+        let mut view = MemberView::default();
+        assert!(view.is_empty());
+        view.merge(
+            Instant::now(),
+            Instant::now(),
+            listing(&["a"]),
+            None,
+            &BTreeSet::new(),
+        );
+        assert!(!view.is_empty());
+    }
+
     #[test]
     fn others_leave_out_only_the_named_member() {
         let mut view = MemberView::default();

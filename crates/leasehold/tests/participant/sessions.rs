@@ -158,3 +158,32 @@ async fn by_session_a_settled_node_reads_a_released_row_alone() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// By session, the leases of a dead node whose session record was deleted behind the
+/// fleet's back (by hand, say) are taken over `acquire_after` from the first listing of the
+/// members sent after the leases were seen that shows it gone.
+#[tokio::test(start_paused = true)]
+async fn by_session_the_leases_of_a_deleted_session_are_taken_over() {
+    let store = store_with(6).await;
+    let group = GroupName::new("default").unwrap();
+    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
+        .await
+        .unwrap();
+    let a = start(&store, config("a", 6), &Recorder::default());
+    let recorder = Recorder::default();
+    let b = start(&store, config("b", 6), &recorder);
+    let c = start(&store, config("c", 6), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
+    a.abort();
+    let session = store.get_member(&group, &node("a")).await.unwrap().unwrap();
+    store
+        .delete_member(&group, &node("a"), &session.version)
+        .await
+        .unwrap();
+    let timings = config("b", 6);
+    sleep(timings.acquire_after + timings.scan_interval * 4).await;
+    assert_eq!(counts(&[&b, &c]), vec![3, 3]);
+    b.shutdown().await;
+    c.shutdown().await;
+}
