@@ -454,6 +454,42 @@ mod tests {
         assert_eq!(member.first_seen, at, "no mark of a renewal changed");
     }
 
+    /// A session still shows the renewal a taker waited on only while its heartbeat count,
+    /// its write stamp and its identity are all as seen: a change to any one is a renewal
+    /// (or a new session), and the take must not be made.
+    #[test]
+    fn a_session_shows_the_renewal_waited_on_only_while_every_mark_is_as_seen() {
+        let seen = SessionSeen {
+            node: NodeId::new("a").unwrap(),
+            heartbeat: 4,
+            written_at_unix_ms: Some(100),
+            session: Some(7),
+        };
+        let record = MemberRecord {
+            heartbeat: 4,
+            written_at_unix_ms: Some(100),
+            session: Some(7),
+            ..MemberRecord::default()
+        };
+        assert!(seen.shows(&record));
+        for changed in [
+            MemberRecord {
+                heartbeat: 5,
+                ..record.clone()
+            },
+            MemberRecord {
+                written_at_unix_ms: Some(101),
+                ..record.clone()
+            },
+            MemberRecord {
+                session: Some(8),
+                ..record.clone()
+            },
+        ] {
+            assert!(!seen.shows(&changed), "{changed:?}");
+        }
+    }
+
     #[test]
     fn a_view_is_empty_until_a_listing_shows_a_member() {
         let mut view = MemberView::default();

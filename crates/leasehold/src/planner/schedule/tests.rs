@@ -88,6 +88,21 @@ pub(super) fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Obs
     (schedule, observed)
 }
 
+/// A scan plans after every reading but of the member records alone, which leaves its view
+/// of the table as old as it was.
+#[test]
+fn every_reading_but_the_members_alone_is_planned_on() {
+    assert!(!Reading::MembersOnly.plans());
+    for reading in [
+        Reading::View,
+        Reading::Leases,
+        Reading::Stripe,
+        Reading::Rows,
+    ] {
+        assert!(reading.plans(), "{reading:?}");
+    }
+}
+
 #[test]
 fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
     let config = config();
