@@ -162,6 +162,50 @@ fn a_change_notice_brings_the_scan_forward_but_keeps_the_gap() {
     assert_eq!(quiet.next_scan(), late + Duration::from_millis(5));
 }
 
+/// A member write that succeeds after a failed one, while scans succeed, is no outage
+/// ending: the next scan keeps its time.
+#[test]
+fn a_member_write_recovered_while_scans_succeed_moves_no_scan() {
+    let config = config();
+    let start = Instant::now();
+    let mut schedule = ScanSchedule::new(start);
+    schedule.scan_started(start);
+    schedule.scan_succeeded(start, &config, &mut SeededRng::new(1));
+    let next = schedule.next_scan();
+    schedule.member_write_failed();
+    schedule.member_written(start + SECOND);
+    assert_eq!(schedule.next_scan(), next);
+    assert_eq!(schedule.scan_cause(), ScanCause::Interval);
+}
+
+/// A node that reads the table at every scan (`relist_after` zero) answers a release
+/// notice by scanning soon, settled or not: it keeps no rows to read one by one.
+#[test]
+fn a_node_reading_the_table_every_scan_scans_soon_after_a_release() {
+    let mut config = config();
+    config.relist_after = Duration::ZERO;
+    let start = Instant::now();
+    let mut rng = SeededRng::new(1);
+    let mut schedule = ScanSchedule::new(start);
+    schedule.scan_started(start);
+    let observed = Observed::default();
+    schedule.leases_listed(start, start, &observed, &config, false, &mut rng);
+    schedule.scan_succeeded(start, &config, &mut rng);
+    schedule.planned(true);
+    assert!(!schedule.leases_due());
+    let release = Change::LeaseWritten {
+        partition: PartitionId(3),
+        state: LeaseState::Released,
+    };
+    schedule.change_noticed(start + SECOND, &release, &config);
+    assert_eq!(
+        schedule.next_scan(),
+        start + SECOND + Duration::from_millis(5)
+    );
+    assert_eq!(schedule.scan_cause(), ScanCause::Release);
+    assert!(schedule.take_rows_due().is_empty());
+}
+
 #[test]
 fn failures_back_off_exponentially_and_a_recovered_write_ends_it() {
     let config = config();

@@ -352,3 +352,27 @@ fn a_node_taking_its_stripe_reads_the_stripe_again_until_a_plan_takes_nothing() 
         Reading::Leases
     );
 }
+
+/// Rows named as vacated since the last listing are read one by one up to four times
+/// `MAX_ROW_READS` of them, however they were read in between; the next sends the node to
+/// the table.
+#[test]
+fn a_node_reads_vacated_rows_one_by_one_up_to_a_bound_then_the_table() {
+    let config = config();
+    let mut rng = SeededRng::new(9);
+    let start = Instant::now();
+    let (mut schedule, _) = settled(start, &mut rng);
+    let released = |p: usize| Change::LeaseWritten {
+        partition: PartitionId(p as u32),
+        state: LeaseState::Released,
+    };
+    let bound = 4 * MAX_ROW_READS;
+    for p in 0..bound {
+        schedule.change_noticed(start, &released(p), &config);
+        // Read at once, each: never more than MAX_ROW_READS due together.
+        assert_eq!(schedule.take_rows_due(), [PartitionId(p as u32)]);
+        assert!(!schedule.leases_due(), "row {p}");
+    }
+    schedule.change_noticed(start, &released(bound), &config);
+    assert!(schedule.leases_due());
+}
