@@ -35,6 +35,10 @@ fn fair_targets_apportion_exactly() {
     let four = [three.to_vec(), vec![share("d", 1, false)]].concat();
     assert_eq!(targets(64, &four, 64), vec![16, 16, 16, 16]);
     assert_eq!(targets(2, &three, 64), vec![1, 1, 0]);
+    // The partition left over goes to the largest remainder, not the largest share: 10 by
+    // 2 to 5 is 2 6/7 and 7 1/7.
+    let uneven = [share("a", 2, false), share("b", 5, false)];
+    assert_eq!(targets(10, &uneven, 64), vec![3, 7]);
 }
 
 #[test]
