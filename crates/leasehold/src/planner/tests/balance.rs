@@ -45,6 +45,10 @@ fn an_overloaded_node_hands_the_load_that_fits_to_the_member_below_its_share() {
     assert_eq!(plan.return_to.get(&moved), Some(&node("other")));
     assert_eq!(plan.shed, 1);
     assert!(plan.acquire.is_empty());
+    // It renews the other three, and aims to hold them.
+    let kept: Vec<PartitionId> = (0..4).map(PartitionId).filter(|p| *p != moved).collect();
+    assert_eq!(plan.renew, kept);
+    assert_eq!(plan.target, 3);
 }
 
 #[test]

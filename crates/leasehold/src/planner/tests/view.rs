@@ -114,6 +114,8 @@ fn stripes_divide_the_table_exactly_by_target() {
         (100, vec![3, 1, 1, 2]),
         (7, vec![1, 1, 1, 1, 1, 1, 1, 1, 1]),
         (1, vec![1, 1]),
+        // 10 × 0.618 is 6, which shares a factor with 10: the stride must step down to 3.
+        (10, vec![1, 1, 1]),
     ] {
         let members: Vec<MemberShare> = weights
             .iter()
