@@ -547,6 +547,46 @@ fn a_member_counts_as_returning_for_a_few_heartbeats_and_four_scans() {
     }
 }
 
+/// A draining node hands off what the others lack by count; by load, everything at once
+/// (the others hold what their loads call for, not their counts), while another member
+/// stays to take it, and nothing while none does.
+#[test]
+fn by_load_a_draining_node_hands_everything_off_at_once_while_another_member_stays() {
+    // Every member capped at 2: by count, the other (holding one) lacks only one of this
+    // node's 4.
+    let mut fixture = loaded(&[1.0; 4], &[1.0]);
+    fixture.config.max_partitions_per_node = 2;
+    let now = fixture.start + Duration::from_secs(1);
+    assert_eq!(plan_loaded_as(&fixture, now, 0, true).release.len(), 4);
+    let mut by_count = fixture.clone();
+    for p in 0..4u32 {
+        by_count.set(p, held_by("me", 1), 500 + u64::from(p), fixture.start);
+        by_count
+            .holdings
+            .get_mut(&PartitionId(p))
+            .unwrap()
+            .record
+            .load = None;
+    }
+    by_count.set(4, held_by("other", 1), 504, fixture.start);
+    assert_eq!(plan_loaded_as(&by_count, now, 0, true).release.len(), 1);
+    // The other draining too: nobody to take them.
+    fixture.observed.members.insert(SeenMember::new(
+        fixture.start,
+        Stored {
+            key: node("other"),
+            value: MemberRecord {
+                heartbeat: 10,
+                draining: true,
+                ..MemberRecord::default()
+            },
+            version: Version::from_number(2),
+        },
+    ));
+    let plan = plan_loaded_as(&fixture, now, 0, true);
+    assert!(plan.release.is_empty(), "{plan:?}");
+}
+
 /// Fails if a node drained in a group balanced by load releases its partitions naming no
 /// receiver: they would go to whoever scans first, who would then shed the excess again.
 #[test]
