@@ -479,3 +479,31 @@ fn surplus_goes_back_to_the_member_that_held_it_before() {
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(6));
     assert_eq!(plan.release, [PartitionId(3)], "{plan:?}");
 }
+
+/// Of a surplus handed to a member short of its share but not nearly empty (so nothing is
+/// given back ahead of the surplus), what it held before goes first, then the newest.
+#[test]
+fn of_a_surplus_what_a_short_member_held_before_goes_first() {
+    let mut fixture = Fixture::new(8);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..6 {
+        fixture.hold(p, far);
+        fixture
+            .holdings
+            .get_mut(&PartitionId(p))
+            .unwrap()
+            .acquired_at = fixture.start + Duration::from_secs(u64::from(p));
+    }
+    fixture
+        .holdings
+        .get_mut(&PartitionId(0))
+        .unwrap()
+        .record
+        .previous_owner = Some(node("b"));
+    fixture.member("b", fixture.start);
+    fixture.set(6, held_by("b", 1), 96, fixture.start);
+    fixture.set(7, held_by("b", 1), 97, fixture.start);
+    let plan = fixture.plan_at(fixture.start + Duration::from_secs(7));
+    assert_eq!(plan.target, 4);
+    assert_eq!(plan.release, [PartitionId(0), PartitionId(5)], "{plan:?}");
+}
