@@ -3,30 +3,59 @@
 
 use super::*;
 
+/// The group of [`store_with`] renewing by session.
+async fn session_store(partitions: u32) -> Arc<MemoryStore> {
+    let store = store_with(partitions).await;
+    admin::set_lease_mode(&*store, &default_group(), LeaseMode::Session)
+        .await
+        .unwrap();
+    store
+}
+
+fn default_group() -> GroupName {
+    GroupName::new("default").unwrap()
+}
+
+/// Nodes `a`, `b` and `c`, configured by `config`, holding two of six partitions each;
+/// then `a` crashes. Returns `b` and `c`, and the recorder they share.
+async fn three_then_a_crashes(
+    store: &Arc<MemoryStore>,
+    config: impl Fn(&str) -> ParticipantConfig,
+) -> (Participant, Participant, Recorder) {
+    let a = start(store, config("a"), &Recorder::default());
+    let recorder = Recorder::default();
+    let b = start(store, config("b"), &recorder);
+    let c = start(store, config("c"), &recorder);
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
+    a.abort();
+    (b, c, recorder)
+}
+
+/// Waits out `acquire_after` and a few scans, then checks that `b` and `c` hold the six
+/// partitions between them, and stops them.
+async fn assert_taken_over(b: Participant, c: Participant) {
+    let timings = config("b", 6);
+    sleep(timings.acquire_after + timings.scan_interval * 4).await;
+    assert_eq!(counts(&[&b, &c]), vec![3, 3]);
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
 /// By session, a dead member's record stays while records still name its session (here
 /// the others are at their cap and cannot take them): deleting it would start every
 /// taker's wait again from when each saw it gone.
 #[tokio::test(start_paused = true)]
 async fn by_session_a_dead_member_still_named_by_records_is_not_forgotten() {
-    let store = store_with(6).await;
-    let group = GroupName::new("default").unwrap();
-    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
-        .await
-        .unwrap();
+    let store = session_store(6).await;
     let forgetful = |name: &str| {
         config(name, 6)
             .with_forget_members_after(Duration::from_secs(5))
             .with_max_partitions_per_node(2)
     };
-    let a = start(&store, forgetful("a"), &Recorder::default());
-    let recorder = Recorder::default();
-    let b = start(&store, forgetful("b"), &recorder);
-    let c = start(&store, forgetful("c"), &recorder);
-    sleep(Duration::from_secs(3)).await;
-    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
-    a.abort();
+    let (b, c, _recorder) = three_then_a_crashes(&store, forgetful).await;
     sleep(Duration::from_secs(15)).await;
-    let members = store.list_members(&group).await.unwrap().records;
+    let members = store.list_members(&default_group()).await.unwrap().records;
     let names: Vec<String> = members.iter().map(|m| m.key.to_string()).collect();
     assert_eq!(names, ["a", "b", "c"], "a's session still named");
     b.shutdown().await;
@@ -39,37 +68,20 @@ async fn by_session_a_dead_member_still_named_by_records_is_not_forgotten() {
 /// take, they stay unserved for good: nothing renews an ended session.
 #[tokio::test(start_paused = true)]
 async fn by_session_the_leases_of_a_replaced_session_are_taken_over() {
-    let store = store_with(6).await;
-    let group = GroupName::new("default").unwrap();
-    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
-        .await
-        .unwrap();
-    let a = start(&store, config("a", 6), &Recorder::default());
-    let recorder = Recorder::default();
-    let b = start(&store, config("b", 6), &recorder);
-    let c = start(&store, config("c", 6), &recorder);
-    sleep(Duration::from_secs(3)).await;
-    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
-    a.abort();
+    let store = session_store(6).await;
+    let (b, c, _recorder) = three_then_a_crashes(&store, |name| config(name, 6)).await;
+    let group = default_group();
     let session = store.get_member(&group, &node("a")).await.unwrap().unwrap();
     let replaced = MemberRecord {
         session: session.value.session.map(|id| id ^ 1),
         ..session.value.clone()
     };
+    let mode = PutMode::Update(session.version);
     store
-        .put_member(
-            &group,
-            &node("a"),
-            &replaced,
-            PutMode::Update(session.version),
-        )
+        .put_member(&group, &node("a"), &replaced, mode)
         .await
         .unwrap();
-    let timings = config("b", 6);
-    sleep(timings.acquire_after + timings.scan_interval * 4).await;
-    assert_eq!(counts(&[&b, &c]), vec![3, 3]);
-    b.shutdown().await;
-    c.shutdown().await;
+    assert_taken_over(b, c).await;
 }
 
 /// By session, a take from a silent holder's session that finds the session changed by
@@ -77,11 +89,7 @@ async fn by_session_the_leases_of_a_replaced_session_are_taken_over() {
 /// once, not at a later scan as a lost race.
 #[tokio::test(start_paused = true)]
 async fn by_session_a_take_that_meets_another_takers_change_to_the_session_goes_again() {
-    let memory = store_with(2).await;
-    let group = GroupName::new("default").unwrap();
-    admin::set_lease_mode(&*memory, &group, LeaseMode::Session)
-        .await
-        .unwrap();
+    let memory = session_store(2).await;
     let a = start(&memory, config("a", 2), &Recorder::default());
     sleep(Duration::from_secs(1)).await;
     let recorder = Recorder::default();
@@ -118,11 +126,7 @@ async fn by_session_a_take_that_meets_another_takers_change_to_the_session_goes_
 /// alone, at its next scan, rather than the table.
 #[tokio::test(start_paused = true)]
 async fn by_session_a_settled_node_reads_a_released_row_alone() {
-    let memory = store_with(8).await;
-    let group = GroupName::new("default").unwrap();
-    admin::set_lease_mode(&*memory, &group, LeaseMode::Session)
-        .await
-        .unwrap();
+    let memory = session_store(8).await;
     let recorder = Recorder::default();
     let quiet = |name: &str| config(name, 8).with_relist_after(Duration::from_secs(60));
     let a = start(&memory, quiet("a"), &recorder);
@@ -164,26 +168,13 @@ async fn by_session_a_settled_node_reads_a_released_row_alone() {
 /// members sent after the leases were seen that shows it gone.
 #[tokio::test(start_paused = true)]
 async fn by_session_the_leases_of_a_deleted_session_are_taken_over() {
-    let store = store_with(6).await;
-    let group = GroupName::new("default").unwrap();
-    admin::set_lease_mode(&*store, &group, LeaseMode::Session)
-        .await
-        .unwrap();
-    let a = start(&store, config("a", 6), &Recorder::default());
-    let recorder = Recorder::default();
-    let b = start(&store, config("b", 6), &recorder);
-    let c = start(&store, config("c", 6), &recorder);
-    sleep(Duration::from_secs(3)).await;
-    assert_eq!(counts(&[&a, &b, &c]), vec![2, 2, 2]);
-    a.abort();
+    let store = session_store(6).await;
+    let (b, c, _recorder) = three_then_a_crashes(&store, |name| config(name, 6)).await;
+    let group = default_group();
     let session = store.get_member(&group, &node("a")).await.unwrap().unwrap();
     store
         .delete_member(&group, &node("a"), &session.version)
         .await
         .unwrap();
-    let timings = config("b", 6);
-    sleep(timings.acquire_after + timings.scan_interval * 4).await;
-    assert_eq!(counts(&[&b, &c]), vec![3, 3]);
-    b.shutdown().await;
-    c.shutdown().await;
+    assert_taken_over(b, c).await;
 }

@@ -233,6 +233,19 @@ fn a_members_load_ratio_is_its_load_over_its_fair_share() {
     assert_eq!(ratio(0.0, 0.0), 1.0, "no load and no share");
 }
 
+/// The load view `fixture`'s node builds at `now`, keeping everything it holds.
+fn view_of(fixture: &Fixture, now: Instant) -> Option<load::LoadView> {
+    let keep: Vec<PartitionId> = fixture.holdings.keys().copied().collect();
+    load::LoadView::of(
+        now,
+        &fixture.config,
+        &fixture.observed,
+        &fixture.holdings,
+        &keep,
+        false,
+    )
+}
+
 /// A load view of `nodes` (sorted by name, as the planner builds it).
 fn load_view(mut nodes: Vec<load::NodeLoad>) -> load::LoadView {
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
@@ -472,16 +485,7 @@ fn the_load_view_estimates_unreported_rows_and_counts_none_beyond_the_table() {
         .unwrap()
         .record
         .load = Some(-1.0);
-    let keep: Vec<PartitionId> = fixture.holdings.keys().copied().collect();
-    let view = load::LoadView::of(
-        now,
-        &fixture.config,
-        &fixture.observed,
-        &fixture.holdings,
-        &keep,
-        false,
-    )
-    .expect("loads are reported");
+    let view = view_of(&fixture, now).expect("loads are reported");
     assert_eq!(view.mean_partition, 2.0);
     assert_eq!(view.total, 10.0, "four reported and one estimated");
     let loads: Vec<(String, f64, f64)> = view
@@ -498,15 +502,7 @@ fn the_load_view_estimates_unreported_rows_and_counts_none_beyond_the_table() {
 
     // Loads reported, all zero: nothing to balance on, and the fleet balances by count.
     let zero = loaded(&[0.0, 0.0], &[0.0, 0.0]);
-    let keep: Vec<PartitionId> = zero.holdings.keys().copied().collect();
-    let view = load::LoadView::of(
-        now,
-        &zero.config,
-        &zero.observed,
-        &zero.holdings,
-        &keep,
-        false,
-    );
+    let view = view_of(&zero, now);
     assert!(view.is_none(), "{view:?}");
 }
 
@@ -532,16 +528,7 @@ fn a_member_counts_as_returning_for_a_few_heartbeats_and_four_scans() {
                 version: Version::from_number(2),
             },
         ));
-        let keep: Vec<PartitionId> = fixture.holdings.keys().copied().collect();
-        let view = load::LoadView::of(
-            now,
-            &fixture.config,
-            &fixture.observed,
-            &fixture.holdings,
-            &keep,
-            false,
-        )
-        .expect("loads are reported");
+        let view = view_of(&fixture, now).expect("loads are reported");
         let other = view.nodes.iter().find(|n| n.node == node("other")).unwrap();
         assert_eq!(other.returning, returning, "heartbeat {heartbeat}");
     }

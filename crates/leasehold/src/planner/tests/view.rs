@@ -444,28 +444,29 @@ fn a_returning_node_takes_back_what_names_it_first() {
     assert_eq!(previous, vec![None, Some(node("a")), Some(node("b"))]);
 }
 
+/// A table of `partitions` where this node holds the first `held`, taken one a second
+/// apart from the start, the first of them from `b`, a live member.
+fn taken_from_b_first(partitions: u32, held: u32) -> Fixture {
+    let mut fixture = Fixture::new(partitions);
+    let far = fixture.start + Duration::from_secs(60);
+    for p in 0..held {
+        fixture.hold(p, far);
+        let holding = fixture.holdings.get_mut(&PartitionId(p)).unwrap();
+        holding.acquired_at = fixture.start + Duration::from_secs(u64::from(p));
+        if p == 0 {
+            holding.record.previous_owner = Some(node("b"));
+        }
+    }
+    fixture.member("b", fixture.start);
+    fixture
+}
+
 /// Fails if a node above its target hands off its newest leases rather than those that
 /// came from a member now back and below its target, or does not name that member.
 #[test]
 fn surplus_goes_back_to_the_member_that_held_it_before() {
-    let mut fixture = Fixture::new(4);
-    let far = fixture.start + Duration::from_secs(60);
-    for p in 0..4 {
-        fixture.hold(p, far);
-        fixture
-            .holdings
-            .get_mut(&PartitionId(p))
-            .unwrap()
-            .acquired_at = fixture.start + Duration::from_secs(u64::from(p));
-    }
     // Partition 0, the oldest, came from b; the newest would go first otherwise.
-    fixture
-        .holdings
-        .get_mut(&PartitionId(0))
-        .unwrap()
-        .record
-        .previous_owner = Some(node("b"));
-    fixture.member("b", fixture.start);
+    let mut fixture = taken_from_b_first(4, 4);
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(5));
     assert_eq!(plan.target, 2);
     assert_eq!(plan.release, [PartitionId(0)], "first what b held");
@@ -484,23 +485,7 @@ fn surplus_goes_back_to_the_member_that_held_it_before() {
 /// given back ahead of the surplus), what it held before goes first, then the newest.
 #[test]
 fn of_a_surplus_what_a_short_member_held_before_goes_first() {
-    let mut fixture = Fixture::new(8);
-    let far = fixture.start + Duration::from_secs(60);
-    for p in 0..6 {
-        fixture.hold(p, far);
-        fixture
-            .holdings
-            .get_mut(&PartitionId(p))
-            .unwrap()
-            .acquired_at = fixture.start + Duration::from_secs(u64::from(p));
-    }
-    fixture
-        .holdings
-        .get_mut(&PartitionId(0))
-        .unwrap()
-        .record
-        .previous_owner = Some(node("b"));
-    fixture.member("b", fixture.start);
+    let mut fixture = taken_from_b_first(8, 6);
     fixture.set(6, held_by("b", 1), 96, fixture.start);
     fixture.set(7, held_by("b", 1), 97, fixture.start);
     let plan = fixture.plan_at(fixture.start + Duration::from_secs(7));
