@@ -233,6 +233,7 @@ pub(super) fn loaded(mine: &[f64], theirs: &[f64]) -> Fixture {
 }
 
 mod balance;
+mod choose;
 mod sessions;
 mod take;
 mod view;
