@@ -65,3 +65,52 @@ impl Holding {
             || *version != self.version
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Fails if a listing sent before the reply to this node's last write may end the
+    /// lease: it need not show that write yet, and would take from a node what it holds.
+    #[test]
+    fn only_a_listing_sent_once_the_last_write_settled_can_contradict_a_lease() {
+        let me = NodeId::new("me").unwrap();
+        let settled = Instant::now() + Duration::from_secs(10);
+        let record = LeaseRecord {
+            owner: Some(me.clone()),
+            epoch: Epoch(3),
+            state: LeaseState::Held,
+            ..LeaseRecord::default()
+        };
+        let holding = Holding {
+            epoch: Epoch(3),
+            version: Version::from_number(7),
+            record: record.clone(),
+            valid_until: settled + Duration::from_secs(30),
+            acquired_at: settled,
+            handing_off: false,
+            keep_until: None,
+            settled_at: Some(settled),
+        };
+        let taken = LeaseRecord {
+            owner: Some(NodeId::new("other").unwrap()),
+            epoch: Epoch(4),
+            ..record.clone()
+        };
+        let shows = Some((&taken, &Version::from_number(8)));
+        let before = settled - Duration::from_millis(1);
+        assert!(!holding.contradicted_by(&me, before, shows));
+        assert!(!holding.contradicted_by(&me, before, None));
+        assert!(holding.contradicted_by(&me, settled, shows));
+        assert!(holding.contradicted_by(&me, settled, None));
+        let as_written = Some((&record, &Version::from_number(7)));
+        assert!(!holding.contradicted_by(&me, settled, as_written));
+        let in_flight = Holding {
+            settled_at: None,
+            ..holding
+        };
+        assert!(!in_flight.contradicted_by(&me, settled, shows));
+    }
+}

@@ -267,3 +267,33 @@ fn the_kept_sums_are_made_again_from_the_rows_after_enough_changes() {
     assert_eq!(view.tally().known, 1.0);
     assert_eq!(view.tally().reported, 2);
 }
+
+/// Fails if a row whose version did not change loses its first sighting where a listing's
+/// keys stop lining up with the view's (a row deleted or created before it): its holder's
+/// silence would be timed afresh, and a crashed node's lease taken over that much later.
+#[test]
+fn past_where_keys_stop_lining_up_unchanged_rows_keep_their_first_sighting() {
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_secs(20);
+    let mut view = LeaseView::default();
+    view.merge(t0, (0..4).map(|p| row(p, 1, &[])).collect());
+    // 0 deleted, 2 written, 5 created: the keys do not line up from the first.
+    let listing = vec![
+        row(1, 1, &[]),
+        row(2, 2, &[]),
+        row(3, 1, &[]),
+        row(5, 1, &[]),
+    ];
+    view.merge(t1, listing);
+    let seen: Vec<(u32, u64, Instant)> = view
+        .iter()
+        .map(|s| {
+            (
+                s.partition.0,
+                s.version.as_number().unwrap(),
+                s.first_seen(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, vec![(1, 1, t0), (2, 2, t1), (3, 1, t0), (5, 1, t1)]);
+}
