@@ -107,6 +107,31 @@ mod tests {
         assert!(holding.contradicted_by(&me, settled, None));
         let as_written = Some((&record, &Version::from_number(7)));
         assert!(!holding.contradicted_by(&me, settled, as_written));
+        // Any one difference from the record as written is enough.
+        let differences = [
+            LeaseRecord {
+                owner: Some(NodeId::new("other").unwrap()),
+                ..record.clone()
+            },
+            LeaseRecord {
+                state: LeaseState::Released,
+                ..record.clone()
+            },
+            LeaseRecord {
+                epoch: Epoch(4),
+                ..record.clone()
+            },
+            LeaseRecord {
+                session: Some(2),
+                ..record.clone()
+            },
+        ];
+        for changed in &differences {
+            let shows = Some((changed, &Version::from_number(7)));
+            assert!(holding.contradicted_by(&me, settled, shows), "{changed:?}");
+        }
+        let rewritten = Some((&record, &Version::from_number(8)));
+        assert!(holding.contradicted_by(&me, settled, rewritten));
         let in_flight = Holding {
             settled_at: None,
             ..holding
