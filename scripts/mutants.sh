@@ -19,7 +19,7 @@
 #                                            before sharding, so a shard's share changes)
 #
 # Results go to target/mutants/<shard or "all">/mutants.out (caught.txt, missed.txt,
-# timeout.txt, unviable.txt); a summary line is printed at the end. Record it in TESTING.md.
+# timeout.txt, unviable.txt); a summary line is printed at the end. Record it in MUTANTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
