@@ -315,6 +315,15 @@ mod follow_tests {
             .unwrap();
     }
 
+    /// Deletes a partition's record, as an operator might.
+    async fn delete(store: &MemoryStore, partition: u32) {
+        let partition = PartitionId(partition);
+        let group = group();
+        let current = store.get_lease(&group, partition).await.unwrap().unwrap();
+        let deleted = store.delete_lease(&group, partition, &current.version);
+        deleted.await.unwrap();
+    }
+
     async fn follow(store: &Arc<FaultyStore>, partitions: u32, poll_interval: Duration) -> Router {
         let store: Arc<dyn LeaseStore> = store.clone();
         Router::follow(store, group(), partitions, poll_interval)
@@ -545,6 +554,53 @@ mod follow_tests {
         drop(clone);
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(faulty.listings(), 1 + 3);
+    }
+
+    /// Notices of rows beyond the group's count (left by a larger table) cost no read, while
+    /// a record deleted within it is read again, and its entry cleared.
+    ///
+    /// Fails if the follower reads strays, or ignores a deletion until the next poll.
+    #[tokio::test(start_paused = true)]
+    async fn strays_cost_no_read_and_a_deleted_record_is_read_again() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        write(&memory, 3, LeaseState::Held, "a").await;
+        // The first partition past the count: taken, then deleted.
+        let stray = PARTITIONS;
+        let (group, record) = (group(), LeaseRecord::released());
+        let create = memory.put_lease(&group, PartitionId(stray), &record, PutMode::Create);
+        create.await.unwrap();
+        let router = follow(&faulty, PARTITIONS, NO_POLL).await;
+        let reads = faulty.record_reads();
+        write(&memory, stray, LeaseState::Held, "b").await;
+        delete(&memory, stray).await;
+        settle().await;
+        assert_eq!(faulty.record_reads(), reads, "strays are never read");
+
+        let deleted = PartitionId(3);
+        delete(&memory, 3).await;
+        settle().await;
+        assert_eq!(router.owner_of_partition(deleted), None);
+        assert_eq!(faulty.record_reads(), reads + 1);
+        assert_eq!(faulty.listings(), 1, "no reload");
+    }
+
+    /// Up to [`Router::MAX_REREADS`] partitions taken where the map shows no owner are read
+    /// one by one; one more, and the table is read whole instead.
+    ///
+    /// Fails if the bound is one less than it says.
+    #[tokio::test(start_paused = true)]
+    async fn takes_up_to_the_reread_bound_are_read_one_by_one() {
+        let partitions = 32;
+        let (memory, faulty) = stores(partitions).await;
+        let router = follow(&faulty, partitions, NO_POLL).await;
+        for partition in 0..Router::MAX_REREADS as u32 {
+            write(&memory, partition, LeaseState::Held, "a").await;
+        }
+        tokio::time::sleep(Router::MIN_RELOAD_INTERVAL).await;
+        settle().await;
+        assert_eq!(faulty.record_reads(), Router::MAX_REREADS as u64);
+        assert_eq!(faulty.listings(), 1);
+        assert_eq!(router.owner_of_partition(PartitionId(0)), Some(node("a")));
     }
 
     /// A router whose store cannot give it change notices polls, and asks for them again
