@@ -281,6 +281,22 @@ mod chunk_tests {
             .collect();
         assert_eq!(shared, [true, false, true, false]);
     }
+
+    /// A reload that changes one entry shares every other chunk with the map it replaces.
+    ///
+    /// Fails if a reload copies chunks that did not change.
+    #[test]
+    fn a_reload_shares_the_chunks_it_leaves_alone() {
+        let mut owners = vec![Some(node("a")); CHUNK_LEN * 2 + 3];
+        let before = Owners::new(&owners);
+        owners[CHUNK_LEN] = Some(node("b"));
+        let after = before.reloaded(&owners);
+        assert_eq!(after.get(PartitionId(CHUNK_LEN as u32)), Some(&node("b")));
+        let shared: Vec<bool> = (before.chunks.iter().zip(&after.chunks))
+            .map(|(old, new)| Arc::ptr_eq(old, new))
+            .collect();
+        assert_eq!(shared, [true, false, true]);
+    }
 }
 
 /// The maps each thread keeps (see [`RECENT`]): never another router's, never older than a
@@ -313,14 +329,14 @@ mod recent_tests {
         router.not_owner(&answer).await.unwrap();
     }
 
-    /// More routers than a thread keeps maps for, read in turn on one thread: each answers
-    /// from its own map.
+    /// Many more routers than a thread keeps maps for (their ids run well past the number of
+    /// maps kept), read in turn on one thread: each answers from its own map.
     ///
     /// Fails if a kept map is taken for another router's.
     #[tokio::test]
     async fn routers_on_one_thread_keep_their_own_maps() {
         let mut routers = Vec::new();
-        for index in 0..RECENT_MAPS * 2 + 1 {
+        for index in 0..RECENT_MAPS * RECENT_MAPS + 1 {
             let router = router(4).await;
             hint(&router, 1, &format!("n{index}")).await;
             routers.push(router);
