@@ -451,6 +451,8 @@ mod follow_tests {
             })
             .collect();
         memory.put_leases(&group(), &writes).await.unwrap();
+        settle().await;
+        assert_eq!(faulty.listings(), 1, "not within a second of the last");
         tokio::time::sleep(Router::MIN_RELOAD_INTERVAL).await;
         settle().await;
         assert!(router.map().values().all(|owner| owner == &Some(node("a"))));
@@ -601,6 +603,33 @@ mod follow_tests {
         assert_eq!(faulty.record_reads(), Router::MAX_REREADS as u64);
         assert_eq!(faulty.listings(), 1);
         assert_eq!(router.owner_of_partition(PartitionId(0)), Some(node("a")));
+    }
+
+    /// A re-read the store refused is not tried again while it backs off, whatever notices
+    /// come meanwhile, and is tried again once the back-off is over, long before the next
+    /// poll.
+    ///
+    /// Fails if a failed re-read is retried at the next notice, or waits for the poll.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_reread_is_tried_again_after_its_back_off_only() {
+        let (memory, faulty) = stores(PARTITIONS).await;
+        let router = follow(&faulty, PARTITIONS, NO_POLL).await;
+        faulty.set_lease_reads_throttled(true);
+        write(&memory, 2, LeaseState::Held, "a").await;
+        settle().await;
+        let reads = faulty.record_reads();
+        assert_eq!(
+            reads, 1,
+            "the take of a partition the map shows vacant is read"
+        );
+        faulty.set_lease_reads_throttled(false);
+        write(&memory, 3, LeaseState::Held, "a").await;
+        settle().await;
+        assert_eq!(faulty.record_reads(), reads, "backing off");
+        tokio::time::sleep(Router::MAX_BACKOFF).await;
+        assert_eq!(router.owner_of_partition(PartitionId(2)), Some(node("a")));
+        assert_eq!(router.owner_of_partition(PartitionId(3)), Some(node("a")));
+        assert_eq!(faulty.listings(), 1, "read again, not reloaded");
     }
 
     /// A router whose store cannot give it change notices polls, and asks for them again
