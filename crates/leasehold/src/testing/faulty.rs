@@ -23,7 +23,9 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
 ///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]), and
 ///   single lease reads too ([`FaultyStore::set_lease_reads_throttled`]);
-/// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]);
+/// - offers no change notices, so participants poll ([`FaultyStore::turn_notices_off`]),
+///   or ends the feeds it has handed out, as a dropped listener connection does
+///   ([`FaultyStore::end_feeds`]);
 /// - rewrites a member record just before deleting it, as a node renewing at that moment
 ///   would ([`FaultyStore::renew_before_member_deletes`]);
 /// - answers every call only after a delay, as a distant or busy store does
@@ -52,6 +54,7 @@ pub struct FaultyStore {
     notices_off: AtomicBool,
     failing_watches: AtomicU32,
     watches: AtomicU64,
+    feeds_ended: tokio::sync::watch::Sender<u64>,
     renewals_before_deletes: AtomicU32,
     renewals_before_transactions: AtomicU32,
     rewrites_before_batches: AtomicU32,
@@ -79,6 +82,7 @@ impl FaultyStore {
             notices_off: AtomicBool::new(false),
             failing_watches: AtomicU32::new(0),
             watches: AtomicU64::new(0),
+            feeds_ended: tokio::sync::watch::Sender::new(0),
             renewals_before_deletes: AtomicU32::new(0),
             renewals_before_transactions: AtomicU32::new(0),
             rewrites_before_batches: AtomicU32::new(0),
@@ -201,6 +205,12 @@ impl FaultyStore {
     /// [`StoreError::Unavailable`]: a store whose notices are down for a while.
     pub fn fail_watches(&self, count: u32) {
         self.failing_watches.store(count, Ordering::SeqCst);
+    }
+
+    /// Ends every change feed handed out so far: each answers `None` once the notices
+    /// already waiting in it are read. Feeds asked for afterwards work as usual.
+    pub fn end_feeds(&self) {
+        self.feeds_ended.send_modify(|ended| *ended += 1);
     }
 
     /// Calls of [`LeaseStore::watch`] so far, failed or not.
@@ -443,7 +453,27 @@ impl LeaseStore for FaultyStore {
                 source: None,
             });
         }
-        self.inner.watch(group).await
+        let mut inner = self.inner.watch(group).await?;
+        let mut ended = self.feeds_ended.subscribe();
+        ended.mark_unchanged();
+        let (sender, receiver) = tokio::sync::mpsc::channel(ChangeFeed::CAPACITY);
+        let forward = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = ended.changed() => return,
+                    change = inner.next() => match change {
+                        // Full, the hint is dropped, as every store's own feed does.
+                        Some(change) => match sender.try_send(change) {
+                            Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
+                            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
+                        },
+                        None => return,
+                    },
+                }
+            }
+        });
+        Ok(ChangeFeed::new(receiver, Some(forward.abort_handle())))
     }
 }
 
