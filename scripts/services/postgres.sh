@@ -10,12 +10,18 @@
 # folder (a checkout under /root, say), in /tmp/leasehold-pg-<hash>; the folder in use is
 # recorded in $SERVICES_DIR/postgres.dir. $SERVICES_DIR/postgres.stop and postgres.start stop
 # and start the server again, so a test can take it down and bring it back.
+# LEASEHOLD_PG_MAX_CONNECTIONS (default 100, PostgreSQL's own) sets the server's connection
+# limit: a fleet benchmark of hundreds of participants needs about two per store client.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 . "$here/certs.sh"
 
 port=55432
+max_connections=${LEASEHOLD_PG_MAX_CONNECTIONS:-100}
+case "$max_connections" in
+  ''|*[!0-9]*) echo "postgres: LEASEHOLD_PG_MAX_CONNECTIONS is '$max_connections'; it must be a number" >&2; exit 2 ;;
+esac
 bin=/usr/lib/postgresql/15/bin
 url="postgres://postgres@127.0.0.1:$port/postgres"
 
@@ -46,7 +52,7 @@ write_control_scripts() {
 set -euo pipefail
 runuser -u postgres -- $bin/pg_ctl -D "$base/data" -l "$base/server.log" -w -t 30 \\
   -o "-p $port -k $base -c listen_addresses=127.0.0.1 -c fsync=off \\
-      -c ssl=on -c ssl_cert_file=$base/server.pem -c ssl_key_file=$base/server.key" \\
+      -c max_connections=$max_connections -c ssl=on -c ssl_cert_file=$base/server.pem -c ssl_key_file=$base/server.key" \\
   start >/dev/null
 SCRIPT
   cat >"$SERVICES_DIR/postgres.stop" <<SCRIPT
