@@ -235,5 +235,6 @@ pub(super) fn loaded(mine: &[f64], theirs: &[f64]) -> Fixture {
 mod balance;
 mod choose;
 mod sessions;
+mod shed;
 mod take;
 mod view;

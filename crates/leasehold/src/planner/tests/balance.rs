@@ -205,7 +205,7 @@ fn a_surplus_is_handed_off_no_faster_than_the_others_take() {
 }
 
 /// A member of a hand-built load view.
-fn member_load(name: &str, load: f64, fair: f64, young: bool) -> load::NodeLoad {
+pub(super) fn member_load(name: &str, load: f64, fair: f64, young: bool) -> load::NodeLoad {
     load::NodeLoad {
         node: node(name),
         load,
@@ -247,7 +247,7 @@ fn view_of(fixture: &Fixture, now: Instant) -> Option<load::LoadView> {
 }
 
 /// A load view of `nodes` (sorted by name, as the planner builds it).
-fn load_view(mut nodes: Vec<load::NodeLoad>) -> load::LoadView {
+pub(super) fn load_view(mut nodes: Vec<load::NodeLoad>) -> load::LoadView {
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
     let total = nodes.iter().map(|n| n.fair).sum();
     load::LoadView {
@@ -268,7 +268,7 @@ fn leaving_view(load: f64, mut others: Vec<load::NodeLoad>) -> load::LoadView {
 
 /// `count` partitions from `first` on, each of load `load`, taken within the churn window
 /// from `home` (if any).
-fn kept(first: u32, count: u32, load: f64, home: Option<&str>) -> Vec<load::Kept> {
+pub(super) fn kept(first: u32, count: u32, load: f64, home: Option<&str>) -> Vec<load::Kept> {
     (first..first + count)
         .map(|p| load::Kept {
             partition: PartitionId(p),

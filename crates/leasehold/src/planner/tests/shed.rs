@@ -1,0 +1,219 @@
+//! What a node balancing by load hands off when its share of the transport plan fits none of
+//! its partitions, and which partitions go back to the member that held them before.
+
+use super::balance::{kept, load_view, member_load};
+use super::*;
+
+/// This node's partitions, one for each load given, none taken from a member that came back.
+fn loads(loads: &[f64]) -> Vec<load::Kept> {
+    loads
+        .iter()
+        .enumerate()
+        .map(|(p, &load)| load::Kept {
+            partition: PartitionId(p as u32),
+            load,
+            home: None,
+            recent: true,
+        })
+        .collect()
+}
+
+/// What "me" hands off in `view`, keeping `keep`, within `budget` moves.
+fn shed(view: &load::LoadView, keep: &[load::Kept], budget: u32) -> load::Shedding {
+    let config = ParticipantConfig::new(node("me"), 64);
+    load::shed(
+        view,
+        &config,
+        keep,
+        budget,
+        |_, _| false,
+        &mut SeededRng::new(7),
+    )
+}
+
+/// A member of the view with a ceiling (`max_load`).
+fn capped(name: &str, load: f64, fair: f64, max: f64) -> load::NodeLoad {
+    load::NodeLoad {
+        max_load: Some(max),
+        ..member_load(name, load, fair, false)
+    }
+}
+
+/// Fails if a node above its ceiling with one partition left reports no spillover: the
+/// load above its ceiling that stays with it, which the operator is told of.
+#[test]
+fn a_node_above_its_ceiling_with_one_partition_keeps_it_and_reports_the_spillover() {
+    let view = load_view(vec![
+        capped("me", 8.0, 5.0, 6.0),
+        member_load("r", 0.0, 5.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[8.0]), 10);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+    assert_eq!(shedding.spillover, 2.0);
+}
+
+/// Fails if a node exactly at its ceiling counts as above it (it would give below its share
+/// over the band), or if the floor it keeps is anything but its share over the band.
+#[test]
+fn a_node_at_its_ceiling_keeps_its_share_over_the_band() {
+    // At 8 of a fair 5 it is out of the band, and exactly at its ceiling of 8. Its claim of
+    // 3 on r fits neither partition of 4; r's whole room of 5 does, but giving one would
+    // leave it at 4, below 5 / 1.1.
+    let view = load_view(vec![
+        capped("me", 8.0, 5.0, 8.0),
+        member_load("r", 0.0, 5.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[4.0, 4.0]), 10);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+    assert_eq!(shedding.spillover, 0.0);
+}
+
+/// Fails if a node out of the band whose claims fit none of its partitions (here it has
+/// none: a donor ahead of it claimed every room) does not fall back on the whole room of
+/// any receiver, trying the next when the first has too little.
+#[test]
+fn out_of_the_band_a_node_falls_back_on_the_room_of_any_receiver_in_turn() {
+    // The donor d takes both rooms in the plan. This node, second of the donors, starts
+    // with the second emptiest receiver, whose room of 0.4 fits nothing, then d (no room),
+    // then ra.
+    let view = load_view(vec![
+        member_load("d", 3.0, 1.0, false),
+        member_load("me", 1.6, 1.0, false),
+        member_load("ra", 0.0, 1.0, false),
+        member_load("rb", 0.6, 1.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[0.5, 0.5, 0.6]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(2), node("ra"))]);
+}
+
+/// Fails if donors falling back on whole rooms all start with the same receiver: each
+/// starts at its own place among the donors.
+#[test]
+fn donors_falling_back_start_with_different_receivers() {
+    // d, first of the donors, claims both rooms and starts with r1; this node, second,
+    // claims nothing and starts with r2.
+    let view = load_view(vec![
+        member_load("d", 3.0, 1.0, false),
+        member_load("me", 2.5, 1.0, false),
+        member_load("r1", 0.0, 1.0, false),
+        member_load("r2", 0.2, 1.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[0.5; 5]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("r2"))]);
+}
+
+/// Fails if a node falls back on the room of a member that has only just joined (young):
+/// the plan never counts it as a receiver, and its share is not settled yet.
+#[test]
+fn no_partition_falls_back_on_a_member_just_joined() {
+    let view = load_view(vec![
+        member_load("me", 2.0, 1.0, false),
+        member_load("new", 0.0, 1.0, true),
+    ]);
+    let shedding = shed(&view, &loads(&[1.0, 1.0]), 10);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+}
+
+/// Fails if two give-backs to one member are each judged by its load before either: the
+/// second must count the first.
+#[test]
+fn give_backs_to_one_member_count_what_it_received_before() {
+    // h, at 0 of a fair 4, starves, so each give-back is outside the budget (here 0) while
+    // it stays below 4 / 1.1: two of load 2 do that, a third would not.
+    let view = load_view(vec![
+        member_load("me", 20.0, 4.0, false),
+        member_load("h", 0.0, 4.0, false),
+    ]);
+    let mut keep = kept(0, 3, 2.0, Some("h"));
+    keep.extend(kept(3, 7, 2.0, None));
+    let shedding = shed(&view, &keep, 0);
+    let to_h = [(PartitionId(0), node("h")), (PartitionId(1), node("h"))];
+    assert_eq!(shedding.moves, to_h);
+    assert_eq!(shedding.budgeted, 0);
+}
+
+/// Fails if a give-back may put its member above its ceiling.
+#[test]
+fn a_give_back_never_puts_its_member_above_its_ceiling() {
+    // h would go from 9.5 to 9.9, above its ceiling of 9.8; this node, within the band,
+    // has nothing to shed otherwise.
+    let view = load_view(vec![
+        member_load("me", 10.5, 10.0, false),
+        capped("h", 9.5, 10.0, 9.8),
+    ]);
+    let mut keep = kept(0, 1, 0.4, Some("h"));
+    keep.extend(kept(1, 1, 10.1, None));
+    let shedding = shed(&view, &keep, 5);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+}
+
+/// Fails if a member exactly at its share over the band counts as starving: a give-back to
+/// it would then be made outside the budget.
+#[test]
+fn a_member_at_its_share_over_the_band_is_not_starving_for_a_give_back() {
+    let band = ParticipantConfig::new(node("me"), 64).load_band;
+    let view = load_view(vec![
+        member_load("me", 10.5, 10.0, false),
+        member_load("h", 10.0 / band, 10.0, false),
+    ]);
+    let mut keep = kept(0, 1, 0.5, Some("h"));
+    keep.extend(kept(1, 1, 10.0, None));
+    let shedding = shed(&view, &keep, 0);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+}
+
+/// A give-back within the budget is made when it leaves its member at or below its share and
+/// less loaded for its share than this node was; not when it would push the member past its
+/// share, however loaded this node is.
+///
+/// Fails if the comparison is dropped or weakened either way.
+#[test]
+fn a_give_back_for_balance_must_leave_its_member_within_its_share() {
+    // Both within the band, so nothing but the give-back can move. h at 9.2 of 10 takes
+    // back 0.5: 9.7, and 0.97 of its share against this node's 1.05.
+    let view = load_view(vec![
+        member_load("me", 10.5, 10.0, false),
+        member_load("h", 9.2, 10.0, false),
+    ]);
+    let mut keep = kept(0, 1, 0.5, Some("h"));
+    keep.extend(kept(1, 1, 10.0, None));
+    let shedding = shed(&view, &keep, 1);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
+    assert_eq!(shedding.budgeted, 1);
+    // h at 9.5 taking back 0.9 would reach 10.4, past its share, although 1.04 of it is
+    // still less than this node's 1.05.
+    let view = load_view(vec![
+        member_load("me", 10.5, 10.0, false),
+        member_load("h", 9.5, 10.0, false),
+    ]);
+    let mut keep = kept(0, 1, 0.9, Some("h"));
+    keep.extend(kept(1, 1, 9.6, None));
+    let shedding = shed(&view, &keep, 5);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+    // Nor when it would leave h exactly as loaded for its share as this node is: 9.5 and
+    // 0.5 make 10 of 10, and this node holds 10 of 10.
+    let view = load_view(vec![
+        member_load("me", 10.0, 10.0, false),
+        member_load("h", 9.5, 10.0, false),
+    ]);
+    let mut keep = kept(0, 1, 0.5, Some("h"));
+    keep.extend(kept(1, 1, 9.5, None));
+    let shedding = shed(&view, &keep, 5);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+}
+
+/// Fails if a starving member gets back what it held only when that also balances: it is
+/// below its share over the band, and gets a partition back even past its share.
+#[test]
+fn a_starving_member_gets_a_partition_back_even_past_its_share() {
+    // h at 3 of 4 is below 4 / 1.1; taking back 1.5 puts it at 4.5. The budget is spent.
+    let view = load_view(vec![
+        member_load("me", 10.0, 4.0, false),
+        member_load("h", 3.0, 4.0, false),
+    ]);
+    let mut keep = kept(0, 1, 1.5, Some("h"));
+    keep.extend(kept(1, 1, 8.5, None));
+    let shedding = shed(&view, &keep, 0);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
+    assert_eq!(shedding.budgeted, 0);
+}
