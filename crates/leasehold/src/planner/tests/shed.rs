@@ -21,14 +21,18 @@ fn loads(loads: &[f64]) -> Vec<load::Kept> {
 /// What "me" hands off in `view`, keeping `keep`, within `budget` moves.
 fn shed(view: &load::LoadView, keep: &[load::Kept], budget: u32) -> load::Shedding {
     let config = ParticipantConfig::new(node("me"), 64);
-    load::shed(
-        view,
-        &config,
-        keep,
-        budget,
-        |_, _| false,
-        &mut SeededRng::new(7),
-    )
+    shed_by(&config, view, keep, budget)
+}
+
+/// The same, with `config`.
+fn shed_by(
+    config: &ParticipantConfig,
+    view: &load::LoadView,
+    keep: &[load::Kept],
+    budget: u32,
+) -> load::Shedding {
+    let mut rng = SeededRng::new(7);
+    load::shed(view, config, keep, budget, |_, _| false, &mut rng)
 }
 
 /// A member of the view with a ceiling (`max_load`).
@@ -84,6 +88,38 @@ fn out_of_the_band_a_node_falls_back_on_the_room_of_any_receiver_in_turn() {
     ]);
     let shedding = shed(&view, &loads(&[0.5, 0.5, 0.6]), 10);
     assert_eq!(shedding.moves, [(PartitionId(2), node("ra"))]);
+}
+
+/// A node exactly at the edge of the band is within it: giving only because members starve,
+/// it falls back only on the room of a receiver it claims a part of.
+///
+/// Fails if the edge counts as out of the band: that node would also pour into a room the
+/// plan gave another donor.
+#[test]
+fn at_the_edge_of_the_band_a_node_falls_back_only_on_rooms_it_claims() {
+    // A band of 1.25 and shares of 4 keep the sums exact: d and this node are at 5, the
+    // edge; s1 (3) and s2 (3.1) starve below 3.2. d, first by name, claims all of s1's room
+    // of 1; this node claims s2's 0.9, which its partition of 0.95 does not fit; s1's room
+    // would.
+    let mut config = ParticipantConfig::new(node("me"), 64);
+    config.load_band = 1.25;
+    let view = load_view(vec![
+        member_load("d", 5.0, 4.0, false),
+        member_load("me", 5.0, 4.0, false),
+        member_load("s1", 3.0, 4.0, false),
+        member_load("s2", 3.1, 4.0, false),
+    ]);
+    let shedding = shed_by(&config, &view, &loads(&[0.95, 4.05]), 10);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+    // With s2 at 3.05, its room of 0.95 fits the partition, and it goes there.
+    let view = load_view(vec![
+        member_load("d", 5.0, 4.0, false),
+        member_load("me", 5.0, 4.0, false),
+        member_load("s1", 3.0, 4.0, false),
+        member_load("s2", 3.05, 4.0, false),
+    ]);
+    let shedding = shed_by(&config, &view, &loads(&[0.95, 4.05]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("s2"))]);
 }
 
 /// Fails if donors falling back on whole rooms all start with the same receiver: each
@@ -216,4 +252,60 @@ fn a_starving_member_gets_a_partition_back_even_past_its_share() {
     let shedding = shed(&view, &keep, 0);
     assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
     assert_eq!(shedding.budgeted, 0);
+}
+
+/// Fails if give-backs for balance are not counted against the budget, or one more is made
+/// than it allows.
+#[test]
+fn give_backs_for_balance_stop_at_the_budget() {
+    // Two of 0.3 back to h at 9.2 of 10 would each balance; the budget allows one.
+    let view = load_view(vec![
+        member_load("me", 10.5, 10.0, false),
+        member_load("h", 9.2, 10.0, false),
+    ]);
+    let mut keep = kept(0, 2, 0.3, Some("h"));
+    keep.extend(kept(2, 1, 9.9, None));
+    let shedding = shed(&view, &keep, 1);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
+    assert_eq!(shedding.budgeted, 1);
+}
+
+/// A give-back to a starving member leaves this node at or above its share over the band,
+/// counting the give-backs before it.
+///
+/// Fails if the floor is computed otherwise, or if what was given back before is not taken
+/// off this node's load.
+#[test]
+fn give_backs_leave_the_giver_at_its_share_over_the_band() {
+    // This node holds exactly its share, so nothing but give-backs moves; h starves.
+    let at_share = || {
+        load_view(vec![
+            member_load("me", 10.0, 10.0, false),
+            member_load("h", 0.0, 10.0, false),
+        ])
+    };
+    // 1 back would leave 9, below 10 / 1.1.
+    let mut keep = kept(0, 1, 1.0, Some("h"));
+    keep.extend(kept(1, 1, 9.0, None));
+    assert!(shed(&at_share(), &keep, 0).moves.is_empty());
+    // 0.5 leaves 9.5: given. A second 0.5 would leave 9.
+    let mut keep = kept(0, 2, 0.5, Some("h"));
+    keep.extend(kept(2, 1, 9.0, None));
+    let shedding = shed(&at_share(), &keep, 0);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
+}
+
+/// Fails if one scan gives back more partitions than a receiver takes in one scan.
+#[test]
+fn give_backs_are_no_more_than_one_scan_of_takes() {
+    let mut config = ParticipantConfig::new(node("me"), 64);
+    config.max_acquires_per_scan = 1;
+    let view = load_view(vec![
+        member_load("me", 20.0, 10.0, false),
+        member_load("h", 0.0, 10.0, false),
+    ]);
+    let mut keep = kept(0, 2, 1.0, Some("h"));
+    keep.extend(kept(2, 1, 18.0, None));
+    let shedding = shed_by(&config, &view, &keep, 0);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
 }
