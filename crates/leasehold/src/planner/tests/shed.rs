@@ -309,3 +309,31 @@ fn give_backs_are_no_more_than_one_scan_of_takes() {
     let shedding = shed_by(&config, &view, &keep, 0);
     assert_eq!(shedding.moves, [(PartitionId(0), node("h"))]);
 }
+
+/// While no donor is out of the band (moves are called for only because a member starves),
+/// only starving members receive; once one is out of it, every member below its share does.
+///
+/// Fails if the plan's receivers or its pressing are judged otherwise.
+#[test]
+fn only_starving_members_receive_unless_a_donor_is_out_of_the_band() {
+    let band = ParticipantConfig::new(node("me"), 64).load_band;
+    // d at 11 of 10 is within the band and first among donors: it claims all of s's room.
+    // n below its share and e exactly at its share over the band do not starve: this
+    // node, at 10.5, has nowhere to put its partition of 0.4.
+    let view = load_view(vec![
+        member_load("d", 11.0, 10.0, false),
+        member_load("me", 10.5, 10.0, false),
+        member_load("s", 9.05, 10.0, false),
+        member_load("n", 9.5, 10.0, false),
+        member_load("e", 10.0 / band, 10.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[0.4, 10.1]), 10);
+    assert!(shedding.moves.is_empty(), "{shedding:?}");
+    // At 11.05 this node is out of the band: n receives.
+    let view = load_view(vec![
+        member_load("me", 11.05, 10.0, false),
+        member_load("n", 9.5, 10.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[0.4, 10.65]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("n"))]);
+}
