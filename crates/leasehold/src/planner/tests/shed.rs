@@ -337,3 +337,68 @@ fn only_starving_members_receive_unless_a_donor_is_out_of_the_band() {
     let shedding = shed(&view, &loads(&[0.4, 10.65]), 10);
     assert_eq!(shedding.moves, [(PartitionId(0), node("n"))]);
 }
+
+/// Donors out of the band or above their ceilings do not count among the claimants of a
+/// room: a donor within the band that shares a receiver only with them falls back on its
+/// whole room every time, not by lot.
+///
+/// Fails if such a donor is counted, either way it is out (band or ceiling).
+#[test]
+fn only_donors_within_the_band_draw_lots_for_a_room() {
+    // s at 8 of 10 starves, with a room of 2. d takes 1.05 or 0.5 of it first, this node
+    // (10.5, within the band) claims 0.5 of what is left, which its partition of 0.8 does not
+    // fit; the whole room does.
+    let out_of_band = member_load("d", 11.05, 10.0, false);
+    let above_ceiling = capped("d", 10.5, 10.0, 10.0);
+    for d in [out_of_band, above_ceiling] {
+        let view = load_view(vec![
+            d.clone(),
+            member_load("me", 10.5, 10.0, false),
+            member_load("s", 8.0, 10.0, false),
+        ]);
+        let config = ParticipantConfig::new(node("me"), 64);
+        let keep = loads(&[0.8, 9.7]);
+        for seed in 0..16 {
+            let mut rng = SeededRng::new(seed);
+            let shedding = load::shed(&view, &config, &keep, 10, |_, _| false, &mut rng);
+            assert_eq!(
+                shedding.moves,
+                [(PartitionId(0), node("s"))],
+                "{d:?}, seed {seed}"
+            );
+        }
+    }
+}
+
+/// Fails if a donor's claim on a room ignores what the donors before it claimed of it.
+#[test]
+fn each_donor_claims_what_the_donors_before_it_left_of_a_room() {
+    // r has room for 3; d, first, claims 2 of it; this node's claim is the 1 left, which
+    // takes one of its partitions of 0.7, not two.
+    let view = load_view(vec![
+        member_load("d", 12.0, 10.0, false),
+        member_load("me", 11.5, 10.0, false),
+        member_load("r", 7.0, 10.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[0.7, 0.7, 10.1]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("r"))]);
+}
+
+/// Moves to a member below half its share are outside the churn budget; at half, they count.
+///
+/// Fails if the bound is moved by a hair either way.
+#[test]
+fn moves_to_a_member_below_half_its_share_are_outside_the_budget() {
+    let moves = |receiver_load: f64| {
+        let view = load_view(vec![
+            member_load("me", 12.0, 10.0, false),
+            member_load("r", receiver_load, 10.0, false),
+        ]);
+        shed(&view, &loads(&[1.0, 11.0]), 0).moves
+    };
+    assert_eq!(moves(4.9), [(PartitionId(0), node("r"))]);
+    assert!(
+        moves(5.0).is_empty(),
+        "at half its share, the budget of 0 holds"
+    );
+}
