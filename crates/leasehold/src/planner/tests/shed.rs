@@ -402,3 +402,77 @@ fn moves_to_a_member_below_half_its_share_are_outside_the_budget() {
         "at half its share, the budget of 0 holds"
     );
 }
+
+/// Fails if a node may hand off its last partition: even with no share and above its
+/// ceiling (no floor), it keeps one, and reports what stays above the ceiling.
+#[test]
+fn a_node_never_hands_off_its_last_partition() {
+    // All 4 of its load is excess, and r's room takes it all: one of the two partitions goes.
+    let view = load_view(vec![
+        capped("me", 4.0, 0.0, 1.0),
+        member_load("r", 0.0, 20.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[2.0, 2.0]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("r"))]);
+    assert_eq!(shedding.spillover, 1.0);
+}
+
+/// A donor exactly at the edge of the band, or exactly at its ceiling, is neither out of the
+/// band nor above its ceiling: it does not make the plan pressing, so members below their
+/// shares that do not starve receive nothing.
+///
+/// Fails if either edge counts as out.
+#[test]
+fn a_donor_at_an_edge_does_not_make_the_plan_pressing() {
+    // A band of 1.25 and shares of 4: s starves below 3.2, n (3.5) does not. d, first, takes
+    // all of s's room; this node's partition of 0.3 would fit n's.
+    let mut config = ParticipantConfig::new(node("me"), 64);
+    config.load_band = 1.25;
+    let at_band_edge = member_load("me", 5.0, 4.0, false);
+    let at_ceiling = capped("me", 4.5, 4.0, 4.5);
+    for me in [at_band_edge, at_ceiling] {
+        let keep = loads(&[0.3, me.load - 0.3]);
+        let view = load_view(vec![
+            member_load("d", 5.0, 4.0, false),
+            me.clone(),
+            member_load("s", 3.15, 4.0, false),
+            member_load("n", 3.5, 4.0, false),
+        ]);
+        let shedding = shed_by(&config, &view, &keep, 10);
+        assert!(shedding.moves.is_empty(), "{me:?}: {shedding:?}");
+    }
+}
+
+/// Donors exactly at the edge of the band, or exactly at their ceilings, are within: two of
+/// them sharing a room each fall back on it by lot, one chance in two.
+///
+/// Fails if either edge counts as out (each would then fall back every time).
+#[test]
+fn donors_at_an_edge_draw_lots_for_a_room() {
+    // A band of 1.25, shares of 4: s at 2 starves, with a room of 2; d and this node each
+    // claim 1 of it, which this node's partition of 1.2 does not fit; the whole room does.
+    let mut config = ParticipantConfig::new(node("me"), 64);
+    config.load_band = 1.25;
+    let at_band_edge = |name: &str| member_load(name, 5.0, 4.0, false);
+    let at_ceiling = |name: &str| capped(name, 4.5, 4.0, 4.5);
+    for edge in [at_band_edge, at_ceiling] {
+        let view = load_view(vec![
+            edge("d"),
+            edge("me"),
+            member_load("s", 2.0, 4.0, false),
+        ]);
+        let keep = loads(&[1.2, edge("me").load - 1.2]);
+        let gave = (0..32)
+            .filter(|&seed| {
+                let mut rng = SeededRng::new(seed);
+                let shedding = load::shed(&view, &config, &keep, 10, |_, _| false, &mut rng);
+                !shedding.moves.is_empty()
+            })
+            .count();
+        assert!(
+            0 < gave && gave < 32,
+            "{:?}: gave in {gave} of 32",
+            edge("me")
+        );
+    }
+}
