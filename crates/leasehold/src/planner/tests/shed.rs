@@ -476,3 +476,17 @@ fn donors_at_an_edge_draw_lots_for_a_room() {
         );
     }
 }
+
+/// Fails if one scan hands a receiver more partitions than it takes in one scan.
+#[test]
+fn a_claim_is_filled_with_no_more_than_one_scan_of_takes() {
+    let mut config = ParticipantConfig::new(node("me"), 64);
+    config.max_acquires_per_scan = 1;
+    // r's claim of 2 would fit both partitions of 0.5.
+    let view = load_view(vec![
+        member_load("me", 12.0, 10.0, false),
+        member_load("r", 8.0, 10.0, false),
+    ]);
+    let shedding = shed_by(&config, &view, &loads(&[0.5, 0.5, 11.0]), 10);
+    assert_eq!(shedding.moves.len(), 1, "{shedding:?}");
+}
