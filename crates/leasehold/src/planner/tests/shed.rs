@@ -490,3 +490,16 @@ fn a_claim_is_filled_with_no_more_than_one_scan_of_takes() {
     let shedding = shed_by(&config, &view, &loads(&[0.5, 0.5, 11.0]), 10);
     assert_eq!(shedding.moves.len(), 1, "{shedding:?}");
 }
+
+/// Fails if the spillover of a node above its ceiling does not count what it hands off.
+#[test]
+fn the_spillover_is_what_stays_above_the_ceiling_after_the_moves() {
+    // 8 against a ceiling of 6: 1.5 goes to r, 0.5 stays above.
+    let view = load_view(vec![
+        capped("me", 8.0, 10.0, 6.0),
+        member_load("r", 0.0, 10.0, false),
+    ]);
+    let shedding = shed(&view, &loads(&[1.5, 6.5]), 10);
+    assert_eq!(shedding.moves, [(PartitionId(0), node("r"))]);
+    assert_eq!(shedding.spillover, 0.5);
+}

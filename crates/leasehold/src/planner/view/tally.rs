@@ -201,9 +201,43 @@ mod tests {
             })
     }
 
+    /// The sums of `rows` counted afresh, without [`LoadTally`]: loads usable when finite and
+    /// not negative, offline rows left out, and per holder of held rows.
+    fn counted<'a>(rows: impl Iterator<Item = &'a SeenLease>) -> LoadTally {
+        let mut tally = LoadTally::default();
+        for row in rows.filter(|row| row.state != LeaseState::Offline) {
+            let load = row
+                .load()
+                .map(f64::from)
+                .filter(|l| l.is_finite() && *l >= 0.0);
+            match load {
+                Some(load) => {
+                    tally.known += load;
+                    tally.reported += 1;
+                }
+                None => tally.unknown += 1,
+            }
+            if let (LeaseState::Held, Some(owner)) = (row.state, &row.owner) {
+                let entry = tally.by_owner.entry(owner.clone()).or_default();
+                entry.held += 1;
+                match load {
+                    Some(load) => entry.load += load,
+                    None => entry.unreported += 1,
+                }
+            }
+        }
+        tally
+    }
+
+    fn owners(tally: &LoadTally) -> std::collections::BTreeSet<&NodeId> {
+        tally.owners().collect()
+    }
+
     proptest! {
         /// Fails if the sums kept as rows change ever differ from the sums of the rows:
-        /// balancing would read loads and holders that are not in the table.
+        /// balancing would read loads and holders that are not in the table. The sums are
+        /// checked against the rows counted afresh, and against [`LoadTally::of`], which
+        /// counts them as the kept sums do; the holders listed are those holding rows.
         #[test]
         fn kept_sums_are_the_sums_of_the_rows(changes in proptest::collection::vec(change(), 1..40)) {
             let now = Instant::now();
@@ -231,6 +265,9 @@ mod tests {
                 }
                 let made = LoadTally::of(view.iter());
                 prop_assert!(same(view.tally(), &made), "{:?} != {:?}", view.tally(), made);
+                let counted = counted(view.iter());
+                prop_assert!(same(&made, &counted), "{:?} != {:?}", made, counted);
+                prop_assert_eq!(owners(view.tally()), owners(&counted));
             }
         }
     }
