@@ -320,7 +320,8 @@ async fn strays_cost_no_read_and_a_deleted_record_is_read_again() {
 }
 
 /// Up to [`Router::MAX_REREADS`] partitions taken where the map shows no owner are read
-/// one by one; one more, and the table is read whole instead.
+/// one by one, with no reload. (More than that, and the table is read whole instead:
+/// `a_burst_of_notices_costs_one_reload`.)
 ///
 /// Fails if the bound is one less than it says.
 #[tokio::test(start_paused = true)]
