@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc::error::TrySendError;
 
 use crate::error::StoreError;
 use crate::group::{GroupRecord, StoredGroup};
@@ -454,8 +455,8 @@ impl LeaseStore for FaultyStore {
             });
         }
         let mut inner = self.inner.watch(group).await?;
+        // Ends already sent count as seen: only a later one ends this feed.
         let mut ended = self.feeds_ended.subscribe();
-        ended.mark_unchanged();
         let (sender, receiver) = tokio::sync::mpsc::channel(ChangeFeed::CAPACITY);
         let forward = tokio::spawn(async move {
             loop {
@@ -465,8 +466,8 @@ impl LeaseStore for FaultyStore {
                     change = inner.next() => match change {
                         // Full, the hint is dropped, as every store's own feed does.
                         Some(change) => match sender.try_send(change) {
-                            Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
-                            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
+                            Ok(()) | Err(TrySendError::Full(_)) => {}
+                            Err(TrySendError::Closed(_)) => return,
                         },
                         None => return,
                     },
