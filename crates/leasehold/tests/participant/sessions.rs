@@ -153,6 +153,8 @@ async fn by_session_a_settled_node_reads_a_released_row_alone() {
     // scans since ran at its interval. (Before, notices of the members joining may have
     // brought one forward, depending on when they arrived.)
     use leasehold::planner::ScanCause;
+    let started = &after.scans_started;
+    assert_eq!(started.get(&ScanCause::Start), Some(&1), "{started:?}");
     let interval = |status: &leasehold::Status| {
         let started = &status.scans_started;
         started.get(&ScanCause::Interval).copied().unwrap_or(0)
