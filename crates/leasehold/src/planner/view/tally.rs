@@ -201,8 +201,9 @@ mod tests {
             })
     }
 
-    /// The sums of `rows` counted afresh, without [`LoadTally`]: loads usable when finite and
-    /// not negative, offline rows left out, and per holder of held rows.
+    /// The sums of `rows` counted afresh, without [`LoadTally`] or [`usable_load`], so that a
+    /// mistake in either shows: loads usable when finite and not negative, offline rows left
+    /// out, and per holder of held rows.
     fn counted<'a>(rows: impl Iterator<Item = &'a SeenLease>) -> LoadTally {
         let mut tally = LoadTally::default();
         for row in rows.filter(|row| row.state != LeaseState::Offline) {
