@@ -126,7 +126,8 @@ impl TableClient {
     pub(crate) fn new(config: &AzureOptions) -> Result<TableClient, StoreError> {
         let mut builder = reqwest::Client::builder()
             .timeout(config.call_timeout)
-            .connect_timeout(config.connect_timeout);
+            .connect_timeout(config.connect_timeout)
+            .pool_idle_timeout(config.idle_timeout);
         if let Some(path) = &config.ca_file {
             builder = trust_only(builder, path)?;
         }

@@ -96,6 +96,7 @@ pub struct AzureOptions {
     pub(crate) key: Option<AccountKey>,
     pub(crate) call_timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     pub(crate) ca_file: Option<PathBuf>,
 }
 
@@ -106,6 +107,9 @@ impl AzureOptions {
     /// The environment variable naming the CA (PEM) that verifies an HTTPS endpoint signed by
     /// a private authority, read by [`AzureOptions::with_env`].
     pub const CA_VARIABLE: &'static str = "LEASEHOLD_AZURE_CA";
+    /// How long an unused connection is kept for the next call by default: 2 s, well under
+    /// the 5 s after which Azurite (Node's HTTP server) closes one.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 
     /// Options for `table` of `account` in Azure itself
     /// (`https://<account>.table.core.windows.net`), with no key yet and the default time
@@ -118,6 +122,7 @@ impl AzureOptions {
             key: None,
             call_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(3),
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             ca_file: None,
         }
     }
@@ -205,6 +210,19 @@ impl AzureOptions {
     #[must_use]
     pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
         self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// How long a connection with no call on it is kept for the next call. Default
+    /// [`AzureOptions::DEFAULT_IDLE_TIMEOUT`]; zero opens a connection per call.
+    ///
+    /// It must stay below the time after which the endpoint closes an idle connection. A
+    /// call sent on a connection the server is closing at that moment fails with a reset
+    /// after the request may have been read, so a write's outcome is unknown and the
+    /// participant must treat the lease as in doubt until it reads it back.
+    #[must_use]
+    pub fn idle_timeout(mut self, idle_timeout: Duration) -> Self {
+        self.idle_timeout = idle_timeout;
         self
     }
 
