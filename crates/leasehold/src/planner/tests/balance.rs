@@ -361,13 +361,11 @@ fn donors_within_the_band_fill_a_starving_member_about_once_a_scan_not_each() {
     );
 }
 
-/// Fails if a member that came back a few heartbeats ago (no longer young, still
-/// returning) is handed back only what the band allows, as if `returning` were never set.
-#[test]
-fn a_member_back_a_few_heartbeats_ago_gets_back_what_it_held_whatever_the_band() {
-    // Total 9.8, fair 4.9 each: this node carries 5, the other 4.8, both within the band.
-    // Giving back a partition of load 1 leaves the other above its share: no balance move
-    // would make it.
+/// Total 9.8, fair 4.9 each: this node carries 5 (partition 4 held by "other" before), the
+/// other 4.8, both within the band, the other registered `heartbeat` heartbeats ago. Giving
+/// back a partition of load 1 leaves the other above its share: no balance move would make
+/// it.
+fn homecoming(heartbeat: u64) -> Fixture {
     let mut fixture = loaded(&[1.0, 1.0, 1.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0, 0.8]);
     fixture
         .holdings
@@ -375,28 +373,52 @@ fn a_member_back_a_few_heartbeats_ago_gets_back_what_it_held_whatever_the_band()
         .unwrap()
         .record
         .previous_owner = Some(node("other"));
-    let registered = |heartbeat: u64| {
-        let mut fixture = fixture.clone();
-        fixture.observed.members.insert(SeenMember::new(
-            fixture.start,
-            Stored {
-                key: node("other"),
-                value: MemberRecord {
-                    heartbeat,
-                    ..MemberRecord::default()
-                },
-                version: Version::from_number(2),
+    registered(&mut fixture, heartbeat);
+    fixture
+}
+
+/// "other" as seen at the fixture's start, `heartbeat` heartbeats after it registered.
+fn registered(fixture: &mut Fixture, heartbeat: u64) {
+    fixture.observed.members.insert(SeenMember::new(
+        fixture.start,
+        Stored {
+            key: node("other"),
+            value: MemberRecord {
+                heartbeat,
+                ..MemberRecord::default()
             },
-        ));
-        plan_loaded(&fixture, 0)
-    };
-    let back = registered(YOUNG_HEARTBEATS + 1);
+            version: Version::from_number(2),
+        },
+    ));
+}
+
+/// Fails if a member that came back a few heartbeats ago (no longer young, still
+/// returning) is handed back only what the band allows, as if `returning` were never set.
+#[test]
+fn a_member_back_a_few_heartbeats_ago_gets_back_what_it_held_whatever_the_band() {
+    let back = plan_loaded(&homecoming(YOUNG_HEARTBEATS + 1), 0);
     assert_eq!(back.release, [PartitionId(4)], "{back:?}");
     assert_eq!(back.return_to[&PartitionId(4)], node("other"));
     assert_eq!(back.shed, 0, "a homecoming is not charged");
     // Long registered, the band rules: nothing moves.
-    let settled = registered(10_000);
+    let settled = plan_loaded(&homecoming(10_000), 0);
     assert!(settled.release.is_empty(), "{settled:?}");
+}
+
+/// Fails if a partition taken exactly `churn_window` ago still counts as recently taken:
+/// only those taken within the window go back to the member that held them before.
+#[test]
+fn a_partition_taken_a_whole_churn_window_ago_no_longer_goes_home() {
+    // The fixture's leases were taken at its start, and `plan_loaded` plans a second later.
+    let window = |churn_window: Duration| {
+        let mut fixture = homecoming(YOUNG_HEARTBEATS + 1);
+        fixture.config.churn_window = churn_window;
+        plan_loaded(&fixture, 0)
+    };
+    let within = window(Duration::from_secs(1) + Duration::from_nanos(1));
+    assert_eq!(within.release, [PartitionId(4)], "{within:?}");
+    let ended = window(Duration::from_secs(1));
+    assert!(ended.release.is_empty(), "{ended:?}");
 }
 
 /// Fails if giving back what a returning member held can leave this node with nothing.
@@ -516,19 +538,8 @@ fn a_member_counts_as_returning_for_a_few_heartbeats_and_four_scans() {
         (super::super::YOUNG_HEARTBEATS + 5, false),
     ] {
         let mut fixture = loaded(&[1.0, 1.0], &[1.0, 1.0]);
-        let now = fixture.start;
-        fixture.observed.members.insert(SeenMember::new(
-            now,
-            Stored {
-                key: node("other"),
-                value: MemberRecord {
-                    heartbeat,
-                    ..MemberRecord::default()
-                },
-                version: Version::from_number(2),
-            },
-        ));
-        let view = view_of(&fixture, now).expect("loads are reported");
+        registered(&mut fixture, heartbeat);
+        let view = view_of(&fixture, fixture.start).expect("loads are reported");
         let other = view.nodes.iter().find(|n| n.node == node("other")).unwrap();
         assert_eq!(other.returning, returning, "heartbeat {heartbeat}");
     }
