@@ -327,7 +327,7 @@ impl Runner {
             crate::metrics::set_count(&metrics.live_members, plan.live_members);
         });
         self.schedule
-            .planned(plan.settled() && self.handoffs.is_empty(), plan.seeking());
+            .planned(plan.settled() && self.handoffs.is_empty());
         self.wake_at = plan.wake_at;
         for partition in plan.drop {
             let deadline = self.holdings[&partition].valid_until;

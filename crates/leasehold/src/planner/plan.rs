@@ -95,13 +95,6 @@ impl Plan {
             && self.disowned == 0
             && self.renew.len() == self.target as usize
     }
-
-    /// Whether this node may take a row that is freed now: it balances by load, where any
-    /// member below its share may receive one, or what it keeps and takes falls short of its
-    /// target. A node that does not seek need not scan soon for a release.
-    pub fn seeking(&self) -> bool {
-        self.load.is_some() || self.renew.len() + self.acquire.len() < self.target as usize
-    }
 }
 
 /// Everything the planner reads.

@@ -145,8 +145,6 @@ pub struct ScanSchedule {
     relist_at: Option<Instant>,
     /// Whether the last plan left nothing to do (see [`Plan::settled`](super::Plan::settled)).
     settled: bool,
-    /// Whether this node may take a row freed now (see [`Plan::seeking`](super::Plan::seeking)).
-    seeking: bool,
     /// Whether the next scan may plan on the view it has instead of reading the lease table
     /// (see [`ScanSchedule::took`]).
     ramping: bool,
@@ -184,7 +182,6 @@ impl ScanSchedule {
             vacated: std::collections::BTreeSet::new(),
             relist_at: None,
             settled: false,
-            seeking: true,
             ramping: false,
             took_whole: false,
             joined: false,
@@ -315,12 +312,11 @@ impl ScanSchedule {
             {
                 self.rows_due.insert(partition);
                 self.vacated.insert(partition);
-                // A settled node is at its target, and so is one whose takes already make up
-                // its share: a freed row is for the nodes below theirs, which scan soon on
-                // their own notices. It reads the row at its next scan, where it finds a row
-                // nobody else took; brought forward, every node of a fleet that never
-                // settles would read the members for every release of a rebalance.
-                if self.settled || !self.seeking {
+                // A settled node is at its target: a freed row is for the nodes below theirs,
+                // which read the table on their own. It reads the row at its next scan, where
+                // it finds a row nobody else took; brought forward, every node of a fleet
+                // would read every row of a rebalance at once.
+                if self.settled {
                     return;
                 }
             }
@@ -489,11 +485,9 @@ impl ScanSchedule {
     }
 
     /// A plan was made; `settled` says it left nothing to do (see
-    /// [`Plan::settled`](super::Plan::settled)) and no hand-off is under way, `seeking` that
-    /// this node may take a row freed now ([`Plan::seeking`](super::Plan::seeking)).
-    pub fn planned(&mut self, settled: bool, seeking: bool) {
+    /// [`Plan::settled`](super::Plan::settled)) and no hand-off is under way.
+    pub fn planned(&mut self, settled: bool) {
         self.settled = settled;
-        self.seeking = seeking;
         self.ramping = false;
         self.took_whole = false;
     }
@@ -502,7 +496,6 @@ impl ScanSchedule {
     /// is no longer settled, and its view no longer fit to plan on.
     pub fn holdings_changed(&mut self) {
         self.settled = false;
-        self.seeking = true;
         self.ramping = false;
         self.took_whole = false;
     }

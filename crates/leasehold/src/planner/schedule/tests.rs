@@ -52,7 +52,7 @@ fn listed_and_settled(
 ) {
     observed.observe_leases(now, Vec::new());
     schedule.leases_listed(now, now, observed, &config(), false, rng);
-    schedule.planned(true, false);
+    schedule.planned(true);
 }
 
 /// A node that has scanned twice (its first scan waited for the fleet), read its stripe and
@@ -76,7 +76,7 @@ pub(super) fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Obs
     observed.observe_stripe(start, Vec::new());
     schedule.leases_listed(start, start, &observed, &config, false, rng);
     // Its stripe left it short: the table.
-    schedule.planned(false, true);
+    schedule.planned(false);
     assert_eq!(
         schedule.reading(start, &observed, &config, false),
         Reading::Leases
@@ -84,7 +84,7 @@ pub(super) fn settled(start: Instant, rng: &mut SeededRng) -> (ScanSchedule, Obs
     observed.observe_leases(start, Vec::new());
     schedule.leases_listed(start, start, &observed, &config, false, rng);
     schedule.scan_succeeded(start, &config, rng);
-    schedule.planned(true, false);
+    schedule.planned(true);
     (schedule, observed)
 }
 
@@ -191,7 +191,7 @@ fn a_node_reading_the_table_every_scan_scans_soon_after_a_release() {
     let observed = Observed::default();
     schedule.leases_listed(start, start, &observed, &config, false, &mut rng);
     schedule.scan_succeeded(start, &config, &mut rng);
-    schedule.planned(true, false);
+    schedule.planned(true);
     assert!(!schedule.leases_due());
     let release = Change::LeaseWritten {
         partition: PartitionId(3),
@@ -329,9 +329,9 @@ fn a_lost_lease_or_a_membership_change_sends_a_settled_node_to_the_table() {
         schedule.reading(start, &observed, &config, false),
         Reading::Leases
     );
-    schedule.planned(true, false);
+    schedule.planned(true);
     assert_eq!(schedule.listing_cause(), Some(ListingCause::Unsettled));
-    schedule.planned(true, false);
+    schedule.planned(true);
     let mut fewer = members(4, 1);
     fewer.retain(|m| m.key.as_str() != "c");
     observed.observe_members(start, fewer);

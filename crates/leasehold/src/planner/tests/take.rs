@@ -42,38 +42,6 @@ fn released_partitions_are_taken_at_once_with_the_next_epoch() {
     );
 }
 
-/// A plan seeks rows while what it keeps and takes falls short of its target, and always
-/// by load; a plan that makes up its target, or hands off a surplus, does not.
-#[test]
-fn a_plan_seeks_rows_only_while_it_falls_short_of_its_target() {
-    let mut fixture = Fixture::new(8);
-    fixture.config.max_acquires_per_scan = 3;
-    for p in 0..8 {
-        fixture.set(p, LeaseRecord::released(), 10 + u64::from(p), fixture.start);
-    }
-    // Alone, its target is all 8: a batch of 3 leaves it short.
-    let batch = fixture.plan_at(fixture.start);
-    assert_eq!((batch.acquire.len(), batch.target), (3, 8));
-    assert!(batch.seeking(), "{batch:?}");
-    // Holding 6, the last 2 make up its target.
-    let far = fixture.start + Duration::from_secs(60);
-    for p in 0..6 {
-        fixture.hold(p, far);
-    }
-    let last = fixture.plan_at(fixture.start);
-    assert_eq!(last.acquire.len(), 2);
-    assert!(!last.seeking(), "{last:?}");
-    // Draining, it takes nothing and seeks nothing.
-    let draining = plan(&fixture.input(fixture.start, true), &mut SeededRng::new(1));
-    assert!(
-        draining.acquire.is_empty() && !draining.seeking(),
-        "{draining:?}"
-    );
-    // By load, any member below its share may receive a row.
-    let by_load = loaded(&[1.0, 1.0], &[1.0, 1.0]);
-    assert!(by_load.plan_at(by_load.start).seeking());
-}
-
 #[test]
 fn a_held_record_is_taken_only_after_acquire_after_unchanged() {
     let mut fixture = Fixture::new(1);

@@ -19,7 +19,7 @@ fn a_full_batch_lets_the_next_scan_plan_on_the_view() {
         held: batch,
         target: 3 * batch as u32,
     };
-    schedule.planned(false, true);
+    schedule.planned(false);
     schedule.took(&takes, &config);
     assert_eq!(
         schedule.reading(start, &observed, &config, false),
@@ -180,43 +180,6 @@ fn a_settled_node_reads_only_the_rows_notices_name_as_released() {
     assert!(schedule.take_rows_due().is_empty());
 }
 
-/// A node that is not settled but seeks nothing (its takes make up its target, or it hands
-/// off a surplus) keeps its next scan for a release: the row is for the nodes below their
-/// targets. One that seeks brings the scan forward.
-#[test]
-fn only_a_node_that_seeks_rows_brings_its_scan_forward_for_a_release() {
-    let config = config();
-    let mut rng = SeededRng::new(6);
-    let start = Instant::now();
-    let (mut schedule, observed) = settled(start, &mut rng);
-    let released = Change::LeaseWritten {
-        partition: PartitionId(4),
-        state: LeaseState::Released,
-    };
-    let early = start + SECOND;
-    let next = schedule.next_scan();
-    schedule.planned(false, false);
-    schedule.change_noticed(early, &released, &config);
-    assert_eq!(schedule.next_scan(), next);
-    assert_eq!(schedule.scan_cause(), ScanCause::Interval);
-    // Unsettled, its next scan reads the table, which shows the row.
-    assert_eq!(
-        schedule.reading(next, &observed, &config, false),
-        Reading::Leases
-    );
-    assert_eq!(schedule.listing_cause(), Some(ListingCause::Unsettled));
-    schedule.planned(false, true);
-    schedule.change_noticed(early, &released, &config);
-    assert!(schedule.next_scan() < next);
-    assert_eq!(schedule.scan_cause(), ScanCause::Release);
-    // A lost lease makes a node seek again, whatever its last plan said.
-    let mut lost = settled(start, &mut rng).0;
-    lost.planned(false, false);
-    lost.holdings_changed();
-    lost.change_noticed(early, &released, &config);
-    assert_eq!(lost.scan_cause(), ScanCause::Release);
-}
-
 /// Fails if a node that reads the table every scan (a zero `relist_after`) collects rows to
 /// read one by one: its next listing reads them anyway.
 #[test]
@@ -268,7 +231,7 @@ fn after_its_stripe_a_node_reads_the_whole_table_whenever_it_reads() {
         schedule.leases_listed(start, start, &observed, &config, false, &mut rng);
         schedule.scan_succeeded(start, &config, &mut rng);
         // Its stripe did not give it its share: the table.
-        schedule.planned(false, true);
+        schedule.planned(false);
         let later = start + 10 * SECOND;
         observed.observe_members(later, members(6, 1));
         assert_eq!(
@@ -350,7 +313,7 @@ fn a_node_taking_its_stripe_reads_the_stripe_again_until_a_plan_takes_nothing() 
     );
     observed.observe_stripe(start, Vec::new());
     schedule.leases_listed(start, start, &observed, &config, false, &mut rng);
-    schedule.planned(false, true);
+    schedule.planned(false);
     // The last, short batch of its stripe, all taken: the stripe again, to see nothing is
     // left in it.
     let batch = Takes {
@@ -370,7 +333,7 @@ fn a_node_taking_its_stripe_reads_the_stripe_again_until_a_plan_takes_nothing() 
         Reading::Stripe
     );
     // A plan that takes nothing: the table.
-    schedule.planned(false, true);
+    schedule.planned(false);
     assert_eq!(
         schedule.clone().reading(soon, &observed, &config, false),
         Reading::Leases
