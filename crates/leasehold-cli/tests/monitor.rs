@@ -406,7 +406,13 @@ fn the_event_stream_sends_the_map_then_what_changes() {
     // Opened before the monitor's first reading of the store (a loaded machine starts it
     // slowly), the stream's first map is empty; the reading sends the whole map again.
     let mut map: Value = serde_json::from_str(&first.data).unwrap();
+    // Events keep coming (one per reading), so the wait needs its own deadline.
+    let deadline = std::time::Instant::now() + WAIT;
     while map["partitions_expected"] == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no map with the partitions within {WAIT:?}"
+        );
         let event = stream.next();
         if event.name == "map" {
             map = serde_json::from_str(&event.data).unwrap();
