@@ -62,6 +62,7 @@ case "${1:-}" in
   start)
     stop_daemon azurite
     stop_daemon azurite-tls
+    wait_port_free 60 azurite "$port" "$tls_port"
     [ -x "$binary" ] || { echo "azurite: not installed; run install first" >&2; exit 1; }
     key=$(account_key)
     [ -n "$key" ] || { echo "azurite: development account key not found in the package" >&2; exit 1; }

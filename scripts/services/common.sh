@@ -47,3 +47,21 @@ wait_until() {
     sleep 0.2
   done
 }
+
+# wait_port_free SECONDS NAME PORT...: waits until nothing listens on the loopback PORTs, as a
+# server stopped a moment ago (by an earlier run, say) can still hold them; after SECONDS it
+# fails, naming the process that holds them, rather than letting NAME fail to bind.
+wait_port_free() {
+  local seconds=$1 what=$2; shift 2
+  local deadline=$((SECONDS + seconds)) filter="" port
+  for port in "$@"; do filter+="${filter:+ or }sport = :$port"; done
+  command -v ss >/dev/null || apt_install iproute2
+  while [ -n "$(ss -Htln "( $filter )")" ]; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "services: $what cannot start: port(s) $* still in use after ${seconds}s by:" >&2
+      ss -Htlnp "( $filter )" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}

@@ -101,6 +101,7 @@ healthy() {
 
 start() {
   stop
+  wait_port_free 60 etcd "${client_port[@]}" "${peer_port[@]}" 52409 52410 52419 52420
   command -v etcd >/dev/null || { echo "etcd: not installed; run install first" >&2; return 1; }
   # A fresh cluster each start: leftover member data from another cluster would not join.
   rm -rf "$SERVICES_DIR/etcd"

@@ -66,6 +66,7 @@ SCRIPT
 
 start() {
   stop
+  wait_port_free 60 postgres "$port"
   [ -x "$bin/postgres" ] || { echo "postgres: not installed; run install first" >&2; return 1; }
   local base
   base=$(base_dir)
@@ -99,7 +100,10 @@ stop() {
   local base
   base=$(cat "$SERVICES_DIR/postgres.dir")
   if [ -f "$base/data/postmaster.pid" ]; then
-    as_postgres "$bin/pg_ctl" -D "$base/data" -m fast -w -t 30 stop >/dev/null || true
+    # A server that does not finish a fast shutdown in time is stopped at once: the next
+    # start needs its port.
+    as_postgres "$bin/pg_ctl" -D "$base/data" -m fast -w -t 30 stop >/dev/null ||
+      as_postgres "$bin/pg_ctl" -D "$base/data" -m immediate -w -t 30 stop >/dev/null || true
   fi
 }
 

@@ -67,6 +67,7 @@ start() {
     return 0
   fi
   stop
+  wait_port_free 60 rabbitmq "$port" "$dist_port" "$epmd_port"
   [ -x "$bin/rabbitmq-server" ] || { echo "rabbitmq: not installed; run install first" >&2; return 1; }
   mkdir -p "$base/home" "$base/mnesia" "$base/log"
   : >"$base/rabbitmq-env.conf"

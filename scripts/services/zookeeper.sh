@@ -60,6 +60,7 @@ case "${1:-}" in
     ;;
   start)
     stop_daemon zookeeper
+    wait_port_free 60 zookeeper "$port"
     write_config
     write_control_scripts
     start_daemon zookeeper java -Xmx256m -cp "$(classpath)" \
