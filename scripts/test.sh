@@ -10,10 +10,13 @@
 # Every test binary runs even when an earlier one fails; the failing tests are listed at the
 # end, and the exit status is non-zero if any part failed.
 #
-# --busy N (or LEASEHOLD_TEST_BUSY=N) runs N busy loops beside the tests, once they are
-# built, as other programs load a shared CI runner: a test that only passes on an idle
-# machine fails here rather than on someone else's. The simulator's tests, which run beside
-# the others and keep both cores busy, stand in for them until they end: the loops start then.
+# Without extra arguments, scripts/run_tests.py runs the built test binaries: the ones that
+# wait on lease timings in LEASEHOLD_TEST_LANES lanes (2 by default) at once, and the
+# simulator's, which use the CPU only, one after another beside them.
+#
+# --busy N (or LEASEHOLD_TEST_BUSY=N) runs N busy loops beside the tests, from when they are
+# built to the end, as other programs load a shared CI runner: a test that only passes on an
+# idle machine fails here rather than on someone else's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,10 +65,6 @@ stop_hogs() {
 # (holding their ports against the next run).
 stop_tools() {
   if [ -n "${tools_pid:-}" ]; then kill "$tools_pid" 2>/dev/null || true; fi
-  if [ -n "${sim_pid:-}" ]; then
-    pkill -P "$sim_pid" 2>/dev/null || true
-    kill "$sim_pid" 2>/dev/null || true
-  fi
 }
 trap 'stop_tools; stop_hogs; bash scripts/services.sh stop' EXIT
 bash scripts/services.sh start
@@ -91,7 +90,8 @@ bash scripts/promtool-test.sh || failed+=("scripts/promtool-test.sh")
 # The simulator's tests are deterministic and use the CPU only, where the rest mostly wait
 # on lease timings in real time: without extra arguments they run beside the rest, as one
 # more load on the machine, rather than after it. Their package alone gives the core other
-# features, hence a build of its own.
+# features, hence a build of its own. Extra arguments go to one `cargo test` of the whole
+# workspace instead.
 split=0
 [ ${#cargo_args[@]} -gt 0 ] || split=1
 # Built first, so that busy loops slow the tests and not the compiler: exactly what each
@@ -122,36 +122,25 @@ collect_failures() {
   [ ${#tests[@]} -gt 0 ] || [ ${#targets[@]} -gt 0 ] || failed+=("cargo test exited with status $status")
 }
 
-log=$(mktemp)
-sim_log=$(mktemp)
 set +e
+start_hogs "$busy"
 if [ "$split" -eq 1 ]; then
-  sim_status_file=$(mktemp)
-  (
-    cargo test -p leasehold-sim --all-features --locked --no-fail-fast >"$sim_log" 2>&1
-    echo "$?" >"$sim_status_file"
-    start_hogs "$busy"
-  ) &
-  sim_pid=$!
-  cargo test --workspace --exclude leasehold-sim --all-features --locked --no-fail-fast 2>&1 | tee "$log"
-  cargo_status=${PIPESTATUS[0]}
-  wait "$sim_pid"
-  sim_status=$(cat "$sim_status_file")
-  rm -f "$sim_status_file"
-  # Printed once the rest is done, so that the two runs' lines do not interleave.
-  echo "test.sh: the simulator's tests, run beside the others:"
-  cat "$sim_log"
+  failures_file=$(mktemp)
+  python3 scripts/run_tests.py --lanes "${LEASEHOLD_TEST_LANES:-2}" --serial-package leasehold-sim \
+    --failures "$failures_file" -- --all-features --locked
+  status=$?
+  mapfile -t binaries <"$failures_file"
+  failed+=("${binaries[@]}")
+  [ "$status" -eq 0 ] || [ ${#binaries[@]} -gt 0 ] || failed+=("scripts/run_tests.py exited with status $status")
+  rm -f "$failures_file"
 else
-  start_hogs "$busy"
+  log=$(mktemp)
   cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
-  cargo_status=${PIPESTATUS[0]}
-  sim_status=0
+  collect_failures "$log" "${PIPESTATUS[0]}"
+  rm -f "$log"
 fi
 echo "test.sh: tests run at ${SECONDS}s"
 set -e
-collect_failures "$log" "$cargo_status"
-collect_failures "$sim_log" "$sim_status"
-rm -f "$log" "$sim_log"
 
 if ! wait "$tools_pid"; then
   cat "$tools_log"

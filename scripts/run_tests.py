@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Runs the workspace's test binaries, already built, in lanes beside one another.
+
+Most of the suite's time is spent waiting on lease timings in real time, one binary after
+another under `cargo test`. Here the binaries that wait run in `--lanes` lanes at once, and
+the CPU-bound packages' binaries (`--serial-package`, the simulator's) run one after another
+in a lane of their own, as `cargo test` would run them, beside the rest. Doctests run as one
+job per selection, through `cargo test --doc`.
+
+A binary whose sources stop, pause or restart a shared store server (they read the variables
+or helpers that control it) runs with no other lane's binary beside it: a server going away
+would fail the tests of any binary using it at that moment.
+
+Each binary runs as `cargo test` runs it: from its package's directory, with the package's
+variables. Its output is printed whole once it ends, so that lanes do not interleave; every
+binary runs even when another fails; the failing tests (or binaries, when one fails without
+naming a test) are written to `--failures`, one per line. A binary that runs longer than
+`--timeout` seconds is killed with its processes, and named as failed.
+
+Durations are written to target/test-times.tsv after each run, and read from there (or from
+scripts/test-times.tsv, in a fresh clone) to start the longest binaries first.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What a test file reads to stop, pause or restart a shared server (scripts/services/*.sh
+# export these).
+DISTURBS_SERVERS = re.compile(
+    r"LEASEHOLD_TEST_POSTGRES_(STOP|START)|LEASEHOLD_TEST_ETCD_PIDS_DIR"
+    r"|LEASEHOLD_TEST_ZOOKEEPER_CTL|zookeeper_control\("
+)
+
+FAILED_TEST = re.compile(r"^test (.*) \.\.\. FAILED$")
+
+
+class Job:
+    """One test binary, or one selection's doctests."""
+
+    def __init__(self, name, command, cwd, env, source=None):
+        self.name = name
+        self.command = command
+        self.cwd = cwd
+        self.env = env
+        self.alone = source is not None and disturbs_servers(source)
+        self.status = None
+        self.seconds = 0.0
+        self.output = ""
+
+
+def disturbs_servers(source):
+    """Whether a test target's sources (its file, or its directory for a `main.rs`) control
+    a shared server."""
+    path = Path(source)
+    files = sorted(path.parent.rglob("*.rs")) if path.name == "main.rs" else [path]
+    return any(DISTURBS_SERVERS.search(f.read_text(errors="replace")) for f in files)
+
+
+def test_executables(selection, cargo_args):
+    """The test executables of a selection, from cargo's build messages: the tests are
+    built already, so this only reads them."""
+    command = ["cargo", "test", *selection, *cargo_args, "--no-run", "--message-format=json"]
+    run = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        sys.exit(f"run_tests.py: `{' '.join(command)}` failed ({run.returncode})")
+    jobs = []
+    for line in run.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        if not message["profile"]["test"]:
+            continue
+        target = message["target"]
+        package_dir = Path(message["manifest_path"]).parent
+        package = package_dir.name
+        relative = os.path.relpath(target["src_path"], package_dir)
+        env = dict(os.environ)
+        # What cargo sets for a test it runs: no test here reads more than these.
+        env["CARGO_MANIFEST_DIR"] = str(package_dir)
+        env["CARGO_PKG_NAME"] = package
+        env["CARGO_CRATE_NAME"] = target["name"]
+        jobs.append(
+            Job(
+                f"{package} {relative}",
+                [message["executable"]],
+                package_dir,
+                env,
+                target["src_path"] if "test" in target["kind"] else None,
+            )
+        )
+    return jobs
+
+
+def doctests(selection, cargo_args):
+    """The doctests of a selection, as one job."""
+    command = ["cargo", "test", *selection, *cargo_args, "--doc"]
+    return Job(f"doctests of {' '.join(selection)}", command, ROOT, dict(os.environ))
+
+
+def load_times():
+    for path in (ROOT / "target/test-times.tsv", ROOT / "scripts/test-times.tsv"):
+        if path.exists():
+            times = {}
+            for line in path.read_text().splitlines():
+                name, _, seconds = line.rpartition("\t")
+                try:
+                    times[name] = float(seconds)
+                except ValueError:
+                    pass
+            return times
+    return {}
+
+
+class Runner:
+    def __init__(self, lanes, timeout):
+        self.lanes = lanes
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.running = 0
+        self.alone_running = False
+        self.done = []
+        self.start = time.monotonic()
+        # Process groups running now, for `stop`.
+        self.groups = set()
+
+    def stop(self, signum, _frame):
+        """Stops every running binary with its processes, then exits: an interrupted run
+        leaves no test processes (and no servers they started) behind."""
+        with self.lock:
+            for group in self.groups:
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        os._exit(128 + signum)
+
+    def run(self, job):
+        began = time.monotonic()
+        with tempfile.TemporaryFile(mode="w+", errors="replace") as log:
+            try:
+                process = subprocess.Popen(
+                    job.command,
+                    cwd=job.cwd,
+                    env=job.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                job.status = f"could not start: {error}"
+            else:
+                with self.lock:
+                    self.groups.add(process.pid)
+                try:
+                    job.status = process.wait(timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    job.status = f"killed after {self.timeout} s"
+                # The binary's own children (servers, nodes) go with it.
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait()
+                with self.lock:
+                    self.groups.discard(process.pid)
+            log.seek(0)
+            job.output = log.read()
+        job.seconds = time.monotonic() - began
+        with self.lock:
+            self.done.append(job)
+            at = time.monotonic() - self.start
+            ok = "ok" if job.status == 0 else f"FAILED ({job.status})"
+            print(f"\n── {job.name}: {ok} in {job.seconds:.1f} s (at {at:.0f} s)", flush=True)
+            sys.stdout.write(job.output)
+            sys.stdout.flush()
+
+    def pool(self, jobs):
+        """Runs jobs in `lanes` threads, the ones that must run alone before the rest."""
+        queue = [j for j in jobs if j.alone] + [j for j in jobs if not j.alone]
+
+        def lane():
+            while True:
+                with self.changed:
+                    while True:
+                        if not queue:
+                            return
+                        job = queue[0]
+                        if not self.alone_running and (not job.alone or self.running == 0):
+                            break
+                        self.changed.wait()
+                    queue.pop(0)
+                    self.running += 1
+                    self.alone_running = job.alone
+                self.run(job)
+                with self.changed:
+                    self.running -= 1
+                    self.alone_running = False
+                    self.changed.notify_all()
+
+        threads = [threading.Thread(target=lane) for _ in range(self.lanes)]
+        for thread in threads:
+            thread.start()
+        return threads
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lanes", type=int, default=2)
+    parser.add_argument("--serial-package", action="append", default=[])
+    parser.add_argument("--timeout", type=int, default=1200)
+    parser.add_argument("--failures", required=True)
+    parser.add_argument("cargo_args", nargs="*")
+    args = parser.parse_args()
+    if args.lanes < 1:
+        sys.exit("run_tests.py: --lanes must be at least 1")
+
+    excluded = [a for p in args.serial_package for a in ("--exclude", p)]
+    rest_selection = ["--workspace", *excluded]
+    serial_selection = [a for p in args.serial_package for a in ("-p", p)]
+    times = load_times()
+
+    def longest_first(jobs):
+        return sorted(jobs, key=lambda j: -times.get(j.name, 0.0))
+
+    rest = longest_first(test_executables(rest_selection, args.cargo_args))
+    rest.append(doctests(rest_selection, args.cargo_args))
+    serial = []
+    if serial_selection:
+        serial = test_executables(serial_selection, args.cargo_args)
+        serial.append(doctests(serial_selection, args.cargo_args))
+    for job in serial:
+        job.alone = False
+    print(
+        f"run_tests.py: {len(rest)} jobs in {args.lanes} lanes, {len(serial)} beside them "
+        f"in one lane; alone: {', '.join(j.name for j in rest if j.alone) or 'none'}",
+        flush=True,
+    )
+
+    runner = Runner(args.lanes, args.timeout)
+    signal.signal(signal.SIGTERM, runner.stop)
+    signal.signal(signal.SIGINT, runner.stop)
+
+    def serial_lane():
+        for job in serial:
+            runner.run(job)
+
+    threads = runner.pool(rest)
+    serial_thread = threading.Thread(target=serial_lane)
+    serial_thread.start()
+    for thread in [*threads, serial_thread]:
+        thread.join()
+
+    failures = []
+    for job in runner.done:
+        if job.status == 0:
+            continue
+        tests = sorted({m.group(1) for m in map(FAILED_TEST.match, job.output.splitlines()) if m})
+        failures += [f"{job.name}: {test}" for test in tests]
+        if not tests:
+            failures.append(f"{job.name}: exited with {job.status}")
+    Path(args.failures).write_text("".join(f"{f}\n" for f in failures))
+
+    (ROOT / "target").mkdir(exist_ok=True)
+    (ROOT / "target/test-times.tsv").write_text(
+        "".join(f"{j.name}\t{j.seconds:.1f}\n" for j in sorted(runner.done, key=lambda j: -j.seconds))
+    )
+    print("\nrun_tests.py: slowest binaries:")
+    for job in sorted(runner.done, key=lambda j: -j.seconds)[:10]:
+        print(f"  {job.seconds:7.1f} s  {job.name}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
