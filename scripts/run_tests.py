@@ -5,7 +5,8 @@ Most of the suite's time is spent waiting on lease timings in real time, one bin
 another under `cargo test`. Here the binaries that wait run in `--lanes` lanes at once, and
 the CPU-bound packages' binaries (`--serial-package`, the simulator's) run one after another
 in a lane of their own, as `cargo test` would run them, beside the rest. Doctests run as one
-job per selection, through `cargo test --doc`.
+job per selection, through `cargo test --doc`. `--job NAME=COMMAND` adds a shell command
+(the guide's build, the browser test) to the lanes, after every test binary.
 
 A binary whose sources stop, pause or restart a shared store server (they read the variables
 or helpers that control it) runs with no other lane's binary beside it: a server going away
@@ -222,6 +223,7 @@ def main():
     parser.add_argument("--serial-package", action="append", default=[])
     parser.add_argument("--timeout", type=int, default=1200)
     parser.add_argument("--failures", required=True)
+    parser.add_argument("--job", action="append", default=[], metavar="NAME=COMMAND")
     parser.add_argument("cargo_args", nargs="*")
     args = parser.parse_args()
     if args.lanes < 1:
@@ -237,6 +239,12 @@ def main():
 
     rest = longest_first(test_executables(rest_selection, args.cargo_args))
     rest.append(doctests(rest_selection, args.cargo_args))
+    # Last: they wait for tools that compile at a low priority while the binaries run.
+    for spec in args.job:
+        name, separator, command = spec.partition("=")
+        if not separator or not name or not command:
+            sys.exit(f"run_tests.py: --job takes NAME=COMMAND, not {spec!r}")
+        rest.append(Job(name, ["bash", "-c", command], ROOT, dict(os.environ)))
     serial = []
     if serial_selection:
         serial = test_executables(serial_selection, args.cargo_args)

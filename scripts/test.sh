@@ -104,8 +104,8 @@ else
   cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"
 fi
 echo "test.sh: tests built at ${SECONDS}s"
-# mdBook and cargo-deb, for the guide and the package after the tests: compiled (when
-# missing) at the lowest priority while the tests run, which mostly wait on lease timings.
+# mdBook and cargo-deb, for the guide and the package once the test binaries have run:
+# compiled (when missing) at the lowest priority while the tests run.
 tools_log=$(mktemp)
 nice -n 19 bash scripts/tools.sh mdbook cargo-deb >"$tools_log" 2>&1 &
 tools_pid=$!
@@ -126,7 +126,12 @@ set +e
 start_hogs "$busy"
 if [ "$split" -eq 1 ]; then
   failures_file=$(mktemp)
+  # The guide: its links, runbooks and build. The binary the tests built: the monitor's page
+  # in a browser, and the Debian package installed, run and removed (one job: both may
+  # install Debian packages, which cannot happen twice at once).
   python3 scripts/run_tests.py --lanes "${LEASEHOLD_TEST_LANES:-2}" --serial-package leasehold-sim \
+    --job "scripts/docs.sh=bash scripts/docs.sh" \
+    --job "scripts/browser-test.sh, scripts/package-test.sh=bash scripts/browser-test.sh && bash scripts/package-test.sh" \
     --failures "$failures_file" -- --all-features --locked
   status=$?
   mapfile -t binaries <"$failures_file"
@@ -138,24 +143,19 @@ else
   cargo test --workspace --all-features --locked --no-fail-fast "${cargo_args[@]}" 2>&1 | tee "$log"
   collect_failures "$log" "${PIPESTATUS[0]}"
   rm -f "$log"
+  bash scripts/docs.sh || failed+=("scripts/docs.sh")
+  bash scripts/browser-test.sh || failed+=("scripts/browser-test.sh")
+  bash scripts/package-test.sh || failed+=("scripts/package-test.sh")
 fi
 echo "test.sh: tests run at ${SECONDS}s"
 set -e
+stop_hogs
 
 if ! wait "$tools_pid"; then
   cat "$tools_log"
   failed+=("scripts/tools.sh mdbook cargo-deb")
 fi
 rm -f "$tools_log"
-echo "test.sh: tools ready at ${SECONDS}s"
-# The guide: its links, runbooks and build.
-bash scripts/docs.sh || failed+=("scripts/docs.sh")
-# The binary the tests above built: the monitor's page in a browser, and the Debian package
-# installed, run and removed.
-bash scripts/browser-test.sh || failed+=("scripts/browser-test.sh")
-bash scripts/package-test.sh || failed+=("scripts/package-test.sh")
-echo "test.sh: browser and package tests done at ${SECONDS}s"
-stop_hogs
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo
