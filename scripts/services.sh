@@ -45,11 +45,42 @@ if [ "$action" = install ] && [ $# -eq 0 ]; then
 fi
 
 for service in "${services[@]}"; do
-  script="$root/scripts/services/$service.sh"
-  if [ ! -f "$script" ]; then
+  if [ ! -f "$root/scripts/services/$service.sh" ]; then
     echo "services: no such service: $service" >&2
     exit 2
   fi
-  bash "$script" "$action" || { echo "services: $service $action failed" >&2; status=1; }
 done
+
+# The servers listen on fixed ports inside the kernel's range for the local ports of
+# outgoing connections (32768-60999 by default): a connection made a moment before (between
+# etcd's members, say) can be given one of them, and the server started next then fails to
+# bind it ("Address already in use"). As root, the ports of every service are reserved from
+# that range while the servers run, and the list there was before is put back at stop.
+reserved=/proc/sys/net/ipv4/ip_local_reserved_ports
+before="$SERVICES_DIR/reserved-ports.before"
+reserve_ports() {
+  [ -w "$reserved" ] || return 0
+  local ports=() script current
+  for script in "$root"/scripts/services/*.sh; do
+    case "$(basename "$script" .sh)" in common | certs) continue ;; esac
+    read -ra listed < <(bash "$script" ports)
+    ports+=("${listed[@]}")
+  done
+  current=$(cat "$reserved")
+  [ -f "$before" ] || echo "$current" >"$before"
+  current=$(cat "$before")
+  (IFS=,; echo "${current:+$current,}${ports[*]}") >"$reserved" 2>/dev/null ||
+    echo "services: could not reserve the servers' ports (${ports[*]}) in $reserved" >&2
+}
+release_ports() {
+  [ -f "$before" ] || return 0
+  cat "$before" >"$reserved" 2>/dev/null || true
+  rm -f "$before"
+}
+[ "$action" != start ] || reserve_ports
+
+for service in "${services[@]}"; do
+  bash "$root/scripts/services/$service.sh" "$action" || { echo "services: $service $action failed" >&2; status=1; }
+done
+if [ "$action" = stop ] && [ $# -eq 0 ]; then release_ports; fi
 exit $status

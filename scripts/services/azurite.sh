@@ -87,6 +87,7 @@ ENV
     stop_daemon azurite
     stop_daemon azurite-tls
     ;;
+  ports) echo "$port" "$tls_port" ;;
   status)
     ensure_test_certs
     if answers_http >/dev/null 2>&1 && answers_https >/dev/null 2>&1; then
@@ -94,7 +95,7 @@ ENV
     else echo "azurite: not running"; exit 1; fi
     ;;
   *)
-    echo "usage: $0 install|start|stop|status" >&2
+    echo "usage: $0 install|start|stop|status|ports" >&2
     exit 2
     ;;
 esac

@@ -48,18 +48,19 @@ wait_until() {
   done
 }
 
-# wait_port_free SECONDS NAME PORT...: waits until nothing listens on the loopback PORTs, as a
-# server stopped a moment ago (by an earlier run, say) can still hold them; after SECONDS it
-# fails, naming the process that holds them, rather than letting NAME fail to bind.
+# wait_port_free SECONDS NAME PORT...: waits until no socket holds the PORTs (a server
+# stopped a moment ago, or a connection given one as its own port), as NAME would fail to
+# bind them; after SECONDS it fails, naming the processes that hold them. A connection
+# closed and waiting out TIME-WAIT does not count: the servers bind over it.
 wait_port_free() {
   local seconds=$1 what=$2; shift 2
   local deadline=$((SECONDS + seconds)) filter="" port
   for port in "$@"; do filter+="${filter:+ or }sport = :$port"; done
   command -v ss >/dev/null || apt_install iproute2
-  while [ -n "$(ss -Htln "( $filter )")" ]; do
+  while [ -n "$(ss -Htan exclude time-wait "( $filter )")" ]; do
     if [ $SECONDS -ge $deadline ]; then
       echo "services: $what cannot start: port(s) $* still in use after ${seconds}s by:" >&2
-      ss -Htlnp "( $filter )" >&2
+      ss -Htanp exclude time-wait "( $filter )" >&2
       return 1
     fi
     sleep 0.5

@@ -149,5 +149,6 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  ports) echo "${client_port[@]}" "${peer_port[@]}" 52409 52410 52419 52420 ;;
+  *) echo "usage: $0 install|start|stop|status|ports" >&2; exit 2 ;;
 esac

@@ -106,5 +106,6 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  ports) echo "$port" "$dist_port" "$epmd_port" ;;
+  *) echo "usage: $0 install|start|stop|status|ports" >&2; exit 2 ;;
 esac

@@ -76,12 +76,13 @@ ENV
   stop)
     stop_daemon zookeeper
     ;;
+  ports) echo "$port" ;;
   status)
     if answers_ruok >/dev/null 2>&1; then echo "zookeeper: running on 127.0.0.1:$port"
     else echo "zookeeper: not running"; exit 1; fi
     ;;
   *)
-    echo "usage: $0 install|start|stop|status" >&2
+    echo "usage: $0 install|start|stop|status|ports" >&2
     exit 2
     ;;
 esac
