@@ -15,7 +15,8 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties};
 use leasehold::{
-    Callbacks, GroupName, LeaseGuard, Loss, NodeId, Participant, ParticipantConfig, PartitionId,
+    Callbacks, Epoch, GroupName, LeaseGuard, Loss, NodeId, Participant, ParticipantConfig,
+    PartitionId,
 };
 use leasehold_process::Process;
 use tokio::sync::Notify;
@@ -206,7 +207,8 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         participant: participant.clone(),
         hooks,
     });
-    let mut workers: HashMap<PartitionId, JoinHandle<()>> = HashMap::new();
+    // Per partition, the worker and the epoch of the tenure it was started for.
+    let mut workers: HashMap<PartitionId, (Epoch, JoinHandle<()>)> = HashMap::new();
     let mut tick = tokio::time::interval(RECONCILE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reason = loop {
@@ -215,18 +217,26 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             () = context.hooks.acquired.notified() => {}
             _ = tick.tick() => {}
         }
-        workers.retain(|_, worker| !worker.is_finished());
+        workers.retain(|_, (_, worker)| !worker.is_finished());
         for lease in participant.leases() {
-            let partition = lease.partition();
-            workers
-                .entry(partition)
-                .or_insert_with(|| tokio::spawn(worker(Arc::clone(&context), partition)));
+            let (partition, epoch) = (lease.partition(), lease.epoch());
+            if let Some((served, earlier)) = workers.get(&partition) {
+                if *served == epoch {
+                    continue;
+                }
+                // Still running for a tenure that has ended: it can do nothing more under
+                // it (the ledger refuses its epoch), and waiting for it would hold the new
+                // tenure's events back for as long as it takes to notice.
+                earlier.abort();
+            }
+            let started = tokio::spawn(worker(Arc::clone(&context), partition));
+            workers.insert(partition, (epoch, started));
         }
     };
     tracing::info!("shutting down");
     // Hand-offs wait for the permits in flight; the workers see their leases go and stop.
     running.stop().await;
-    for (_, worker) in workers.drain() {
+    for (_, (_, worker)) in workers.drain() {
         if tokio::time::timeout(WORKER_STOP_TIMEOUT, worker)
             .await
             .is_err()
@@ -352,6 +362,18 @@ async fn consume_on(
     Ok(())
 }
 
+/// Settles a delivery (ack, nack or reject) within [`CALL_TIMEOUT`]. On a connection the
+/// broker has reset, such a call may never complete; a worker waiting on it would hold its
+/// partition's next tenure back for good, as the consumer starts one worker per partition.
+async fn settle<T>(
+    what: &'static str,
+    call: impl std::future::Future<Output = lapin::Result<T>>,
+) -> anyhow::Result<T> {
+    Ok(tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| anyhow::anyhow!("{what} timed out"))??)
+}
+
 /// Applies one delivery under a work permit and acknowledges it once committed.
 async fn handle(
     context: &State,
@@ -365,7 +387,7 @@ async fn handle(
     };
     // The permit holds a hand-off of the partition open until this message is settled.
     let Some(permit) = context.participant.permit(partition) else {
-        delivery.nack(requeue).await?;
+        settle("basic.nack", delivery.nack(requeue)).await?;
         return Ok(Next::Stop);
     };
     let event = match Event::decode(&delivery.data) {
@@ -376,12 +398,20 @@ async fn handle(
                 ?event,
                 "event on the wrong queue; dropped"
             );
-            delivery.reject(BasicRejectOptions::default()).await?;
+            settle(
+                "basic.reject",
+                delivery.reject(BasicRejectOptions::default()),
+            )
+            .await?;
             return Ok(Next::Continue);
         }
         Err(error) => {
             tracing::error!(partition = partition.0, %error, "unreadable message; dropped");
-            delivery.reject(BasicRejectOptions::default()).await?;
+            settle(
+                "basic.reject",
+                delivery.reject(BasicRejectOptions::default()),
+            )
+            .await?;
             return Ok(Next::Continue);
         }
     };
@@ -394,7 +424,7 @@ async fn handle(
     .map_err(|_| anyhow::anyhow!("applying an event timed out"))??;
     match outcome {
         Outcome::Applied | Outcome::Duplicate => {
-            delivery.ack(BasicAckOptions::default()).await?;
+            settle("basic.ack", delivery.ack(BasicAckOptions::default())).await?;
             Ok(Next::Continue)
         }
         Outcome::Gap { last_seq } => {
@@ -406,7 +436,7 @@ async fn handle(
             );
             drop(permit);
             tokio::time::sleep(GAP_RETRY_DELAY).await;
-            delivery.nack(requeue).await?;
+            settle("basic.nack", delivery.nack(requeue)).await?;
             Ok(Next::Continue)
         }
         Outcome::Stale { stored } => {
@@ -416,7 +446,7 @@ async fn handle(
                 stored,
                 "stale write refused: a newer owner has written; stopping"
             );
-            delivery.nack(requeue).await?;
+            settle("basic.nack", delivery.nack(requeue)).await?;
             Ok(Next::Stop)
         }
     }

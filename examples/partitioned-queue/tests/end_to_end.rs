@@ -24,6 +24,11 @@ const LONG_PAUSE: Duration = Duration::from_secs(7);
 /// paused consumer still holds messages unacknowledged on a live connection.
 const SHORT_PAUSE: Duration = Duration::from_secs(3);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the events may stop being applied before the run counts as stuck: a loaded
+/// machine applies them slowly, but goes on applying them.
+const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest wait for the last events however steadily they are applied.
+const APPLY_LIMIT: Duration = Duration::from_secs(600);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Experiment {
@@ -141,6 +146,12 @@ impl Experiment {
     }
 }
 
+/// The count after `applied` in a `check` report.
+fn applied_count(report: &str) -> Option<u64> {
+    let (_, rest) = report.split_once("applied ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
 fn signal(child: &Child, signal: Signal) {
     let pid = i32::try_from(child.id())
         .ok()
@@ -256,8 +267,10 @@ fn every_event_applied_exactly_once_in_sequence_through_crashes_pauses_and_drain
         log_tail(&experiment.logs)
     );
 
-    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let waiting = Instant::now();
+    let mut progress = Instant::now();
     let (mut complete, mut report) = experiment.check();
+    let mut applied = applied_count(&report);
     // Duplicates, sequence breaks and epoch regressions never heal: only missing events
     // are worth waiting for.
     let healable = |report: &str| {
@@ -269,9 +282,17 @@ fn every_event_applied_exactly_once_in_sequence_through_crashes_pauses_and_drain
         .iter()
         .all(|clean| report.contains(clean))
     };
-    while !complete && healable(&report) && Instant::now() < deadline {
+    while !complete
+        && healable(&report)
+        && progress.elapsed() < STALL_TIMEOUT
+        && waiting.elapsed() < APPLY_LIMIT
+    {
         sleep(Duration::from_millis(500));
         (complete, report) = experiment.check();
+        let now_applied = applied_count(&report);
+        if now_applied > applied {
+            (applied, progress) = (now_applied, Instant::now());
+        }
     }
     let settled = started.elapsed();
 
@@ -294,7 +315,10 @@ fn every_event_applied_exactly_once_in_sequence_through_crashes_pauses_and_drain
     );
     assert!(
         complete,
-        "not every event applied exactly once in sequence: {report}\nlogs in {}\n{}",
+        "not every event applied exactly once in sequence: {report} (none applied for the \
+         last {:.0?}, {:.0?} after the producer ended)\nlogs in {}\n{}",
+        progress.elapsed(),
+        waiting.elapsed(),
         experiment.logs.display(),
         log_tail(&experiment.logs)
     );
