@@ -7,8 +7,9 @@ the CPU-bound packages' binaries (`--serial-package`, the simulator's) run one a
 in a lane of their own, as `cargo test` would run them, beside the rest. Doctests run as one
 job per selection, through `cargo test --doc`. Both of those only use the CPU, at the same
 priority as the rest: at `nice -n 5` beside a busy loop and two lanes, the simulator's
-control tests took 938 s instead of 220 s, and the whole run a quarter of an hour longer. `--job NAME=COMMAND` adds a shell command
-(the guide's build, the browser test) to the lanes, after every test binary.
+control tests took 938 s instead of 220 s, and the whole run a quarter of an hour longer.
+`--job NAME=COMMAND` adds a shell command (the guide's build, the browser test) to the
+lanes, after every test binary.
 
 A binary whose sources stop, pause or restart a shared store server (they read the variables
 or helpers that control it) runs with no other lane's binary beside it: a server going away
@@ -285,11 +286,12 @@ def main():
     Path(args.failures).write_text("".join(f"{f}\n" for f in failures))
 
     (ROOT / "target").mkdir(exist_ok=True)
+    slowest = sorted(runner.done, key=lambda j: -j.seconds)
     (ROOT / "target/test-times.tsv").write_text(
-        "".join(f"{j.name}\t{j.seconds:.1f}\n" for j in sorted(runner.done, key=lambda j: -j.seconds))
+        "".join(f"{j.name}\t{j.seconds:.1f}\n" for j in slowest)
     )
     print("\nrun_tests.py: slowest binaries:")
-    for job in sorted(runner.done, key=lambda j: -j.seconds)[:10]:
+    for job in slowest[:10]:
         print(f"  {job.seconds:7.1f} s  {job.name}")
     return 1 if failures else 0
 
