@@ -5,9 +5,8 @@ Most of the suite's time is spent waiting on lease timings in real time, one bin
 another under `cargo test`. Here the binaries that wait run in `--lanes` lanes at once, and
 the CPU-bound packages' binaries (`--serial-package`, the simulator's) run one after another
 in a lane of their own, as `cargo test` would run them, beside the rest. Doctests run as one
-job per selection, through `cargo test --doc`. Both of those only use the CPU, at the same
-priority as the rest: at `nice -n 5` beside a busy loop and two lanes, the simulator's
-control tests took 938 s instead of 220 s, and the whole run a quarter of an hour longer.
+job per selection, through `cargo test --doc`. Both of those only use the CPU, and run at
+the same priority as the rest.
 `--job NAME=COMMAND` adds a shell command (the guide's build, the browser test) to the
 lanes, after every test binary.
 
