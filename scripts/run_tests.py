@@ -88,11 +88,9 @@ def test_executables(selection, cargo_args):
         package_dir = Path(message["manifest_path"]).parent
         package = package_dir.name
         relative = os.path.relpath(target["src_path"], package_dir)
-        env = dict(os.environ)
-        # What cargo sets for a test it runs: no test here reads more than these.
-        env["CARGO_MANIFEST_DIR"] = str(package_dir)
-        env["CARGO_PKG_NAME"] = package
-        env["CARGO_CRATE_NAME"] = target["name"]
+        # The tests read cargo's variables when they are compiled (`env!`); this one, which
+        # cargo also sets for a test it runs, is the one a test could read at run time.
+        env = dict(os.environ, CARGO_MANIFEST_DIR=str(package_dir))
         jobs.append(
             Job(
                 f"{package} {relative}",
@@ -252,8 +250,10 @@ def main():
     if serial_selection:
         serial = test_executables(serial_selection, args.cargo_args)
         serial.append(doctests(serial_selection, args.cargo_args))
+    # The serial lane runs beside the others whatever they do.
     for job in serial:
-        job.alone = False
+        if job.alone:
+            sys.exit(f"run_tests.py: {job.name} stops a shared server; it cannot run serially")
     print(
         f"run_tests.py: {len(rest)} jobs in {args.lanes} lanes, {len(serial)} beside them "
         f"in one lane; alone: {', '.join(j.name for j in rest if j.alone) or 'none'}",

@@ -60,14 +60,13 @@ reserved=/proc/sys/net/ipv4/ip_local_reserved_ports
 before="$SERVICES_DIR/reserved-ports.before"
 reserve_ports() {
   [ -w "$reserved" ] || return 0
-  local ports=() script current
+  local ports=() listed=() script current
   for script in "$root"/scripts/services/*.sh; do
     case "$(basename "$script" .sh)" in common | certs) continue ;; esac
     read -ra listed < <(bash "$script" ports)
     ports+=("${listed[@]}")
   done
-  current=$(cat "$reserved")
-  [ -f "$before" ] || echo "$current" >"$before"
+  [ -f "$before" ] || cat "$reserved" >"$before"
   current=$(cat "$before")
   (IFS=,; echo "${current:+$current,}${ports[*]}") >"$reserved" 2>/dev/null ||
     echo "services: could not reserve the servers' ports (${ports[*]}) in $reserved" >&2

@@ -28,6 +28,8 @@ tls_endpoint="127.0.0.1:52409"
 tls_peer="http://127.0.0.1:52410"
 mtls_endpoint="127.0.0.1:52419"
 mtls_peer="http://127.0.0.1:52420"
+# Every port above, for the wait before a start and for `ports`.
+all_ports=("${client_port[@]}" "${peer_port[@]}" 52409 52410 52419 52420)
 
 install() {
   # protoc and the well-known .proto files are needed to build the etcd client crate.
@@ -101,7 +103,7 @@ healthy() {
 
 start() {
   stop
-  wait_port_free 60 etcd "${client_port[@]}" "${peer_port[@]}" 52409 52410 52419 52420
+  wait_port_free 60 etcd "${all_ports[@]}"
   command -v etcd >/dev/null || { echo "etcd: not installed; run install first" >&2; return 1; }
   # A fresh cluster each start: leftover member data from another cluster would not join.
   rm -rf "$SERVICES_DIR/etcd"
@@ -149,6 +151,6 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  ports) echo "${client_port[@]}" "${peer_port[@]}" 52409 52410 52419 52420 ;;
+  ports) echo "${all_ports[@]}" ;;
   *) echo "usage: $0 install|start|stop|status|ports" >&2; exit 2 ;;
 esac

@@ -15,8 +15,7 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties};
 use leasehold::{
-    Callbacks, Epoch, GroupName, LeaseGuard, Loss, NodeId, Participant, ParticipantConfig,
-    PartitionId,
+    Callbacks, GroupName, LeaseGuard, Loss, NodeId, Participant, ParticipantConfig, PartitionId,
 };
 use leasehold_process::Process;
 use tokio::sync::Notify;
@@ -207,8 +206,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
         participant: participant.clone(),
         hooks,
     });
-    // Per partition, the worker and the epoch of the tenure it was started for.
-    let mut workers: HashMap<PartitionId, (Epoch, JoinHandle<()>)> = HashMap::new();
+    // One worker per partition at a time: a new tenure's worker starts once the last one has
+    // ended, which every call it makes bounds in time.
+    let mut workers: HashMap<PartitionId, JoinHandle<()>> = HashMap::new();
     let mut tick = tokio::time::interval(RECONCILE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reason = loop {
@@ -217,26 +217,18 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             () = context.hooks.acquired.notified() => {}
             _ = tick.tick() => {}
         }
-        workers.retain(|_, (_, worker)| !worker.is_finished());
+        workers.retain(|_, worker| !worker.is_finished());
         for lease in participant.leases() {
-            let (partition, epoch) = (lease.partition(), lease.epoch());
-            if let Some((served, earlier)) = workers.get(&partition) {
-                if *served == epoch {
-                    continue;
-                }
-                // Still running for a tenure that has ended: it can do nothing more under
-                // it (the ledger refuses its epoch), and waiting for it would hold the new
-                // tenure's events back for as long as it takes to notice.
-                earlier.abort();
-            }
-            let started = tokio::spawn(worker(Arc::clone(&context), partition));
-            workers.insert(partition, (epoch, started));
+            let partition = lease.partition();
+            workers
+                .entry(partition)
+                .or_insert_with(|| tokio::spawn(worker(Arc::clone(&context), partition)));
         }
     };
     tracing::info!("shutting down");
     // Hand-offs wait for the permits in flight; the workers see their leases go and stop.
     running.stop().await;
-    for (_, (_, worker)) in workers.drain() {
+    for (_, worker) in workers.drain() {
         if tokio::time::timeout(WORKER_STOP_TIMEOUT, worker)
             .await
             .is_err()
@@ -363,8 +355,8 @@ async fn consume_on(
 }
 
 /// Settles a delivery (ack, nack or reject) within [`CALL_TIMEOUT`]. On a connection the
-/// broker has reset, such a call may never complete; a worker waiting on it would hold its
-/// partition's next tenure back for good, as the consumer starts one worker per partition.
+/// broker has reset, such a call may never complete; a worker waiting on it would never end,
+/// and its partition's next tenure, whose worker starts only then, would never consume.
 async fn settle<T>(
     what: &'static str,
     call: impl std::future::Future<Output = lapin::Result<T>>,
