@@ -55,26 +55,52 @@ done
 # outgoing connections (32768-60999 by default): a connection made a moment before (between
 # etcd's members, say) can be given one of them, and the server started next then fails to
 # bind it ("Address already in use"). As root, the ports of every service are reserved from
-# that range while the servers run, and the list there was before is put back at stop.
+# that range while the servers run. The file below records the ports this checkout added,
+# so that `stop` takes out exactly those and keeps whatever else is reserved, even when
+# another checkout's servers start or stop in between.
 reserved=/proc/sys/net/ipv4/ip_local_reserved_ports
-before="$SERVICES_DIR/reserved-ports.before"
+added="$SERVICES_DIR/reserved-ports.added"
+# Rewrites the reserved list: `ports_edit add|remove PORT...` on the list read from stdin.
+ports_edit() {
+  python3 -c '
+import sys
+mode, ports = sys.argv[1], {int(p) for p in sys.argv[2:]}
+current = set()
+for part in filter(None, sys.stdin.read().strip().split(",")):
+    low, _, high = part.partition("-")
+    current.update(range(int(low), int(high or low) + 1))
+result = current | ports if mode == "add" else current - ports
+print(",".join(map(str, sorted(result))))
+if mode == "add":
+    sys.stderr.write(" ".join(map(str, sorted(ports - current))))
+' "$@"
+}
 reserve_ports() {
   [ -w "$reserved" ] || return 0
-  local ports=() listed=() script current
+  local ports=() listed=() script list new
   for script in "$root"/scripts/services/*.sh; do
     case "$(basename "$script" .sh)" in common | certs) continue ;; esac
     read -ra listed < <(bash "$script" ports)
     ports+=("${listed[@]}")
   done
-  [ -f "$before" ] || cat "$reserved" >"$before"
-  current=$(cat "$before")
-  (IFS=,; echo "${current:+$current,}${ports[*]}") >"$reserved" 2>/dev/null ||
+  list=$(ports_edit add "${ports[@]}" <"$reserved" 2>"$added.new") &&
+    echo "$list" >"$reserved" 2>/dev/null || {
     echo "services: could not reserve the servers' ports (${ports[*]}) in $reserved" >&2
+    rm -f "$added.new"
+    return 0
+  }
+  new=$(cat "$added.new")
+  rm -f "$added.new"
+  if [ -n "$new" ]; then echo "$new" >>"$added"; fi
 }
 release_ports() {
-  [ -f "$before" ] || return 0
-  cat "$before" >"$reserved" 2>/dev/null || true
-  rm -f "$before"
+  [ -f "$added" ] || return 0
+  local ours=() list
+  read -ra ours <<<"$(tr '\n' ' ' <"$added")"
+  if [ ${#ours[@]} -gt 0 ] && list=$(ports_edit remove "${ours[@]}" <"$reserved"); then
+    echo "$list" >"$reserved" 2>/dev/null || true
+  fi
+  rm -f "$added"
 }
 [ "$action" != start ] || reserve_ports
 
