@@ -4,8 +4,10 @@
 Most of the suite's time is spent waiting on lease timings in real time, one binary after
 another under `cargo test`. Here the binaries that wait run in `--lanes` lanes at once, and
 the CPU-bound packages' binaries (`--serial-package`, the simulator's) run one after another
-in a lane of their own, as `cargo test` would run them, beside the rest. Doctests run as one
-job per selection, through `cargo test --doc`. Both of those only use the CPU, and run at
+in a lane of their own, as `cargo test` would run them, beside the rest. That lane first
+builds them, in `--serial-profile` if given (an optimized one: the CPU it spends compiling
+beside the waiting lanes comes back many times over in the runs). Doctests run as one
+job per selection, through `cargo test --doc`. All of those only use the CPU, and run at
 the same priority as the rest.
 `--job NAME=COMMAND` adds a shell command (the guide's build, the browser test) to the
 lanes, after every test binary.
@@ -70,13 +72,17 @@ def disturbs_servers(source):
     return any(DISTURBS_SERVERS.search(f.read_text(errors="replace")) for f in files)
 
 
+class BuildFailed(Exception):
+    pass
+
+
 def test_executables(selection, cargo_args):
     """The test executables of a selection, from cargo's build messages: the tests are
     built already, so this only reads them."""
     command = ["cargo", "test", *selection, *cargo_args, "--no-run", "--message-format=json"]
     run = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if run.returncode != 0:
-        sys.exit(f"run_tests.py: `{' '.join(command)}` failed ({run.returncode})")
+        raise BuildFailed(f"`{' '.join(command)}` failed ({run.returncode})")
     jobs = []
     for line in run.stdout.splitlines():
         message = json.loads(line)
@@ -222,6 +228,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=2)
     parser.add_argument("--serial-package", action="append", default=[])
+    parser.add_argument("--serial-profile", metavar="PROFILE")
     parser.add_argument("--timeout", type=int, default=1200)
     parser.add_argument("--failures", required=True)
     parser.add_argument("--job", action="append", default=[], metavar="NAME=COMMAND")
@@ -238,7 +245,10 @@ def main():
     def longest_first(jobs):
         return sorted(jobs, key=lambda j: -times.get(j.name, 0.0))
 
-    rest = longest_first(test_executables(rest_selection, args.cargo_args))
+    try:
+        rest = longest_first(test_executables(rest_selection, args.cargo_args))
+    except BuildFailed as error:
+        sys.exit(f"run_tests.py: {error}")
     rest.append(doctests(rest_selection, args.cargo_args))
     # Last: they wait for tools that compile at a low priority while the binaries run.
     for spec in args.job:
@@ -246,17 +256,13 @@ def main():
         if not separator or not name or not command:
             sys.exit(f"run_tests.py: --job takes NAME=COMMAND, not {spec!r}")
         rest.append(Job(name, ["bash", "-c", command], ROOT, dict(os.environ)))
-    serial = []
-    if serial_selection:
-        serial = test_executables(serial_selection, args.cargo_args)
-        serial.append(doctests(serial_selection, args.cargo_args))
-    # The serial lane runs beside the others whatever they do.
-    for job in serial:
-        if job.alone:
-            sys.exit(f"run_tests.py: {job.name} stops a shared server; it cannot run serially")
+    serial_args = list(args.cargo_args)
+    if args.serial_profile:
+        serial_args += ["--profile", args.serial_profile]
     print(
-        f"run_tests.py: {len(rest)} jobs in {args.lanes} lanes, {len(serial)} beside them "
-        f"in one lane; alone: {', '.join(j.name for j in rest if j.alone) or 'none'}",
+        f"run_tests.py: {len(rest)} jobs in {args.lanes} lanes, "
+        f"{' '.join(serial_selection) or 'nothing'} built and run beside them in one lane; "
+        f"alone: {', '.join(j.name for j in rest if j.alone) or 'none'}",
         flush=True,
     )
 
@@ -265,8 +271,27 @@ def main():
     signal.signal(signal.SIGINT, runner.stop)
 
     def serial_lane():
+        if not serial_selection:
+            return
+        build = ["cargo", "test", *serial_selection, *serial_args, "--no-run"]
+        job = Job(f"build of {' '.join(serial_selection)}", build, ROOT, dict(os.environ))
+        runner.run(job)
+        if job.status != 0:
+            return
+        try:
+            serial = test_executables(serial_selection, serial_args)
+        except BuildFailed as error:
+            job.status, job.output = 1, str(error)
+            return
+        serial.append(doctests(serial_selection, serial_args))
         for job in serial:
-            runner.run(job)
+            # The serial lane runs beside the others whatever they do.
+            if job.alone:
+                job.status = "not run: it stops a shared server, and cannot run serially"
+                with runner.lock:
+                    runner.done.append(job)
+            else:
+                runner.run(job)
 
     threads = runner.pool(rest)
     serial_thread = threading.Thread(target=serial_lane)

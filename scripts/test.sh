@@ -12,7 +12,7 @@
 #
 # Without extra arguments, scripts/run_tests.py runs the built test binaries: the ones that
 # wait on lease timings in LEASEHOLD_TEST_LANES lanes (2 by default) at once, and the
-# simulator's, which use the CPU only, one after another beside them.
+# simulator's, which use the CPU only, one after another beside them (built optimized).
 #
 # --busy N (or LEASEHOLD_TEST_BUSY=N) runs N busy loops beside the tests, from when they are
 # built to the end, as other programs load a shared CI runner: a test that only passes on an
@@ -96,10 +96,11 @@ split=0
 [ ${#cargo_args[@]} -gt 0 ] || split=1
 # Built first, so that busy loops slow the tests and not the compiler: exactly what each
 # run below selects. The whole workspace resolves the core's features differently from
-# either run, so a build of it would leave the tests' own build for when they start.
+# either run, so a build of it would leave the tests' own build for when they start. The
+# simulator's tests build in their own lane, optimized (the `sim-test` profile), beside the
+# rest.
 if [ "$split" -eq 1 ]; then
   cargo test --workspace --exclude leasehold-sim --all-features --locked --no-run
-  cargo test -p leasehold-sim --all-features --locked --no-run
 else
   cargo test --workspace --all-features --locked --no-run "${cargo_args[@]}"
 fi
@@ -129,7 +130,7 @@ if [ "$split" -eq 1 ]; then
   # The guide: its links, runbooks and build. The binary the tests built: the monitor's page
   # in a browser, and the Debian package installed, run and removed (one job: both may
   # install Debian packages, which cannot happen twice at once).
-  python3 scripts/run_tests.py --lanes "${LEASEHOLD_TEST_LANES:-2}" --serial-package leasehold-sim \
+  python3 scripts/run_tests.py --lanes "${LEASEHOLD_TEST_LANES:-2}" --serial-package leasehold-sim --serial-profile sim-test \
     --job "scripts/docs.sh=bash scripts/docs.sh" \
     --job "scripts/browser-test.sh, scripts/package-test.sh=bash scripts/browser-test.sh && bash scripts/package-test.sh" \
     --failures "$failures_file" -- --all-features --locked
