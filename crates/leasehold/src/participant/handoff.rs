@@ -2,6 +2,7 @@
 //! the drain timeout), then writes the lease released; on shutdown the member record goes
 //! first.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::StoreError;
@@ -76,6 +77,7 @@ impl Runner {
         // changes neither what they say nor what is remembered of them.
         let leaving = self.draining || self.winding_down();
         let mut writes = Vec::new();
+        let mut late = BTreeMap::new();
         for partition in partitions {
             let Some(holding) = self.holdings.get(&partition) else {
                 continue;
@@ -107,12 +109,19 @@ impl Runner {
                 record,
                 mode: PutMode::Update(holding.version.clone()),
             });
+            if let Some(renewals) = self.late_renewals.get(&partition) {
+                late.insert(partition, renewals.clone());
+            }
             self.lose(partition, LossReason::Released, now);
         }
         if writes.is_empty() {
             return;
         }
-        let outcome = self.put_leases(&writes).await;
+        let mut outcome = self.put_leases(&writes).await;
+        if let Ok(results) = &mut outcome {
+            self.release_over_late_renewals(&mut writes, results, late)
+                .await;
+        }
         let failed = match &outcome {
             Ok(results) => results.iter().filter(|r| r.is_err()).count(),
             Err(_) => writes.len(),

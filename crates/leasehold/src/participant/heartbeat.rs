@@ -91,10 +91,12 @@ impl Runner {
             }
         });
         let valid_until = sent_at + self.config.lease_validity;
+        let mut own_conflicts = Vec::new();
         for (write, result) in results {
             match result {
                 Ok(version) => {
                     let now = self.clock.now();
+                    self.late_renewals.remove(&write.partition);
                     if let Some(holding) = self.holdings.get_mut(&write.partition) {
                         holding.version = version;
                         holding.record = write.record;
@@ -103,15 +105,25 @@ impl Runner {
                         self.shared.extend(write.partition, valid_until);
                     }
                 }
+                // Perhaps against a renewal of this node's own that landed late.
+                Err(StoreError::Conflict { .. }) if self.may_have_landed_late(write.partition) => {
+                    own_conflicts.push(write.partition);
+                }
                 Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
                     let now = self.clock.now();
                     self.lose(write.partition, LossReason::Conflict, now);
                 }
                 // Outcome still unknown: the lease stands until its deadline, and the next
-                // renewal will tell.
+                // renewal will tell, the write perhaps landing in between.
+                Err(error) if error.is_transient() => {
+                    if self.holdings.contains_key(&write.partition) {
+                        self.renewal_unknown(write.partition, write.record, sent_at);
+                    }
+                }
                 Err(_) => {}
             }
         }
+        self.resolve_late_renewals(own_conflicts).await;
         self.expire_due();
     }
 

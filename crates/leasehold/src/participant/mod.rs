@@ -9,6 +9,7 @@ mod handoff;
 mod heartbeat;
 mod holdings;
 mod join;
+mod late;
 mod runner;
 mod scan;
 mod slots;

@@ -144,6 +144,8 @@ pub(crate) struct Runner {
     pub(super) session_read_at: Option<Instant>,
     /// With session leases, when each held lease's record was last written with its load.
     pub(super) load_published: BTreeMap<PartitionId, Instant>,
+    /// Renewals of held leases whose outcome stayed unknown (see [`super::late`]).
+    pub(super) late_renewals: BTreeMap<PartitionId, Vec<super::late::LateRenewal>>,
     /// With session leases, how many times this node has re-read its session after a failed
     /// renewal.
     pub(super) session_rereads: u64,
@@ -219,6 +221,7 @@ impl Runner {
             member_stamps: Vec::new(),
             session_read_at: None,
             load_published: BTreeMap::new(),
+            late_renewals: BTreeMap::new(),
             session_rereads: 0,
             session_id: 0,
             session_rng: environment.session_seed.map(SeededRng::new),
@@ -569,6 +572,7 @@ impl Runner {
         self.handoffs.remove(&partition);
         self.returning.remove(&partition);
         self.load_published.remove(&partition);
+        self.late_renewals.remove(&partition);
         if self.session_mode() {
             self.observed.lost.insert(
                 partition,

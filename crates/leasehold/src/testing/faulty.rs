@@ -21,6 +21,9 @@ use crate::types::{GroupName, NodeId, PartitionId, Version};
 ///   ([`FaultyStore::lose_member_replies`]);
 /// - loses batch writes on the way in, answering a time-out without applying them
 ///   ([`FaultyStore::drop_batches`]);
+/// - answers batch writes with a time-out at once and applies them only later, as a write
+///   queued behind a lock or a slow server does after its caller gave up
+///   ([`FaultyStore::land_batches_late`]);
 /// - fails every listing with [`StoreError::Throttled`], as an overloaded service answers
 ///   HTTP 429/503, while writes go through ([`FaultyStore::set_reads_throttled`]), and
 ///   single lease reads too ([`FaultyStore::set_lease_reads_throttled`]);
@@ -45,6 +48,8 @@ pub struct FaultyStore {
     lost_replies: AtomicU32,
     lost_member_replies: AtomicU32,
     dropped_batches: AtomicU32,
+    late_batches: AtomicU32,
+    late_batch_delay_ns: AtomicU64,
     reads_throttled: AtomicBool,
     lease_reads_throttled: AtomicBool,
     listings: AtomicU64,
@@ -73,6 +78,8 @@ impl FaultyStore {
             lost_replies: AtomicU32::new(0),
             lost_member_replies: AtomicU32::new(0),
             dropped_batches: AtomicU32::new(0),
+            late_batches: AtomicU32::new(0),
+            late_batch_delay_ns: AtomicU64::new(0),
             reads_throttled: AtomicBool::new(false),
             lease_reads_throttled: AtomicBool::new(false),
             listings: AtomicU64::new(0),
@@ -166,6 +173,14 @@ impl FaultyStore {
     /// [`StoreError::Timeout`].
     pub fn drop_batches(&self, count: u32) {
         self.dropped_batches.store(count, Ordering::SeqCst);
+    }
+
+    /// The next `count` batch writes answer [`StoreError::Timeout`] at once and are applied
+    /// `delay` later, after a caller reading the records back at once would have read them.
+    pub fn land_batches_late(&self, count: u32, delay: Duration) {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.late_batch_delay_ns.store(nanos, Ordering::SeqCst);
+        self.late_batches.store(count, Ordering::SeqCst);
     }
 
     /// The next `count` member record writes are applied, but answer
@@ -320,6 +335,15 @@ impl LeaseStore for FaultyStore {
         self.batches.fetch_add(1, Ordering::SeqCst);
         self.gate().await;
         if take_one(&self.dropped_batches) {
+            return Err(StoreError::Timeout(Duration::from_millis(250)));
+        }
+        if take_one(&self.late_batches) {
+            let delay = Duration::from_nanos(self.late_batch_delay_ns.load(Ordering::SeqCst));
+            let (inner, group, writes) = (Arc::clone(&self.inner), group.clone(), writes.to_vec());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = inner.put_leases(&group, &writes).await;
+            });
             return Err(StoreError::Timeout(Duration::from_millis(250)));
         }
         if take_one(&self.rewrites_before_batches) {
