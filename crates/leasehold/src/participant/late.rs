@@ -20,19 +20,12 @@ use crate::record::{LeaseRecord, StoredLease};
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{LossReason, PartitionId, Version};
 
-use super::runner::Runner;
+use super::runner::{LateRenewal, Runner};
 
 /// Renewals of unknown outcome kept per lease. They are all compare-and-sets on the one
 /// version the holder knew, so at most one of them can have landed; a lease whose store
 /// stalls for more renewals than this in a row is dropped on the conflict, as any other.
 const MAX_LATE_RENEWALS: usize = 4;
-
-/// A renewal whose outcome is unknown: what it wrote, and when it was sent.
-#[derive(Debug, Clone)]
-pub(crate) struct LateRenewal {
-    pub(super) record: LeaseRecord,
-    pub(super) sent_at: Instant,
-}
 
 impl Runner {
     /// Keeps a renewal whose outcome stayed unknown after its read-back: it may land later.

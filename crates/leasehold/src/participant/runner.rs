@@ -41,6 +41,14 @@ pub(crate) enum Command {
     },
 }
 
+/// A renewal whose outcome stayed unknown after its read-back: what it wrote, and when it was
+/// sent (see `participant/late.rs`).
+#[derive(Debug, Clone)]
+pub(super) struct LateRenewal {
+    pub(super) record: crate::record::LeaseRecord,
+    pub(super) sent_at: Instant,
+}
+
 /// A lease being given up, waiting for the work in flight under it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Handoff {
@@ -145,7 +153,7 @@ pub(crate) struct Runner {
     /// With session leases, when each held lease's record was last written with its load.
     pub(super) load_published: BTreeMap<PartitionId, Instant>,
     /// Renewals of held leases whose outcome stayed unknown (see [`super::late`]).
-    pub(super) late_renewals: BTreeMap<PartitionId, Vec<super::late::LateRenewal>>,
+    pub(super) late_renewals: BTreeMap<PartitionId, Vec<LateRenewal>>,
     /// With session leases, how many times this node has re-read its session after a failed
     /// renewal.
     pub(super) session_rereads: u64,
