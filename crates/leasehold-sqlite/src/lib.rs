@@ -112,8 +112,11 @@
 //!   [`StoreError::Unavailable`](leasehold::StoreError::Unavailable), which callers retry.
 //! - Each call runs on a blocking thread so the async runtime never waits on the disk, and is
 //!   bounded by the call timeout ([`SqliteOptions::call_timeout`], default the busy
-//!   timeout), which should not exceed the callers' own limit: a call never commits after
-//!   its time is up ([time limits](SqliteOptions#time-limits)).
+//!   timeout), which should not exceed the callers' own limit: its wait for the write lock
+//!   ends early enough that the write itself is left a quarter of the call's time
+//!   ([time limits](SqliteOptions#time-limits)). A write slower than that (a machine that
+//!   leaves the thread no CPU) still commits after its caller gave up; participants read
+//!   such writes back, and recognise one that lands later still as their own.
 //! - A file deleted or replaced under a running store (a redeploy that recreates it, a
 //!   cleanup script) is a store that failed: every call checks that the file at the path is
 //!   still the one opened (its device and inode) and, once it is not, fails for good with

@@ -38,7 +38,9 @@ impl Synchronous {
 /// early enough to leave [`SqliteOptions::write_allowance`] of the call's time for the write
 /// itself. So set the call timeout no longer than the time limit callers put on store calls
 /// (a participant's `store_timeout`, which wraps the store in a `TimeoutStore`): a call that
-/// the caller gave up on has then given up too, and did not land.
+/// the caller gave up on has then, as a rule, given up too. Not always: a write that itself
+/// outlasts its allowance (its thread starved of CPU, a disk that stalls the sync) commits
+/// after the call timed out, which callers must allow for, as participants do.
 ///
 /// ```
 /// use std::time::Duration;

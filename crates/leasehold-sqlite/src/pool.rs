@@ -106,9 +106,10 @@ impl Pool {
     /// Runs `operation` on a connection in a blocking thread, within the call timeout.
     ///
     /// If the caller stops waiting (time-out or cancellation), the operation still runs to its
-    /// end, and its connection returns to the pool. So that it cannot commit after the call
+    /// end, and its connection returns to the pool. So that it seldom commits after the call
     /// timed out, its wait for the write lock ends early enough to leave
-    /// [`SqliteOptions::write_allowance`] of the call's time for the write itself.
+    /// [`SqliteOptions::write_allowance`] of the call's time for the write itself; a write
+    /// slower than that still commits late.
     pub(crate) async fn run<T, F>(self: &Arc<Self>, operation: F) -> Result<T, StoreError>
     where
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
