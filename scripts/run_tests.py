@@ -14,7 +14,9 @@ lanes, after every test binary.
 
 A binary whose sources stop, pause or restart a shared store server (they read the variables
 or helpers that control it) runs with no other lane's binary beside it: a server going away
-would fail the tests of any binary using it at that moment.
+would fail the tests of any binary using it at that moment. One that fails may have failed
+with a server still stopped: `--revive COMMAND` then runs before any other binary starts,
+so that one failure does not fail every binary after it that uses that server.
 
 Each binary runs as `cargo test` runs it: from its package's directory, with the package's
 variables. Its output is printed whole once it ends, so that lanes do not interleave; every
@@ -131,9 +133,10 @@ def load_times():
 
 
 class Runner:
-    def __init__(self, lanes, timeout):
+    def __init__(self, lanes, timeout, revive=None):
         self.lanes = lanes
         self.timeout = timeout
+        self.revive = revive
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.running = 0
@@ -195,6 +198,21 @@ class Runner:
             sys.stdout.write(job.output)
             sys.stdout.flush()
 
+    def revive_servers(self, job):
+        """Starts again the servers a failed server-stopping binary may have left stopped."""
+        revived = subprocess.run(
+            ["bash", "-c", self.revive],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        with self.lock:
+            print(f"\n── after {job.name} failed: `{self.revive}` exited {revived.returncode}")
+            sys.stdout.write(revived.stdout)
+            sys.stdout.flush()
+
     def pool(self, jobs):
         """Runs jobs in `lanes` threads, the ones that must run alone before the rest."""
         queue = [j for j in jobs if j.alone] + [j for j in jobs if not j.alone]
@@ -213,6 +231,8 @@ class Runner:
                     self.running += 1
                     self.alone_running = job.alone
                 self.run(job)
+                if job.alone and job.status != 0 and self.revive:
+                    self.revive_servers(job)
                 with self.changed:
                     self.running -= 1
                     self.alone_running = False
@@ -230,6 +250,7 @@ def main():
     parser.add_argument("--serial-package", action="append", default=[])
     parser.add_argument("--serial-profile", metavar="PROFILE")
     parser.add_argument("--timeout", type=int, default=1200)
+    parser.add_argument("--revive", metavar="COMMAND")
     parser.add_argument("--failures", required=True)
     parser.add_argument("--job", action="append", default=[], metavar="NAME=COMMAND")
     parser.add_argument("cargo_args", nargs="*")
@@ -266,7 +287,7 @@ def main():
         flush=True,
     )
 
-    runner = Runner(args.lanes, args.timeout)
+    runner = Runner(args.lanes, args.timeout, args.revive)
     signal.signal(signal.SIGTERM, runner.stop)
     signal.signal(signal.SIGINT, runner.stop)
 

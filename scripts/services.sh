@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs, starts and stops the store servers the test suite talks to, all on loopback.
 #
-#   scripts/services.sh install|start|stop|status [SERVICE...]
+#   scripts/services.sh install|start|stop|status|revive [SERVICE...]
 #
+# `revive` starts again each service whose `status` fails (a test that stopped a server and
+# failed before starting it again), and leaves the others running.
 # SERVICE is the name of a script in scripts/services/ (postgres, etcd, zookeeper, azurite);
 # with none, every one. `start` leaves, per service, .services/<service>.env with the
 # `export` lines tests read (for example LEASEHOLD_TEST_POSTGRES_URL) and a pid file, so that
@@ -14,8 +16,8 @@ mkdir -p "$SERVICES_DIR"
 
 action=${1:-}
 case "$action" in
-  install|start|stop|status) shift ;;
-  *) echo "usage: $0 install|start|stop|status [SERVICE...]" >&2; exit 2 ;;
+  install|start|stop|status|revive) shift ;;
+  *) echo "usage: $0 install|start|stop|status|revive [SERVICE...]" >&2; exit 2 ;;
 esac
 
 services=("$@")
@@ -105,6 +107,14 @@ release_ports() {
 [ "$action" != start ] || reserve_ports
 
 for service in "${services[@]}"; do
+  if [ "$action" = revive ]; then
+    # Helpers, not servers.
+    case "$service" in certs) continue ;; esac
+    bash "$root/scripts/services/$service.sh" status >/dev/null 2>&1 && continue
+    echo "services: $service is not answering; starting it again"
+    bash "$root/scripts/services/$service.sh" start || { echo "services: $service start failed" >&2; status=1; }
+    continue
+  fi
   bash "$root/scripts/services/$service.sh" "$action" || { echo "services: $service $action failed" >&2; status=1; }
 done
 if [ "$action" = stop ] && [ $# -eq 0 ]; then release_ports; fi

@@ -133,6 +133,7 @@ if [ "$split" -eq 1 ]; then
   python3 scripts/run_tests.py --lanes "${LEASEHOLD_TEST_LANES:-2}" --serial-package leasehold-sim --serial-profile sim-test \
     --job "scripts/docs.sh=bash scripts/docs.sh" \
     --job "scripts/browser-test.sh, scripts/package-test.sh=bash scripts/browser-test.sh && bash scripts/package-test.sh" \
+    --revive "bash scripts/services.sh revive" \
     --failures "$failures_file" -- --all-features --locked
   status=$?
   mapfile -t binaries <"$failures_file"
