@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::StoreError;
 use crate::metrics::Renewal;
-use crate::record::{MemberRecord, StoredLease};
+use crate::record::MemberRecord;
 use crate::store::{LeaseWrite, PutMode};
 use crate::types::{is_valid_load, PartitionId, Version};
 
@@ -235,17 +235,8 @@ impl Runner {
         }
         let unknown = partitions.len();
         tracing::warn!(node = %self.config.node, unknown, "{what} outcome unknown; reading back");
-        let (store, group) = (Arc::clone(&self.store), self.config.group.clone());
-        let Ok(rows) = self
-            .call(async move { store.get_leases(&group, &partitions).await })
-            .await
-        else {
-            return settled;
-        };
-        let current: BTreeMap<PartitionId, StoredLease> = rows
-            .into_iter()
-            .filter_map(|(partition, stored)| Some((partition, stored?)))
-            .collect();
+        // A read that fails leaves every outcome unknown.
+        let current = self.read_back(&partitions).await;
         for (write, result) in &mut settled {
             if !result.as_ref().is_err_and(StoreError::is_transient) {
                 continue;

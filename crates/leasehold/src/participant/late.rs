@@ -49,7 +49,7 @@ impl Runner {
 
     /// Reads the records of `partitions` back, through [`Runner::call`]; an empty map when
     /// the read fails.
-    async fn read_back(
+    pub(super) async fn read_back(
         &mut self,
         partitions: &[PartitionId],
     ) -> BTreeMap<PartitionId, StoredLease> {
