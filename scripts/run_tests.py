@@ -199,18 +199,24 @@ class Runner:
             sys.stdout.flush()
 
     def revive_servers(self, job):
-        """Starts again the servers a failed server-stopping binary may have left stopped."""
-        revived = subprocess.run(
-            ["bash", "-c", self.revive],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        """Starts again the servers a failed server-stopping binary may have left stopped
+        (each service's start waits a minute at most; the whole gets ten)."""
+        try:
+            revived = subprocess.run(
+                ["bash", "-c", self.revive],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=600,
+            )
+            outcome, output = f"exited {revived.returncode}", revived.stdout
+        except subprocess.TimeoutExpired as expired:
+            outcome, output = "was stopped after 600 s", expired.stdout or ""
         with self.lock:
-            print(f"\n── after {job.name} failed: `{self.revive}` exited {revived.returncode}")
-            sys.stdout.write(revived.stdout)
+            print(f"\n── after {job.name} failed: `{self.revive}` {outcome}")
+            sys.stdout.write(output if isinstance(output, str) else output.decode(errors="replace"))
             sys.stdout.flush()
 
     def pool(self, jobs):

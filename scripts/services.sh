@@ -62,7 +62,8 @@ done
 # another checkout's servers start or stop in between.
 reserved=/proc/sys/net/ipv4/ip_local_reserved_ports
 added="$SERVICES_DIR/reserved-ports.added"
-# Rewrites the reserved list: `ports_edit add|remove PORT...` on the list read from stdin.
+# `ports_edit add|remove|missing PORT...` on the reserved list read from stdin: the list
+# with the PORTs added or removed, or the PORTs it does not hold yet.
 ports_edit() {
   python3 -c '
 import sys
@@ -71,10 +72,8 @@ current = set()
 for part in filter(None, sys.stdin.read().strip().split(",")):
     low, _, high = part.partition("-")
     current.update(range(int(low), int(high or low) + 1))
-result = current | ports if mode == "add" else current - ports
-print(",".join(map(str, sorted(result))))
-if mode == "add":
-    sys.stderr.write(" ".join(map(str, sorted(ports - current))))
+result = {"add": current | ports, "remove": current - ports, "missing": ports - current}[mode]
+print(("," if mode != "missing" else " ").join(map(str, sorted(result))))
 ' "$@"
 }
 reserve_ports() {
@@ -85,15 +84,13 @@ reserve_ports() {
     read -ra listed < <(bash "$script" ports)
     ports+=("${listed[@]}")
   done
-  list=$(ports_edit add "${ports[@]}" <"$reserved" 2>"$added.new") &&
-    echo "$list" >"$reserved" 2>/dev/null || {
+  if new=$(ports_edit missing "${ports[@]}" <"$reserved") &&
+    list=$(ports_edit add "${ports[@]}" <"$reserved") &&
+    echo "$list" >"$reserved" 2>/dev/null; then
+    if [ -n "$new" ]; then echo "$new" >>"$added"; fi
+  else
     echo "services: could not reserve the servers' ports (${ports[*]}) in $reserved" >&2
-    rm -f "$added.new"
-    return 0
-  }
-  new=$(cat "$added.new")
-  rm -f "$added.new"
-  if [ -n "$new" ]; then echo "$new" >>"$added"; fi
+  fi
 }
 release_ports() {
   [ -f "$added" ] || return 0
@@ -108,8 +105,6 @@ release_ports() {
 
 for service in "${services[@]}"; do
   if [ "$action" = revive ]; then
-    # Helpers, not servers.
-    case "$service" in certs) continue ;; esac
     bash "$root/scripts/services/$service.sh" status >/dev/null 2>&1 && continue
     echo "services: $service is not answering; starting it again"
     bash "$root/scripts/services/$service.sh" start || { echo "services: $service start failed" >&2; status=1; }

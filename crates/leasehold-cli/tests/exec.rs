@@ -177,12 +177,12 @@ fn commands_never_work_at_once(mode: LeaseMode) {
     {
         let paused = holder.clone();
         let victim = if paused == "a" { &a } else { &b };
+        let locked = || {
+            site.node_stderr(other_than(&paused))
+                .matches(SQLITE_LOCKED)
+                .count()
+        };
         for attempt in 1.. {
-            let locked = || {
-                site.node_stderr(other_than(&paused))
-                    .matches(SQLITE_LOCKED)
-                    .count()
-            };
             let locked_before = locked();
             victim.signal("STOP");
             let moved = site.poll(limit, || took_over(&paused));
