@@ -38,6 +38,8 @@ node_env() {
   export ERL_EPMD_PORT=$epmd_port
   export RABBITMQ_MNESIA_BASE="$base/mnesia"
   export RABBITMQ_LOG_BASE="$base/log"
+  # A node that fails to start writes a crash dump; without this, into the caller's directory.
+  export ERL_CRASH_DUMP="$base/log/erl_crash.dump"
   export RABBITMQ_ENABLED_PLUGINS_FILE="$base/enabled_plugins"
   export RABBITMQ_CONF_ENV_FILE="$base/rabbitmq-env.conf"
   export RABBITMQ_CONFIG_FILE="$base/rabbitmq.conf"
