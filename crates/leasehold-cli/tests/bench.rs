@@ -7,6 +7,9 @@ mod common;
 use common::Site;
 use serde_json::Value;
 
+/// The partitions of the bench's group: three nodes hold four each.
+const PARTITIONS: u64 = 12;
+
 /// Fails if a change never completes (the fleet does not settle, a node dies), if the
 /// figures are not computed from the fence logs (no moves seen for a change that must move
 /// partitions), or if any partition is acquired while another node holds it.
@@ -22,7 +25,7 @@ fn every_change_completes_with_no_double_owner() {
         "--nodes",
         "3",
         "--partitions",
-        "12",
+        &PARTITIONS.to_string(),
         "--heartbeat",
         "100ms",
         "--validity",
@@ -56,7 +59,19 @@ fn every_change_completes_with_no_double_owner() {
                 figures["min_moves"].as_u64().expect("min_moves"),
             );
             assert!(fewest > 0, "every change moves something: {change:#}");
-            assert!(moves >= fewest, "fewer moves than possible: {change:#}");
+            // The paused node's partitions move only if the others run during the pause.
+            // SQLite stops every writer while the paused process holds the file's write
+            // lock (it stopped inside a write, likelier when a busy machine slows writes):
+            // then every lease in the group runs out, nobody takes over, and the paused
+            // node takes its own partitions back when it continues.
+            let fleet_stood_still = change["change"] == "pause"
+                && moves == 0
+                && figures["expiries"].as_u64().expect("expiries") >= PARTITIONS
+                && figures["same_holder"].as_u64().expect("same_holder") == PARTITIONS;
+            assert!(
+                moves >= fewest || fleet_stood_still,
+                "fewer moves than possible: {change:#}"
+            );
         }
     }
     // Every run deleted its records.
