@@ -184,7 +184,9 @@ impl<'v> Candidates<'v> {
                 } else if wanted > 0 {
                     wake_at(plan, directed_until);
                 }
-            } else if wanted > 0 && waits_on(seen) {
+            } else if waits_on(seen) {
+                // Not ready yet, and this node wants rows (a row not ready while it wants
+                // none was passed over at the top of the loop).
                 wake_at(plan, ready_at);
             }
         }
