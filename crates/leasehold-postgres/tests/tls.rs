@@ -14,7 +14,7 @@ async fn postgres_store_passes_the_conformance_suite_over_tls() {
         return;
     };
     let plain_url = common::url().expect("checked by tls()");
-    let options = common::test_options(&tls_url).ca_file(ca);
+    let options = common::conformance_options(&tls_url).ca_file(ca);
     let harness = common::PostgresHarness::with(options, &plain_url).await;
     // The server itself says whether the store's connection is encrypted.
     let encrypted: i64 = harness

@@ -61,6 +61,16 @@ pub fn test_options(endpoints: &[String]) -> EtcdOptions {
         .connect_timeout(Duration::from_secs(1))
 }
 
+/// The request timeout of [`conformance_options`]: the suite's checks count every write,
+/// and a write that timed out has an unknown outcome they cannot count, so its calls may
+/// wait as long as a loaded machine makes them, where [`REQUEST_TIMEOUT`] would fail them.
+pub const CONFORMANCE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Options for the conformance suite, which takes no member down.
+pub fn conformance_options(endpoints: &[String]) -> EtcdOptions {
+    test_options(endpoints).request_timeout(CONFORMANCE_REQUEST_TIMEOUT)
+}
+
 /// A store under a prefix of its own, so test runs never see each other's keys.
 pub async fn store(endpoints: &[String]) -> EtcdStore {
     let prefix = format!("/leasehold-test/{}", unique_group("run"));
@@ -81,7 +91,7 @@ impl EtcdHarness {
     pub async fn over_tls(endpoint: &str, ca: &PathBuf) -> EtcdHarness {
         let prefix = format!("/leasehold-test/{}", unique_group("tls-suite"));
         let endpoints = [endpoint.to_owned()];
-        let options = test_options(&endpoints)
+        let options = conformance_options(&endpoints)
             .prefix(&prefix)
             .tls(true)
             .ca_file(ca);
@@ -102,7 +112,7 @@ impl EtcdHarness {
 
     pub async fn new(endpoints: &[String]) -> EtcdHarness {
         let prefix = format!("/leasehold-test/{}", unique_group("suite"));
-        let store = EtcdStore::connect(test_options(endpoints).prefix(&prefix))
+        let store = EtcdStore::connect(conformance_options(endpoints).prefix(&prefix))
             .await
             .expect("connect to the test cluster");
         let client = Client::connect(endpoints, None).await.expect("raw client");

@@ -46,6 +46,18 @@ pub fn test_options(url: &str) -> PostgresOptions {
         .reconnect_delay(Duration::from_millis(50), Duration::from_millis(500))
 }
 
+/// The timeouts of [`conformance_options`]: the suite's checks count every write, and a
+/// write that timed out has an unknown outcome they cannot count, so its calls may wait as
+/// long as a loaded machine makes them, where [`REQUEST_TIMEOUT`] would fail them.
+pub const CONFORMANCE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Options for the conformance suite, which never stops the server.
+pub fn conformance_options(url: &str) -> PostgresOptions {
+    test_options(url)
+        .statement_timeout(CONFORMANCE_REQUEST_TIMEOUT - Duration::from_secs(5))
+        .request_timeout(CONFORMANCE_REQUEST_TIMEOUT)
+}
+
 pub async fn store(url: &str) -> PostgresStore {
     PostgresStore::connect(test_options(url))
         .await
@@ -87,7 +99,7 @@ pub struct PostgresHarness {
 
 impl PostgresHarness {
     pub async fn new(url: &str) -> PostgresHarness {
-        PostgresHarness::with(test_options(url), url).await
+        PostgresHarness::with(conformance_options(url), url).await
     }
 
     /// A harness whose store connects with `options` (the default table prefix), and whose
