@@ -15,6 +15,20 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# scratch_dir NAME: a folder for a test server's data, which need not outlive the machine:
+# in memory (/dev/shm) where the machine has it, else under $SERVICES_DIR. A shared CI disk
+# can stall an fsync for seconds (etcd has logged "wal: sync duration of 9.8s" beside the
+# suite), long enough to fail calls the tests make with their short timeouts; in memory an
+# fsync costs nothing, and what the tests check does not depend on the disk.
+scratch_dir() {
+  local shm=/dev/shm
+  if [ -d "$shm" ] && [ -w "$shm" ]; then
+    echo "$shm/leasehold-$(printf %s "$SERVICES_DIR" | sha256sum | cut -c1-12)/$1"
+  else
+    echo "$SERVICES_DIR/$1"
+  fi
+}
+
 # start_daemon NAME CMD...: starts CMD in the background as its own process group, logging to
 # $SERVICES_DIR/NAME.log and recording its PID in $SERVICES_DIR/NAME.pid.
 start_daemon() {

@@ -4,8 +4,9 @@
 #   etcd.sh install|start|stop|status
 #
 # Members e1, e2, e3 listen for clients on 127.0.0.1:52379, 52389, 52399 and for peers on
-# 52380, 52390, 52400, with data in $SERVICES_DIR/etcd/<name>. Each member is its own daemon
-# (pid file $SERVICES_DIR/etcd-<name>.pid); $SERVICES_DIR/etcd-<name>.stop stops it and
+# 52380, 52390, 52400, with data in `scratch_dir etcd`/<name> (common.sh: in memory where
+# the machine allows). Each member is its own daemon (pid file
+# $SERVICES_DIR/etcd-<name>.pid); $SERVICES_DIR/etcd-<name>.stop stops it and
 # $SERVICES_DIR/etcd-<name>.start starts it again with the same flags, so a test can take one
 # member down and bring it back.
 #
@@ -30,6 +31,7 @@ mtls_endpoint="127.0.0.1:52419"
 mtls_peer="http://127.0.0.1:52420"
 # Every port above, for the wait before a start and for `ports`.
 all_ports=("${client_port[@]}" "${peer_port[@]}" 52409 52410 52419 52420)
+data=$(scratch_dir etcd)
 
 install() {
   # protoc and the well-known .proto files are needed to build the etcd client crate.
@@ -47,7 +49,7 @@ set -euo pipefail
 export SERVICES_DIR="$SERVICES_DIR"
 . "$here/common.sh"
 start_daemon etcd-$name etcd --name $name \\
-  --data-dir "$SERVICES_DIR/etcd/$name" \\
+  --data-dir "$data/$name" \\
   --listen-client-urls http://127.0.0.1:${client_port[$name]} \\
   --advertise-client-urls http://127.0.0.1:${client_port[$name]} \\
   --listen-peer-urls http://127.0.0.1:${peer_port[$name]} \\
@@ -72,7 +74,7 @@ SCRIPT
 start_tls_member() {
   local name=$1 endpoint=$2 peer=$3; shift 3
   start_daemon "etcd-$name" etcd --name "$name" \
-    --data-dir "$SERVICES_DIR/etcd/$name" \
+    --data-dir "$data/$name" \
     --listen-client-urls "https://$endpoint" \
     --advertise-client-urls "https://$endpoint" \
     --cert-file "$TEST_CERTS_DIR/server.pem" \
@@ -106,8 +108,8 @@ start() {
   wait_port_free 60 etcd "${all_ports[@]}"
   command -v etcd >/dev/null || { echo "etcd: not installed; run install first" >&2; return 1; }
   # A fresh cluster each start: leftover member data from another cluster would not join.
-  rm -rf "$SERVICES_DIR/etcd"
-  mkdir -p "$SERVICES_DIR/etcd"
+  rm -rf "$data" "$SERVICES_DIR/etcd"
+  mkdir -p "$data"
   for name in "${members[@]}"; do
     write_member_scripts "$name"
     bash "$SERVICES_DIR/etcd-$name.start"
@@ -136,6 +138,8 @@ stop() {
   for name in "${members[@]}" tls mtls; do
     stop_daemon "etcd-$name"
   done
+  rm -rf "$data"
+  rmdir "$(dirname "$data")" 2>/dev/null || true
   rm -f "$SERVICES_DIR/etcd.env"
 }
 
