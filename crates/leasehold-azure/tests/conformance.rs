@@ -3,12 +3,11 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::testing::{
     run_conformance, run_transaction_conformance, Harness, Listed, Malformed,
-    MALFORMED_FIRST_PARTITION,
+    CONFORMANCE_CALL_TIMEOUT, MALFORMED_FIRST_PARTITION,
 };
 use leasehold::{
     GroupName, LeaseRecord, LeaseStore, MemberRecord, NodeId, PartitionId, PutMode, RecordKey,
@@ -112,9 +111,7 @@ impl Harness for AzureHarness {
 
 /// The harness for the table `options` names; `None` when the test is to skip.
 async fn harness(options: Option<leasehold_azure::AzureOptions>) -> Option<AzureHarness> {
-    // The suite counts every write, and one that timed out has an unknown outcome it cannot
-    // count: calls may wait as long as a loaded machine makes them.
-    let options = options?.call_timeout(Duration::from_secs(30));
+    let options = options?.call_timeout(CONFORMANCE_CALL_TIMEOUT);
     let endpoint = options.endpoint_url();
     Some(AzureHarness {
         store: AzureTableStore::connect(options)

@@ -3,12 +3,11 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::testing::{
     malformed_json_values, run_conformance, run_transaction_conformance, Harness, Listed,
-    Malformed, MALFORMED_FIRST_PARTITION,
+    Malformed, CONFORMANCE_CALL_TIMEOUT, MALFORMED_FIRST_PARTITION,
 };
 use leasehold::{GroupName, LeaseStore, PartitionId, RecordKey, StoreError};
 use leasehold_zookeeper::ZookeeperStore;
@@ -111,10 +110,8 @@ impl Harness for ZookeeperHarness {
 impl ZookeeperHarness {
     async fn connect(address: &str) -> ZookeeperHarness {
         ZookeeperHarness {
-            // The suite counts every write, and one that timed out has an unknown outcome
-            // it cannot count: calls may wait as long as a loaded machine makes them.
             store: ZookeeperStore::connect(
-                common::test_options(address).call_timeout(Duration::from_secs(30)),
+                common::test_options(address).call_timeout(CONFORMANCE_CALL_TIMEOUT),
             )
             .await
             .expect("connect to the test ZooKeeper server"),

@@ -462,6 +462,8 @@ pub struct PartitionView {
     pub state: String,
     /// The record's version in the store, which every write changes.
     pub version: String,
+    /// Milliseconds since the record was written, by this machine's clock.
+    pub age_ms: Option<u64>,
 }
 
 /// One member record of `status --json`.
@@ -488,6 +490,7 @@ pub fn partitions(status: &Value) -> Vec<PartitionView> {
                 epoch: p["epoch"].as_u64().expect("epoch"),
                 state,
                 version: p["version"].as_str().expect("version").to_owned(),
+                age_ms: p["age_ms"].as_u64(),
             }
         })
         .collect()

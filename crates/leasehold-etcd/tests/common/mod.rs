@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use etcd_client::{Certificate, Client, ConnectOptions, TlsOptions};
 use leasehold::testing::{
     malformed_json_values, service_env, unique_group, Harness, Listed, Malformed,
+    CONFORMANCE_CALL_TIMEOUT,
 };
 use leasehold::{GroupName, LeaseStore, PartitionId, RecordKey, StoreError};
 use leasehold_etcd::{EtcdOptions, EtcdStore, MAX_TXN_OPS};
@@ -61,14 +62,9 @@ pub fn test_options(endpoints: &[String]) -> EtcdOptions {
         .connect_timeout(Duration::from_secs(1))
 }
 
-/// The request timeout of [`conformance_options`]: the suite's checks count every write,
-/// and a write that timed out has an unknown outcome they cannot count, so its calls may
-/// wait as long as a loaded machine makes them, where [`REQUEST_TIMEOUT`] would fail them.
-pub const CONFORMANCE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Options for the conformance suite, which takes no member down.
 pub fn conformance_options(endpoints: &[String]) -> EtcdOptions {
-    test_options(endpoints).request_timeout(CONFORMANCE_REQUEST_TIMEOUT)
+    test_options(endpoints).request_timeout(CONFORMANCE_CALL_TIMEOUT)
 }
 
 /// A store under a prefix of its own, so test runs never see each other's keys.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use leasehold::testing::{service_env, Harness, Listed, Malformed};
+use leasehold::testing::{service_env, Harness, Listed, Malformed, CONFORMANCE_CALL_TIMEOUT};
 use leasehold::{GroupName, LeaseStore, NodeId, PartitionId, RecordKey, StoreError};
 use leasehold_postgres::{PostgresOptions, PostgresStore};
 
@@ -46,16 +46,12 @@ pub fn test_options(url: &str) -> PostgresOptions {
         .reconnect_delay(Duration::from_millis(50), Duration::from_millis(500))
 }
 
-/// The timeouts of [`conformance_options`]: the suite's checks count every write, and a
-/// write that timed out has an unknown outcome they cannot count, so its calls may wait as
-/// long as a loaded machine makes them, where [`REQUEST_TIMEOUT`] would fail them.
-pub const CONFORMANCE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Options for the conformance suite, which never stops the server.
+/// Options for the conformance suite, which never stops the server. A statement ends on the
+/// server a little before the client gives up on it.
 pub fn conformance_options(url: &str) -> PostgresOptions {
     test_options(url)
-        .statement_timeout(CONFORMANCE_REQUEST_TIMEOUT - Duration::from_secs(5))
-        .request_timeout(CONFORMANCE_REQUEST_TIMEOUT)
+        .statement_timeout(CONFORMANCE_CALL_TIMEOUT - Duration::from_secs(5))
+        .request_timeout(CONFORMANCE_CALL_TIMEOUT)
 }
 
 pub async fn store(url: &str) -> PostgresStore {

@@ -83,6 +83,12 @@ pub trait Harness: Send + Sync {
 /// records that must keep listing.
 pub const MALFORMED_FIRST_PARTITION: u32 = 10;
 
+/// The call timeout a store under the suite should have: long. The checks count every
+/// write (the race of concurrent writers, for one), and a call that timed out leaves an
+/// outcome they cannot count, so a timeout fails them; on a loaded machine a call can take
+/// seconds. Tests that stop servers keep short timeouts of their own.
+pub const CONFORMANCE_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Which listing a malformed record shows up in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listed {
