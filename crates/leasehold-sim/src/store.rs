@@ -11,8 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use leasehold::{
     ChangeFeed, GroupName, GroupRecord, LeaseRecord, LeaseState, LeaseStore, LeaseWrite, Listing,
-    MemberRecord, MemoryStore, NodeId, PartitionId, PutMode, RecordKey, StoreError, StoredGroup,
-    StoredLease, StoredMember, TxnWrite, Version,
+    MemberRecord, MemoryStore, NodeId, PartitionId, PutMode, RecordKey, StoreError, Stored,
+    StoredGroup, StoredLease, StoredMember, StoredMemberHead, TxnWrite, Version,
 };
 use tokio::sync::mpsc;
 
@@ -258,6 +258,30 @@ impl<N: Network> FaultyStore<N> {
     }
 }
 
+impl<N: Network> FaultyStore<N> {
+    /// A member listing as this node receives it: counted, and with the records its faults
+    /// hide or garble taken out.
+    fn members_as_seen<V>(
+        &self,
+        mut listing: Listing<Stored<NodeId, V>>,
+    ) -> Listing<Stored<NodeId, V>> {
+        self.network.rows_read(listing.records.len());
+        if self.network.hides_members(self.holder) {
+            listing.records.retain(|member| member.key == self.node);
+        }
+        if let Some(garbled) = self.network.garbled_member(self.holder) {
+            if let Some(at) = listing.records.iter().position(|m| m.key == garbled) {
+                listing.records.remove(at);
+                listing.corrupt.push(StoreError::Corrupt {
+                    key: RecordKey::Member(garbled),
+                    reason: "unreadable to this node (injected)".to_owned(),
+                });
+            }
+        }
+        listing
+    }
+}
+
 #[async_trait]
 impl<N: Network> LeaseStore for FaultyStore<N> {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
@@ -391,21 +415,16 @@ impl<N: Network> LeaseStore for FaultyStore<N> {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let mut listing = self.read(self.inner().list_members(group)).await?;
-        self.network.rows_read(listing.records.len());
-        if self.network.hides_members(self.holder) {
-            listing.records.retain(|member| member.key == self.node);
-        }
-        if let Some(garbled) = self.network.garbled_member(self.holder) {
-            if let Some(at) = listing.records.iter().position(|m| m.key == garbled) {
-                listing.records.remove(at);
-                listing.corrupt.push(StoreError::Corrupt {
-                    key: RecordKey::Member(garbled),
-                    reason: "unreadable to this node (injected)".to_owned(),
-                });
-            }
-        }
-        Ok(listing)
+        let listing = self.read(self.inner().list_members(group)).await?;
+        Ok(self.members_as_seen(listing))
+    }
+
+    async fn list_member_heads(
+        &self,
+        group: &GroupName,
+    ) -> Result<Listing<StoredMemberHead>, StoreError> {
+        let listing = self.read(self.inner().list_member_heads(group)).await?;
+        Ok(self.members_as_seen(listing))
     }
 
     async fn get_member(

@@ -97,8 +97,8 @@ pub use participant::{
     Participant, Status, WorkPermit,
 };
 pub use record::{
-    replaced_mark, unix_ms_now, InvalidRecord, LeaseRecord, LeaseState, MemberRecord, Stored,
-    StoredLease, StoredMember,
+    replaced_mark, unix_ms_now, IntoHeads, InvalidRecord, LeaseRecord, LeaseState, MemberHead,
+    MemberRecord, Stored, StoredLease, StoredMember, StoredMemberHead,
 };
 pub use router::{fnv1a_32, partition_for_key, NotOwner, Route, Router, ROUTER_STORE_TIMEOUT};
 pub use store::{

@@ -8,7 +8,9 @@ use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::group::{GroupRecord, StoredGroup};
-use crate::record::{LeaseRecord, MemberRecord, Stored, StoredLease, StoredMember};
+use crate::record::{
+    LeaseRecord, MemberHead, MemberRecord, Stored, StoredLease, StoredMember, StoredMemberHead,
+};
 use crate::store::{
     check_transaction, Change, ChangeFeed, LeaseStore, LeaseWrite, Listing, PutMode, TxnWrite,
 };
@@ -135,6 +137,13 @@ impl<K: Ord + Slot, T> Table<K, T> {
 impl<K: Clone + Into<RecordKey>, T: Clone> Table<K, T> {
     /// Every record, in key order.
     fn list(&self) -> Listing<Stored<K, T>> {
+        self.list_with(T::clone)
+    }
+}
+
+impl<K: Clone + Into<RecordKey>, T> Table<K, T> {
+    /// Every record as `read` copies it, in key order.
+    fn list_with<U>(&self, read: impl Fn(&T) -> U) -> Listing<Stored<K, U>> {
         // Copied straight into the listing while every record reads; a simulated fleet lists
         // a thousand member records per node per scan.
         let mut records = Vec::with_capacity(self.rows.len());
@@ -143,12 +152,22 @@ impl<K: Clone + Into<RecordKey>, T: Clone> Table<K, T> {
                 return self
                     .rows
                     .iter()
-                    .map(|(key, entry)| to_stored(key, entry))
+                    .map(|(key, entry)| match &entry.value {
+                        Ok(value) => Ok(Stored {
+                            key: key.clone(),
+                            value: read(value),
+                            version: Version::from_number(entry.version),
+                        }),
+                        Err(reason) => Err(StoreError::Corrupt {
+                            key: key.clone().into(),
+                            reason: reason.clone(),
+                        }),
+                    })
                     .collect();
             };
             records.push(Stored {
                 key: key.clone(),
-                value: value.clone(),
+                value: read(value),
                 version: Version::from_number(entry.version),
             });
         }
@@ -487,6 +506,17 @@ impl LeaseStore for MemoryStore {
             return Ok(Listing::default());
         };
         Ok(tables.members.list())
+    }
+
+    async fn list_member_heads(
+        &self,
+        group: &GroupName,
+    ) -> Result<Listing<StoredMemberHead>, StoreError> {
+        let inner = self.lock();
+        let Some(tables) = inner.groups.get(group) else {
+            return Ok(Listing::default());
+        };
+        Ok(tables.members.list_with(|record| MemberHead::from(record)))
     }
 
     async fn get_member(

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::StoreError;
 use crate::types::{Epoch, NodeId, PartitionId, RecordKey, Version};
 
+mod head;
+pub use head::{IntoHeads, MemberHead, StoredMemberHead};
+
 /// Where a partition's lease stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

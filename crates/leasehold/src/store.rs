@@ -9,7 +9,9 @@ use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::group::{GroupRecord, StoredGroup};
-use crate::record::{LeaseRecord, MemberRecord, StoredLease, StoredMember};
+use crate::record::{
+    IntoHeads, LeaseRecord, MemberRecord, StoredLease, StoredMember, StoredMemberHead,
+};
 use crate::types::{GroupName, NodeId, PartitionId, Version};
 
 pub mod batch;
@@ -416,6 +418,22 @@ pub trait LeaseStore: Debug + Send + Sync + 'static {
     /// Every member record of `group`, ordered by node name.
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError>;
 
+    /// The heads of every member record of `group` ([`MemberHead`](crate::MemberHead)), ordered by node name:
+    /// what a participant reads at every scan. The default lists the whole records and cuts
+    /// them down; a store that can read or copy less overrides it. A wrapper that changes
+    /// what [`LeaseStore::list_members`] returns (injected faults, say) can leave the
+    /// default, which goes through its own `list_members`.
+    async fn list_member_heads(
+        &self,
+        group: &GroupName,
+    ) -> Result<Listing<StoredMemberHead>, StoreError> {
+        let listing = self.list_members(group).await?;
+        Ok(Listing {
+            records: listing.records.into_heads(),
+            corrupt: listing.corrupt,
+        })
+    }
+
     /// One member record, or `None` if it does not exist.
     async fn get_member(
         &self,
@@ -590,6 +608,13 @@ impl LeaseStore for TimeoutStore {
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
         self.bound(self.inner.list_members(group)).await
+    }
+
+    async fn list_member_heads(
+        &self,
+        group: &GroupName,
+    ) -> Result<Listing<StoredMemberHead>, StoreError> {
+        self.bound(self.inner.list_member_heads(group)).await
     }
 
     async fn get_member(

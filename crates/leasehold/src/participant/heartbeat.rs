@@ -92,6 +92,7 @@ impl Runner {
         });
         let valid_until = sent_at + self.config.lease_validity;
         let mut own_conflicts = Vec::new();
+        let mut renewed = Vec::with_capacity(batch);
         for (write, result) in results {
             match result {
                 Ok(version) => {
@@ -102,7 +103,7 @@ impl Runner {
                         holding.record = write.record;
                         holding.valid_until = valid_until;
                         holding.settled_at = Some(now);
-                        self.shared.extend(write.partition, valid_until);
+                        renewed.push(write.partition);
                     }
                 }
                 // Perhaps against a renewal of this node's own that landed late.
@@ -123,6 +124,7 @@ impl Runner {
                 Err(_) => {}
             }
         }
+        self.shared.extend(renewed, valid_until);
         self.resolve_late_renewals(own_conflicts).await;
         self.expire_due();
     }
@@ -377,6 +379,7 @@ impl Runner {
         self.observed.own_session_since.get_or_insert(since);
         let valid_until = sent_at + self.config.lease_validity;
         let handoffs = &self.handoffs;
+        let mut renewed = Vec::with_capacity(self.holdings.len());
         for (partition, holding) in self.holdings.iter_mut() {
             // A hand-off whose work outlived the drain limit is left to run out.
             if handoffs
@@ -387,9 +390,10 @@ impl Runner {
             }
             if holding.valid_until < valid_until {
                 holding.valid_until = valid_until;
-                self.shared.extend(*partition, valid_until);
+                renewed.push(*partition);
             }
         }
+        self.shared.extend(renewed, valid_until);
     }
 
     /// This node's session ended (deleted, or taken over by another process under the same

@@ -154,7 +154,7 @@ impl Runner {
                     holding.settled_at = Some(now);
                     if valid_until > holding.valid_until {
                         holding.valid_until = valid_until;
-                        self.shared.extend(partition, valid_until);
+                        self.shared.extend([partition], valid_until);
                     }
                     tracing::info!(node = %self.config.node, %partition, "a renewal of unknown outcome landed after it was read back; the lease stands");
                 }

@@ -215,11 +215,18 @@ impl Shared {
         self.read_leases().held.get(&partition).cloned()
     }
 
-    /// Moves the deadline of a lease still held; never re-adds one released meanwhile.
-    fn extend(&self, partition: PartitionId, valid_until: Instant) {
+    /// Moves the deadline of leases still held; never re-adds one released meanwhile. One
+    /// lock for a whole renewal: a node renews every lease it holds at each heartbeat.
+    fn extend(&self, partitions: impl IntoIterator<Item = PartitionId>, valid_until: Instant) {
         let mut leases = self.write_leases();
-        if let Some(tenure) = leases.held.get(&partition) {
-            tenure.extend(valid_until);
+        let mut extended = false;
+        for partition in partitions {
+            if let Some(tenure) = leases.held.get(&partition) {
+                tenure.extend(valid_until);
+                extended = true;
+            }
+        }
+        if extended {
             leases.changed();
         }
     }

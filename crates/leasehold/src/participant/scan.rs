@@ -36,7 +36,7 @@ impl Runner {
         let syncs_before = self.member_syncs;
         let sent = self.clock.now();
         let members = match self
-            .call(async move { store.list_members(&group).await })
+            .call(async move { store.list_member_heads(&group).await })
             .await
         {
             Ok(members) => members,

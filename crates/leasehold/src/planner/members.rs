@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 
 use tokio::time::Instant;
 
-use crate::record::{MemberRecord, Stored};
+use crate::record::{IntoHeads, MemberRecord, StoredMemberHead};
 use crate::types::{NodeId, Version};
 
 /// A member record as this node last saw it: the parts planning reads, its version, and
@@ -108,7 +108,8 @@ pub fn session_tag(session: Option<u64>) -> Option<NonZeroU32> {
 
 impl SeenMember {
     /// A member seen first at `now`, as its stored record says.
-    pub fn new(now: Instant, stored: Stored<NodeId, MemberRecord>) -> SeenMember {
+    pub fn new(now: Instant, stored: impl Into<StoredMemberHead>) -> SeenMember {
+        let stored = stored.into();
         SeenMember {
             node: stored.key,
             version: stored.version,
@@ -130,7 +131,7 @@ impl SeenMember {
 
     /// Folds in the same member's record as listed at `now`: a new write of the member's
     /// own is first seen `now`. The name already held is kept.
-    fn update(&mut self, now: Instant, stored: &Stored<NodeId, MemberRecord>) {
+    fn update(&mut self, now: Instant, stored: &StoredMemberHead) {
         if self.version != stored.version {
             self.version = stored.version.clone();
             let new_session = stored.value.session != self.session_id;
@@ -304,11 +305,11 @@ impl MemberView {
         &mut self,
         sent: Instant,
         now: Instant,
-        records: Vec<Stored<NodeId, MemberRecord>>,
+        records: impl IntoHeads,
         skip: Option<usize>,
         unreadable: &std::collections::BTreeSet<NodeId>,
     ) {
-        self.merge_rows(sent, now, records, skip, unreadable);
+        self.merge_rows(sent, now, records.into_heads(), skip, unreadable);
         self.track_unreadable(now, unreadable);
     }
 
@@ -316,7 +317,7 @@ impl MemberView {
         &mut self,
         sent: Instant,
         now: Instant,
-        mut records: Vec<Stored<NodeId, MemberRecord>>,
+        mut records: Vec<StoredMemberHead>,
         skip: Option<usize>,
         unreadable: &std::collections::BTreeSet<NodeId>,
     ) {
@@ -411,6 +412,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::record::Stored;
 
     fn listing(names: &[&str]) -> Vec<Stored<NodeId, MemberRecord>> {
         names
@@ -446,11 +448,11 @@ mod tests {
             (record(4, 2, 101, 8), "the session alone"),
         ] {
             at += Duration::from_secs(1);
-            member.update(at, &changed);
+            member.update(at, &(&changed).into());
             assert_eq!(member.first_seen, at, "{what}");
         }
         // Written again as it was (another node's take changing the session's version).
-        member.update(at + Duration::from_secs(1), &record(5, 2, 101, 8));
+        member.update(at + Duration::from_secs(1), &(&record(5, 2, 101, 8)).into());
         assert_eq!(member.first_seen, at, "no mark of a renewal changed");
     }
 

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use crate::config::ParticipantConfig;
 use crate::group::LeaseMode;
-use crate::record::{LeaseRecord, LeaseState, MemberRecord, Stored};
+use crate::record::{IntoHeads, LeaseRecord, LeaseState, Stored};
 use crate::types::{Epoch, NodeId, PartitionId, Version};
 
 use super::{
@@ -115,19 +115,15 @@ impl Observed {
 
     /// Replaces the member view with a listing received at `now`, setting the operator's
     /// record apart.
-    pub fn observe_members(&mut self, now: Instant, records: Vec<Stored<NodeId, MemberRecord>>) {
+    pub fn observe_members(&mut self, now: Instant, records: impl IntoHeads) {
         self.observe_members_sent(now, now, records);
     }
 
     /// [`Observed::observe_members`] for a listing sent at `sent`: with session leases, a
     /// lease whose holder the listing leaves out is waited on only from a listing sent after
     /// the lease was first seen ([`MemberView::absent_wait_from`]).
-    pub fn observe_members_sent(
-        &mut self,
-        sent: Instant,
-        now: Instant,
-        records: Vec<Stored<NodeId, MemberRecord>>,
-    ) {
+    pub fn observe_members_sent(&mut self, sent: Instant, now: Instant, records: impl IntoHeads) {
+        let records = records.into_heads();
         let operator = records.iter().position(|m| m.key.is_operator());
         self.operator_mark = operator.map(|i| records[i].version.clone());
         self.members

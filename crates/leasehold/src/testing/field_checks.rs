@@ -168,6 +168,29 @@ async fn put_and_read_member(
         .find(|member| member.key == node(name))
         .expect("member listed");
     assert_eq!(&listed.value, record, "list: {what}");
+    let heads = store
+        .list_member_heads(group)
+        .await
+        .expect("list member heads");
+    assert!(heads.corrupt.is_empty(), "{:?}", heads.corrupt);
+    assert!(
+        heads
+            .records
+            .iter()
+            .map(|m| &m.key)
+            .eq(listing.records.iter().map(|m| &m.key)),
+        "heads list the members in order: {what}"
+    );
+    let head = heads
+        .records
+        .iter()
+        .find(|member| member.key == node(name))
+        .expect("member head listed");
+    assert_eq!(
+        (&head.value, &head.version),
+        (&crate::MemberHead::from(record), &version),
+        "heads: {what}"
+    );
     version
 }
 

@@ -52,7 +52,9 @@ fn with_sessions_a_lease_whose_holder_left_waits_from_when_it_was_seen_gone() {
     let mut fixture = session_fixture(Duration::ZERO);
     let after = fixture.config.acquire_after;
     let gone_at = fixture.start + Duration::from_secs(40);
-    fixture.observed.observe_members(gone_at, Vec::new());
+    fixture
+        .observed
+        .observe_members(gone_at, Vec::<crate::StoredMemberHead>::new());
     let early = fixture.plan_at(gone_at + after - Duration::from_secs(1));
     assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
     let plan = fixture.plan_at(gone_at + after);
@@ -374,7 +376,9 @@ fn with_sessions_a_holders_absence_counts_only_from_a_listing_sent_after_the_lea
     let after = fixture.config.acquire_after;
     let start = fixture.start;
     let gone_at = start + Duration::from_secs(10);
-    fixture.observed.observe_members(gone_at, Vec::new());
+    fixture
+        .observed
+        .observe_members(gone_at, Vec::<crate::StoredMemberHead>::new());
     // A record naming h, written after this view saw h gone.
     let seen_at = start + Duration::from_secs(20);
     fixture.set(1, held_by("h", 7), 80, seen_at);
@@ -385,9 +389,11 @@ fn with_sessions_a_holders_absence_counts_only_from_a_listing_sent_after_the_lea
     );
     // A listing sent after it still leaves h out: h's session is gone from then.
     let listed = seen_at + Duration::from_secs(5);
-    fixture
-        .observed
-        .observe_members_sent(listed, listed + Duration::from_secs(1), Vec::new());
+    fixture.observed.observe_members_sent(
+        listed,
+        listed + Duration::from_secs(1),
+        Vec::<crate::StoredMemberHead>::new(),
+    );
     let early = fixture.plan_at(listed + Duration::from_secs(1) + after - Duration::from_millis(1));
     assert!(early.acquire.iter().all(|a| a.partition != PartitionId(1)));
     let plan = fixture.plan_at(listed + Duration::from_secs(1) + after);
