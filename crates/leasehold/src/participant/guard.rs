@@ -159,17 +159,21 @@ impl Tenure {
 
     /// A guard on the tenure as it stands now, if it is serving and within its deadline.
     pub(crate) fn guard(self: &Arc<Self>) -> Option<LeaseGuard> {
-        if self.phase() != Phase::Serving {
-            return None;
-        }
-        let valid_until = self.valid_until();
-        if self.clock.now() >= valid_until {
-            return None;
-        }
+        let valid_until = self.serving_until()?;
         Some(LeaseGuard {
             tenure: Arc::clone(self),
             valid_until,
         })
+    }
+
+    /// The deadline of a tenure open to new work now, which is what a guard is given; `None`
+    /// once it is handing off, ended or past its deadline.
+    pub(crate) fn serving_until(&self) -> Option<Instant> {
+        if self.phase() != Phase::Serving {
+            return None;
+        }
+        let valid_until = self.valid_until();
+        (self.clock.now() < valid_until).then_some(valid_until)
     }
 
     /// A guard for the callbacks, whatever the tenure's phase.

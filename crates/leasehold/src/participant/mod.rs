@@ -488,7 +488,15 @@ impl Participant {
 
     /// The partitions this node holds now, in order.
     pub fn owned(&self) -> Vec<PartitionId> {
-        self.leases().iter().map(LeaseGuard::partition).collect()
+        // What `leases` answers, without a guard (and a reference count) per lease.
+        self.inner
+            .shared
+            .read_leases()
+            .held
+            .values()
+            .filter(|tenure| tenure.serving_until().is_some())
+            .map(|tenure| tenure.partition())
+            .collect()
     }
 
     /// Every lease this node holds now, in partition order: what [`Participant::lease`]
