@@ -12,7 +12,7 @@ mod report;
 mod server;
 mod usage;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,16 +33,24 @@ use report::{FleetReport, Window};
 /// How often the fleet is looked at while it runs.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Leases lost other than by handing them off, by reason.
+/// Leases lost other than by handing them off, by reason, and the leases held now.
 #[derive(Debug, Default)]
 struct Losses {
     expired: AtomicU64,
     conflict: AtomicU64,
     changed: AtomicU64,
+    /// Acquisitions less losses of every kind, hand-offs included: what the fleet holds,
+    /// counted without reading every participant's leases at every look.
+    held: AtomicI64,
 }
 
 impl Callbacks for Losses {
+    fn on_acquired(&self, _: &leasehold::LeaseGuard) {
+        self.held.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn on_lost(&self, loss: &Loss) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
         let counter = match loss.reason {
             LossReason::Expired => &self.expired,
             LossReason::Conflict => &self.conflict,
@@ -118,7 +126,11 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
     let mut rows_at_ownership = None;
     while started.elapsed() < args.duration {
         tokio::time::sleep(POLL).await;
-        if owned_after.is_none() {
+        // The count may run ahead while a loss is yet to be reported (a taker's acquisition
+        // before the expiry its predecessor has not noticed), so the leases themselves
+        // confirm it.
+        let held = losses.held.load(Ordering::Relaxed);
+        if owned_after.is_none() && held >= i64::from(args.partitions) {
             let owned: usize = participants.iter().map(|p| p.owned().len()).sum();
             if owned == args.partitions as usize {
                 owned_after = Some(started.elapsed());
