@@ -31,6 +31,12 @@ const CHANGE_DEBOUNCE: Duration = Duration::from_millis(5);
 const NOTICE_SCAN_GAP_DIVISOR: u32 = 10;
 /// The same for a release, which is what a quick hand-off waits for: a shorter gap.
 const RELEASE_SCAN_GAP_DIVISOR: u32 = 50;
+/// ...unless the group is large: every node short of its share hears every release, and
+/// one of them taking the row is all it needs. The gap grows to this fraction of the scan
+/// interval per member, so that the fleet's scans brought forward by releases stay under
+/// this many per scan interval (member listings of the whole group each); from this many
+/// members on, a release waits for the next scheduled scan.
+const RELEASE_SCANS_PER_INTERVAL: u32 = 500;
 /// The most scans a node of a starting fleet waits for the others to register before it
 /// takes anything: a minute at the default scan interval.
 pub const MAX_START_WAITS: u32 = 6;
@@ -159,6 +165,8 @@ pub struct ScanSchedule {
     members_at_start: usize,
     /// The live membership the last lease listing was planned with.
     membership: Vec<MemberShare>,
+    /// How many member records the last scan read.
+    members_seen: usize,
     /// The version of the operator's record ([`NodeId::operator`](crate::NodeId::operator))
     /// when the lease table was last read: an operator command changed the table since if it
     /// differs.
@@ -188,6 +196,7 @@ impl ScanSchedule {
             start_waits: 0,
             members_at_start: 0,
             membership: Vec::new(),
+            members_seen: 0,
             operator_mark: None,
         }
     }
@@ -330,15 +339,21 @@ impl ScanSchedule {
             return;
         }
         let mut soon = now + CHANGE_DEBOUNCE;
-        let (divisor, cause) = match change {
+        let interval = config.scan_interval;
+        let (gap, cause) = match change {
             Change::LeaseWritten {
                 state: LeaseState::Released,
                 ..
-            } => (RELEASE_SCAN_GAP_DIVISOR, ScanCause::Release),
-            _ => (NOTICE_SCAN_GAP_DIVISOR, ScanCause::Notice),
+            } => {
+                let members = u32::try_from(self.members_seen).unwrap_or(u32::MAX);
+                let per_fleet = interval.saturating_mul(members) / RELEASE_SCANS_PER_INTERVAL;
+                let gap = (interval / RELEASE_SCAN_GAP_DIVISOR).max(per_fleet);
+                (gap, ScanCause::Release)
+            }
+            _ => (interval / NOTICE_SCAN_GAP_DIVISOR, ScanCause::Notice),
         };
         if let Some(last) = self.last_scan {
-            soon = soon.max(last + config.scan_interval / divisor);
+            soon = soon.max(last + gap);
         }
         self.bring_forward(soon, cause);
     }
@@ -365,6 +380,7 @@ impl ScanSchedule {
         config: &ParticipantConfig,
         draining: bool,
     ) -> Reading {
+        self.members_seen = observed.members.len();
         // Only a node that may skip the table compares memberships.
         let same_members = !config.relist_after.is_zero()
             && observed.membership_is(now, config, draining, &self.membership);

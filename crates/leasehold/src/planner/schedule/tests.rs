@@ -463,3 +463,35 @@ fn a_member_missing_heartbeats_sends_a_settled_node_to_the_table_once_its_leases
 }
 
 mod batches;
+
+#[test]
+fn in_a_large_group_a_release_brings_a_scan_forward_less() {
+    let config = config();
+    let start = Instant::now();
+    let release = Change::LeaseWritten {
+        partition: PartitionId(3),
+        state: LeaseState::Released,
+    };
+    let after_release = |count: usize| {
+        let mut schedule = ScanSchedule::new(start);
+        let mut observed = Observed::default();
+        let records: Vec<_> = (0..count)
+            .map(|i| member(NodeId::new(format!("n{i}")).unwrap(), 1))
+            .collect();
+        observed.observe_members(start, records);
+        schedule.reading(start, &observed, &config, false);
+        schedule.scan_started(start);
+        schedule.scan_succeeded(start, &config, &mut SeededRng::new(1));
+        schedule.change_noticed(start, &release, &config);
+        (schedule.next_scan() - start, schedule.scan_cause())
+    };
+    // Up to ten members, a fiftieth of the interval, as in any group.
+    assert_eq!(
+        after_release(10),
+        (Duration::from_millis(200), ScanCause::Release)
+    );
+    assert_eq!(after_release(100), (2 * SECOND, ScanCause::Release));
+    // A thousand nodes short of their share would each list a thousand member records for
+    // every release: the row waits for the scheduled scans.
+    assert_eq!(after_release(1000), (10 * SECOND, ScanCause::Interval));
+}
