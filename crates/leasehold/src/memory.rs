@@ -152,17 +152,7 @@ impl<K: Clone + Into<RecordKey>, T> Table<K, T> {
                 return self
                     .rows
                     .iter()
-                    .map(|(key, entry)| match &entry.value {
-                        Ok(value) => Ok(Stored {
-                            key: key.clone(),
-                            value: read(value),
-                            version: Version::from_number(entry.version),
-                        }),
-                        Err(reason) => Err(StoreError::Corrupt {
-                            key: key.clone().into(),
-                            reason: reason.clone(),
-                        }),
-                    })
+                    .map(|(key, entry)| stored_with(key, entry, &read))
                     .collect();
             };
             records.push(Stored {
@@ -312,10 +302,19 @@ fn to_stored<K: Clone + Into<RecordKey>, T: Clone>(
     key: &K,
     entry: &Entry<T>,
 ) -> Result<Stored<K, T>, StoreError> {
+    stored_with(key, entry, T::clone)
+}
+
+/// [`to_stored`] with the value as `read` copies it.
+fn stored_with<K: Clone + Into<RecordKey>, T, U>(
+    key: &K,
+    entry: &Entry<T>,
+    read: impl Fn(&T) -> U,
+) -> Result<Stored<K, U>, StoreError> {
     match &entry.value {
         Ok(value) => Ok(Stored {
             key: key.clone(),
-            value: value.clone(),
+            value: read(value),
             version: Version::from_number(entry.version),
         }),
         Err(reason) => Err(StoreError::Corrupt {

@@ -39,20 +39,25 @@ impl MeteredStore {
         result
     }
 
-    fn count_corrupt<T>(&self, operation: StoreOperation, listing: &Listing<T>) {
+    /// A listing, timed, with each record it could not decode counted as an error.
+    async fn listed<T>(
+        &self,
+        operation: StoreOperation,
+        call: impl std::future::Future<Output = Result<Listing<T>, StoreError>>,
+    ) -> Result<Listing<T>, StoreError> {
+        let listing = self.timed(operation, call).await?;
         for error in &listing.corrupt {
             self.metrics.store_error(operation, error);
         }
+        Ok(listing)
     }
 }
 
 #[async_trait]
 impl LeaseStore for MeteredStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        let operation = StoreOperation::ListLeases;
-        let listing = self.timed(operation, self.inner.list_leases(group)).await?;
-        self.count_corrupt(operation, &listing);
-        Ok(listing)
+        let call = self.inner.list_leases(group);
+        self.listed(StoreOperation::ListLeases, call).await
     }
 
     async fn get_lease(
@@ -131,12 +136,8 @@ impl LeaseStore for MeteredStore {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let operation = StoreOperation::ListMembers;
-        let listing = self
-            .timed(operation, self.inner.list_members(group))
-            .await?;
-        self.count_corrupt(operation, &listing);
-        Ok(listing)
+        let call = self.inner.list_members(group);
+        self.listed(StoreOperation::ListMembers, call).await
     }
 
     // Timed as a member listing: it is one, of fewer columns.
@@ -144,12 +145,8 @@ impl LeaseStore for MeteredStore {
         &self,
         group: &GroupName,
     ) -> Result<Listing<StoredMemberHead>, StoreError> {
-        let operation = StoreOperation::ListMembers;
-        let listing = self
-            .timed(operation, self.inner.list_member_heads(group))
-            .await?;
-        self.count_corrupt(operation, &listing);
-        Ok(listing)
+        let call = self.inner.list_member_heads(group);
+        self.listed(StoreOperation::ListMembers, call).await
     }
 
     async fn get_member(
