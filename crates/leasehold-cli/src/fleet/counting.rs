@@ -26,7 +26,38 @@ pub struct Counters {
     records_read: AtomicU64,
     failed_calls: AtomicU64,
     reads_by_kind: [AtomicU64; ReadKind::COUNT],
-    write_micros: Mutex<Vec<u32>>,
+    writes: Latencies,
+    /// Writes of member records alone: by session, the renewals.
+    member_writes: Latencies,
+    failed_member_writes: AtomicU64,
+}
+
+/// Durations of calls, in microseconds, up to [`MAX_SAMPLES`] of them.
+#[derive(Debug, Default)]
+struct Latencies(Mutex<Vec<u32>>);
+
+impl Latencies {
+    fn add(&self, started: Instant) {
+        let micros = u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX);
+        let mut samples = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if samples.len() < MAX_SAMPLES {
+            samples.push(micros);
+        }
+    }
+
+    /// The median and the 99th percentile, if there was a call.
+    fn percentiles(&self) -> Option<(Duration, Duration)> {
+        let mut samples = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let index = ((samples.len() - 1) as f64 * q).round() as usize;
+            Duration::from_micros(u64::from(samples[index]))
+        };
+        Some((at(0.5), at(0.99)))
+    }
 }
 
 /// What a read call asked for: which reads a fleet makes most tells where its reading cost
@@ -151,20 +182,18 @@ impl Counters {
 
     /// The median and 99th percentile of the write calls' durations so far.
     pub fn write_latency(&self) -> Option<(Duration, Duration)> {
-        let mut samples = self
-            .write_micros
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if samples.is_empty() {
-            return None;
-        }
-        samples.sort_unstable();
-        let at = |q: f64| {
-            let index = ((samples.len() - 1) as f64 * q).round() as usize;
-            Duration::from_micros(u64::from(samples[index]))
-        };
-        Some((at(0.5), at(0.99)))
+        self.writes.percentiles()
+    }
+
+    /// The median and 99th percentile of the member record writes' durations so far: with
+    /// session leases, how long renewals take.
+    pub fn member_write_latency(&self) -> Option<(Duration, Duration)> {
+        self.member_writes.percentiles()
+    }
+
+    /// Member record writes that failed so far.
+    pub fn failed_member_writes(&self) -> u64 {
+        self.failed_member_writes.load(Ordering::Relaxed)
     }
 
     fn wrote<T>(&self, records: usize, started: Instant, result: &Result<T, StoreError>) {
@@ -174,10 +203,14 @@ impl Counters {
         if result.is_err() {
             self.failed_calls.fetch_add(1, Ordering::Relaxed);
         }
-        let micros = u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX);
-        let mut samples = self.write_micros.lock().unwrap_or_else(|e| e.into_inner());
-        if samples.len() < MAX_SAMPLES {
-            samples.push(micros);
+        self.writes.add(started);
+    }
+
+    fn wrote_member<T>(&self, started: Instant, result: &Result<T, StoreError>) {
+        self.wrote(1, started, result);
+        self.member_writes.add(started);
+        if result.is_err() {
+            self.failed_member_writes.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -336,7 +369,7 @@ impl LeaseStore for CountingStore {
     ) -> Result<Version, StoreError> {
         let started = Instant::now();
         let result = self.inner.put_member(group, node, record, mode).await;
-        self.counters.wrote(1, started, &result);
+        self.counters.wrote_member(started, &result);
         result
     }
 

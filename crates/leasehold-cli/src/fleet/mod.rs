@@ -196,6 +196,10 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
         write_latency_ms: counters
             .write_latency()
             .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),
+        member_write_latency_ms: counters
+            .member_write_latency()
+            .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),
+        failed_member_writes: counters.failed_member_writes(),
         scans_per_node: scans as f64 / f64::from(args.nodes),
         lease_readings_per_node: readings as f64 / f64::from(args.nodes),
         listings_started,

@@ -81,6 +81,11 @@ pub struct FleetReport {
     pub server_counts: Option<(ServerRates, Option<ServerRates>)>,
     /// Median and 99th percentile of the store's write calls, in milliseconds.
     pub write_latency_ms: Option<[f64; 2]>,
+    /// Median and 99th percentile of the member record writes (by session, the renewals), in
+    /// milliseconds.
+    pub member_write_latency_ms: Option<[f64; 2]>,
+    /// Member record writes that failed.
+    pub failed_member_writes: u64,
     /// Scans of the table per participant.
     pub scans_per_node: f64,
     /// Readings of the whole lease table per participant.
@@ -152,6 +157,12 @@ impl FleetReport {
         if let Some([p50, p99]) = self.write_latency_ms {
             lines.push(format!(
                 "write calls: median {p50:.2} ms, 99th percentile {p99:.2} ms"
+            ));
+        }
+        if let Some([p50, p99]) = self.member_write_latency_ms {
+            lines.push(format!(
+                "member record writes: median {p50:.2} ms, 99th percentile {p99:.2} ms, {} failed",
+                self.failed_member_writes
             ));
         }
         lines.push(format!(
