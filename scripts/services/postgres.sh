@@ -11,7 +11,7 @@
 # recorded in $SERVICES_DIR/postgres.dir. $SERVICES_DIR/postgres.stop and postgres.start stop
 # and start the server again, so a test can take it down and bring it back.
 # LEASEHOLD_PG_MAX_CONNECTIONS (default 100, PostgreSQL's own) sets the server's connection
-# limit: a fleet benchmark of hundreds of participants needs about two per store client.
+# limit: a fleet benchmark of hundreds of participants needs about five per store client.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"

@@ -39,13 +39,17 @@ impl fmt::Debug for Target {
 }
 
 impl Target {
-    /// The settings `options` name, completed with the store's own, and the TLS they ask for.
-    pub(crate) fn new(options: &PostgresOptions) -> Result<Target, StoreError> {
+    /// The settings `options` name, completed with the store's own, and the TLS they ask for;
+    /// the server cancels a statement after `statement_timeout`.
+    pub(crate) fn new(
+        options: &PostgresOptions,
+        statement_timeout: Duration,
+    ) -> Result<Target, StoreError> {
         let mut config = options.config.clone();
         if config.get_hosts().is_empty() {
             config.host("localhost");
         }
-        let statement_ms = options.statement_timeout.as_millis();
+        let statement_ms = statement_timeout.as_millis();
         config
             .connect_timeout(options.connect_timeout)
             // Unacknowledged data for this long means the peer is gone: the kernel then closes

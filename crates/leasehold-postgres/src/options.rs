@@ -42,6 +42,7 @@ pub struct PostgresOptions {
     pub(crate) connect_timeout: Duration,
     pub(crate) statement_timeout: Duration,
     pub(crate) request_timeout: Duration,
+    pub(crate) listing_timeout: Duration,
     pub(crate) min_reconnect_delay: Duration,
     pub(crate) max_reconnect_delay: Duration,
     pub(crate) table_prefix: String,
@@ -56,6 +57,7 @@ impl Default for PostgresOptions {
             connect_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_secs(4),
             request_timeout: Duration::from_secs(5),
+            listing_timeout: Duration::from_secs(120),
             min_reconnect_delay: Duration::from_millis(100),
             max_reconnect_delay: Duration::from_secs(5),
             table_prefix: "leasehold".to_owned(),
@@ -161,6 +163,25 @@ impl PostgresOptions {
         self
     }
 
+    /// Limit on one listing of a group's lease table, client side and server side alike,
+    /// instead of `request_timeout` and `statement_timeout`. Default 120 s.
+    ///
+    /// A listing is the one call whose work grows with the table, and the caller sets its
+    /// own limit on it: a participant allows `store_timeout` for every 4,096 partitions
+    /// ([`ParticipantConfig::listing_timeout`]), 80 s at 65,536. A listing cut off sooner
+    /// is abandoned by its caller after the server has done most of the work, and a fleet
+    /// retrying such listings keeps a busy server busier. Listings run on a connection of
+    /// their own, opened at the first, one at a time: reads of single records and of the
+    /// member records never wait behind one, and a listing whose caller gave up while
+    /// waiting its turn is never sent.
+    ///
+    /// [`ParticipantConfig::listing_timeout`]: leasehold::ParticipantConfig::listing_timeout
+    #[must_use]
+    pub fn listing_timeout(mut self, listing_timeout: Duration) -> Self {
+        self.listing_timeout = listing_timeout;
+        self
+    }
+
     /// The first wait after a failed connection attempt; each further failure doubles it up
     /// to `max`. Calls made while waiting fail at once as [`StoreError::Unavailable`] instead
     /// of piling up on a server that is down. Default 100 ms up to 5 s.
@@ -219,6 +240,7 @@ impl PostgresOptions {
             ("connect_timeout", self.connect_timeout),
             ("statement_timeout", self.statement_timeout),
             ("request_timeout", self.request_timeout),
+            ("listing_timeout", self.listing_timeout),
             ("min_reconnect_delay", self.min_reconnect_delay),
         ] {
             if value.is_zero() {
@@ -281,6 +303,7 @@ impl fmt::Debug for PostgresOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("listing_timeout", &self.listing_timeout)
             .field("min_reconnect_delay", &self.min_reconnect_delay)
             .field("max_reconnect_delay", &self.max_reconnect_delay)
             .field("table_prefix", &self.table_prefix)

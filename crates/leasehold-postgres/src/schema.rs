@@ -5,7 +5,7 @@
 //! touch a newer one, so an old binary cannot damage tables a newer release has changed.
 
 use leasehold::StoreError;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::error::map_error;
 
@@ -208,13 +208,18 @@ impl Names {
 /// Creates the layout if it is missing, upgrades an older one in place, and refuses a newer.
 ///
 /// Runs in one transaction under an advisory lock, so processes starting together create or
-/// upgrade the tables once.
+/// upgrade the tables once. A layout already current is seen without the lock: every
+/// connection checks it when it opens, and a fleet restarting together opens hundreds at
+/// once, which would otherwise wait on one another for a lock none of them needs.
 pub(crate) async fn ensure(
     client: &mut Client,
     names: &Names,
     statement_timeout: std::time::Duration,
 ) -> Result<(), StoreError> {
     let fail = |e| map_error("prepare the schema", statement_timeout, e);
+    if layout_version(client, names).await.map_err(fail)? == Some(Some(SCHEMA_VERSION)) {
+        return Ok(());
+    }
     let transaction = client.transaction().await.map_err(fail)?;
     transaction
         .execute(
@@ -263,19 +268,31 @@ pub(crate) async fn ensure(
     Ok(())
 }
 
+/// The schema table's recorded version: `None` without the table, `Some(None)` while it is
+/// empty. Reads what is committed, taking no lock.
+async fn layout_version(
+    client: &impl GenericClient,
+    names: &Names,
+) -> Result<Option<Option<i32>>, tokio_postgres::Error> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&names.schema])
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(None);
+    }
+    let query = format!("SELECT version FROM {}", names.schema);
+    let row = client.query_opt(&query, &[]).await?;
+    row.map(|row| row.try_get(0)).transpose().map(Some)
+}
+
 /// The layout version the schema table records, creating the table (empty) if it is missing.
 async fn recorded_version(
     transaction: &Transaction<'_>,
     names: &Names,
 ) -> Result<Option<i32>, tokio_postgres::Error> {
-    let exists: bool = transaction
-        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&names.schema])
-        .await?
-        .try_get(0)?;
-    if exists {
-        let query = format!("SELECT version FROM {}", names.schema);
-        let row = transaction.query_opt(&query, &[]).await?;
-        return row.map(|row| row.try_get(0)).transpose();
+    if let Some(version) = layout_version(transaction, names).await? {
+        return Ok(version);
     }
     let create = format!(
         "CREATE TABLE {} (

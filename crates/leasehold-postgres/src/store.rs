@@ -34,10 +34,14 @@ use crate::writes::{
 /// [`LeaseStore::transact`]. Change hints come from `LISTEN`/`NOTIFY`, sent by triggers on
 /// the lease and member tables.
 ///
-/// Cheap to clone: clones share two connections, one for single statements (pipelined, so
-/// concurrent calls do not wait for each other) and one for transactions, and a third per
-/// group watched, shared by every feed on it. A lost connection is opened again by the next
-/// call, with a back-off between failed attempts.
+/// Cheap to clone: clones share up to four connections and one per group watched (shared by
+/// every feed on it). One carries reads and the rarer writes (deletes, the group record),
+/// pipelined, so concurrent calls do not wait for each other; one carries transactions; one
+/// carries single writes of lease and member records (the renewals of session leases),
+/// pipelined too, so that a write never waits behind a read or another caller's transaction;
+/// and one carries listings of the lease table, one at a time (see
+/// [`PostgresOptions::listing_timeout`]). A connection opens at its first call, and a lost
+/// one is opened again by the next, with a back-off between failed attempts.
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
@@ -49,6 +53,13 @@ struct Inner {
     options: PostgresOptions,
     shared: Mutex<Slot>,
     batch: Mutex<Slot>,
+    /// Where listings of the lease table go: the server allows their statements the
+    /// listing timeout.
+    listing_target: Target,
+    listings: Mutex<Slot>,
+    /// Where single records are written: member records (with session leases, the
+    /// renewals) and lease records, pipelined, behind no read and no transaction.
+    writes: Mutex<Slot>,
     /// The listening connection of each group watched, shared by every feed on it.
     listeners: Mutex<std::collections::HashMap<GroupName, crate::watch::Fanout>>,
 }
@@ -73,11 +84,14 @@ impl PostgresStore {
     /// missing. Fails if the server cannot be reached within the connect timeout.
     pub async fn connect(options: PostgresOptions) -> Result<PostgresStore, StoreError> {
         options.validate()?;
-        let target = Target::new(&options)?;
+        let target = Target::new(&options, options.statement_timeout)?;
+        let listing_target = Target::new(&options, options.listing_timeout)?;
         let names = Names::new(&options.table_prefix);
         let first = Session::open(&target, &names, &options).await?;
         let shared = Mutex::new(Slot::new(Some(first), &options));
         let batch = Mutex::new(Slot::new(None, &options));
+        let listings = Mutex::new(Slot::new(None, &options));
+        let writes = Mutex::new(Slot::new(None, &options));
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 target,
@@ -85,6 +99,9 @@ impl PostgresStore {
                 options,
                 shared,
                 batch,
+                listing_target,
+                listings,
+                writes,
                 listeners: Mutex::default(),
             }),
         })
@@ -125,13 +142,10 @@ impl PostgresStore {
         ]
     }
 
+    /// The connection of reads and the rarer writes, opened if needed.
     pub(crate) async fn session(&self) -> Result<Arc<Session>, StoreError> {
         let inner = &self.inner;
-        let mut slot = inner.shared.lock().await;
-        let session = slot
-            .session(&inner.target, &inner.names, &inner.options)
-            .await?;
-        Ok(Arc::clone(session))
+        inner.open(&inner.shared, &inner.target).await
     }
 
     pub(crate) fn fail(
@@ -273,6 +287,13 @@ impl PostgresStore {
 }
 
 impl Inner {
+    /// The connection `slot` holds, opened to `target` if needed, for pipelined calls.
+    async fn open(&self, slot: &Mutex<Slot>, target: &Target) -> Result<Arc<Session>, StoreError> {
+        let mut slot = slot.lock().await;
+        let session = slot.session(target, &self.names, &self.options).await?;
+        Ok(Arc::clone(session))
+    }
+
     /// The batch connection, opened if needed. It is used only under the batch lock, which
     /// `slot` is, so no one else holds it and a transaction may borrow it mutably.
     async fn batch_session<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut Session, StoreError> {
@@ -286,13 +307,28 @@ impl Inner {
 #[async_trait]
 impl LeaseStore for PostgresStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        self.bounded(async {
-            let rows = self
-                .query("list leases", |s| &s.list_leases, &[&group.as_str()])
-                .await?;
+        let inner = &self.inner;
+        let limit = inner.options.listing_timeout;
+        let listing = async {
+            // One listing at a time: a caller that gives up while waiting its turn never
+            // sends its listing, where a pipelined one would be read and sent by the server
+            // all the same, for no one.
+            let rows = {
+                let mut slot = inner.listings.lock().await;
+                let session = slot
+                    .session(&inner.listing_target, &inner.names, &inner.options)
+                    .await?;
+                session
+                    .client
+                    .query(&session.statements.list_leases, &[&group.as_str()])
+                    .await
+                    .map_err(|error| map_error("list leases", limit, error))?
+            };
             Ok(rows.iter().map(lease_from_row).collect())
-        })
-        .await
+        };
+        tokio::time::timeout(limit, listing)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(limit)))
     }
 
     async fn get_lease(
@@ -361,8 +397,9 @@ impl LeaseStore for PostgresStore {
     ) -> Result<Version, StoreError> {
         let params = LeaseParams::new(record)?;
         self.bounded(async {
-            let session = self.session().await?;
-            let timeout = self.inner.options.statement_timeout;
+            let inner = &self.inner;
+            let session = inner.open(&inner.writes, &inner.target).await?;
+            let timeout = inner.options.statement_timeout;
             write_lease(
                 &session.client,
                 &session.statements,
@@ -468,17 +505,22 @@ impl LeaseStore for PostgresStore {
         mode: PutMode,
     ) -> Result<Version, StoreError> {
         let params = MemberParams::new(node, record)?;
-        // On the batch connection, as renewals per partition are: with session leases this
-        // write is the renewal, and on the connection of single statements it would wait
-        // behind a listing of the whole table.
+        // On the connection of single writes: with session leases this write is the
+        // renewal, and must not queue behind reads or another caller's transaction.
         self.bounded(async {
             let inner = &self.inner;
-            let mut slot = inner.batch.lock().await;
-            let Session {
-                client, statements, ..
-            } = inner.batch_session(&mut slot).await?;
+            let session = inner.open(&inner.writes, &inner.target).await?;
             let timeout = inner.options.statement_timeout;
-            write_member(client, statements, group, node, &params, &mode, timeout).await
+            write_member(
+                &session.client,
+                &session.statements,
+                group,
+                node,
+                &params,
+                &mode,
+                timeout,
+            )
+            .await
         })
         .await
     }

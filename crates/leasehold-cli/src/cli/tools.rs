@@ -319,7 +319,7 @@ pub struct FleetArgs {
     /// participant [default: one per 16 participants; one for memory:]. A real fleet has a
     /// client per node; shared clients queue the participants' calls, which shows in the
     /// write latency, but a thousand clients may exceed what the server accepts (a
-    /// PostgreSQL client holds two connections).
+    /// PostgreSQL client holds four connections, and one more for change notices).
     #[arg(long)]
     pub clients: Option<u32>,
     /// Also report the CPU and memory of every process with this command name on this
