@@ -2,6 +2,7 @@
 //! errors into [`StoreError`].
 
 use std::future::Future;
+use std::time::Duration;
 
 use leasehold::StoreError;
 use tokio::sync::Mutex;
@@ -39,7 +40,20 @@ impl Connection {
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        let limit = self.options.call_timeout_limit();
+        self.run_within(self.options.call_timeout_limit(), call)
+            .await
+    }
+
+    /// [`Connection::run`] bounded by `limit` instead of the call timeout.
+    pub(crate) async fn run_within<T, F, Fut>(
+        &self,
+        limit: Duration,
+        call: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
         let deadline = Instant::now() + limit;
         let client = self.client(deadline).await?;
         match timeout_at(deadline, call(client)).await {

@@ -35,6 +35,7 @@ pub struct ZookeeperOptions {
     prefix: String,
     session_timeout: Duration,
     call_timeout: Duration,
+    listing_timeout: Duration,
 }
 
 impl ZookeeperOptions {
@@ -55,6 +56,7 @@ impl ZookeeperOptions {
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             session_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(5),
+            listing_timeout: Duration::from_secs(120),
         }
     }
 
@@ -108,6 +110,22 @@ impl ZookeeperOptions {
         self
     }
 
+    /// The most one listing of a group's lease table may take, instead of `call_timeout`.
+    /// Default 120 s.
+    ///
+    /// A listing reads every partition's znode, so it is the one call whose work grows with
+    /// the table, and the caller sets its own limit on it: a participant allows
+    /// `store_timeout` for every 4,096 partitions
+    /// ([`ParticipantConfig::listing_timeout`]), 20 s at 16,384. A listing cut off sooner
+    /// is work wasted, and a node whose listings keep failing never sees the table.
+    ///
+    /// [`ParticipantConfig::listing_timeout`]: leasehold::ParticipantConfig::listing_timeout
+    #[must_use]
+    pub fn listing_timeout(mut self, listing_timeout: Duration) -> Self {
+        self.listing_timeout = listing_timeout;
+        self
+    }
+
     /// The hosts, as ZooKeeper's connect string `host:port,host:port`.
     pub fn connect_string(&self) -> &str {
         &self.connect_string
@@ -128,6 +146,11 @@ impl ZookeeperOptions {
         self.call_timeout
     }
 
+    /// The listing timeout in force.
+    pub fn listing_timeout_limit(&self) -> Duration {
+        self.listing_timeout
+    }
+
     /// Checks the hosts, the prefix and the timeouts, naming the offending value.
     pub fn validate(&self) -> Result<(), StoreError> {
         parse_hosts(&self.connect_string, PortRule::Required)?;
@@ -137,9 +160,12 @@ impl ZookeeperOptions {
                 self.prefix
             )));
         }
-        if self.call_timeout.is_zero() || self.session_timeout.is_zero() {
+        if self.call_timeout.is_zero()
+            || self.session_timeout.is_zero()
+            || self.listing_timeout.is_zero()
+        {
             return Err(StoreError::Invalid(
-                "ZooKeeper call and session timeouts must be greater than zero".to_owned(),
+                "ZooKeeper call, listing and session timeouts must be greater than zero".to_owned(),
             ));
         }
         Ok(())
@@ -194,11 +220,14 @@ mod tests {
     fn settings_are_validated() {
         let good = ZookeeperOptions::new(["h:1"]);
         assert!(good.validate().is_ok());
+        // A listing may outlast any single call: a participant allows it 80 s at 65,536.
+        assert!(good.listing_timeout_limit() > good.call_timeout_limit());
         for bad in [
             ZookeeperOptions::new(["h"]),
             ZookeeperOptions::new(Vec::<String>::new()),
             good.clone().prefix("no-slash"),
             good.clone().call_timeout(Duration::ZERO),
+            good.clone().listing_timeout(Duration::ZERO),
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use leasehold::codec::{decode, encode};
@@ -162,13 +163,17 @@ impl ZookeeperStore {
             .await
     }
 
+    /// The children of `directory` with their data, all read within `limit`.
     async fn list(
         &self,
         directory: String,
+        limit: Duration,
     ) -> Result<Vec<(String, Vec<u8>, zookeeper_client::Stat)>, StoreError> {
         self.shared
             .connection
-            .run(|client| async move { records::list(&client, &directory).await })
+            .run_within(limit, |client| async move {
+                records::list(&client, &directory).await
+            })
             .await
     }
 }
@@ -176,7 +181,8 @@ impl ZookeeperStore {
 #[async_trait]
 impl LeaseStore for ZookeeperStore {
     async fn list_leases(&self, group: &GroupName) -> Result<Listing<StoredLease>, StoreError> {
-        let nodes = self.list(self.shared.layout.leases(group)).await?;
+        let limit = self.shared.connection.options().listing_timeout_limit();
+        let nodes = self.list(self.shared.layout.leases(group), limit).await?;
         let mut listing: Listing<StoredLease> = nodes
             .into_iter()
             .map(|(name, data, stat)| {
@@ -267,7 +273,8 @@ impl LeaseStore for ZookeeperStore {
     }
 
     async fn list_members(&self, group: &GroupName) -> Result<Listing<StoredMember>, StoreError> {
-        let nodes = self.list(self.shared.layout.members(group)).await?;
+        let limit = self.shared.connection.options().call_timeout_limit();
+        let nodes = self.list(self.shared.layout.members(group), limit).await?;
         let mut listing: Listing<StoredMember> = nodes
             .into_iter()
             .map(|(name, data, stat)| {
