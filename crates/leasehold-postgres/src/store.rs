@@ -126,7 +126,16 @@ impl PostgresStore {
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let limit = self.inner.options.request_timeout;
+        self.bounded_by(self.inner.options.request_timeout, call)
+            .await
+    }
+
+    /// Runs `call`, failing with [`StoreError::Timeout`] if it takes longer than `limit`.
+    async fn bounded_by<T>(
+        &self,
+        limit: std::time::Duration,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         tokio::time::timeout(limit, call)
             .await
             .unwrap_or(Err(StoreError::Timeout(limit)))
@@ -326,9 +335,7 @@ impl LeaseStore for PostgresStore {
             };
             Ok(rows.iter().map(lease_from_row).collect())
         };
-        tokio::time::timeout(limit, listing)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(limit)))
+        self.bounded_by(limit, listing).await
     }
 
     async fn get_lease(

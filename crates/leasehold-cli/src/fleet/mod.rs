@@ -193,12 +193,8 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
         },
         settled,
         server_counts: server_counts_seen,
-        write_latency_ms: counters
-            .write_latency()
-            .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),
-        member_write_latency_ms: counters
-            .member_write_latency()
-            .map(|(p50, p99)| [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]),
+        write_latency_ms: counters.write_latency().map(millis),
+        member_write_latency_ms: counters.member_write_latency().map(millis),
         failed_member_writes: counters.failed_member_writes(),
         scans_per_node: scans as f64 / f64::from(args.nodes),
         lease_readings_per_node: readings as f64 / f64::from(args.nodes),
@@ -229,6 +225,11 @@ pub async fn run(cli: &Cli, args: &FleetArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::ProblemsFound
     })
+}
+
+/// A median and a 99th percentile, in milliseconds.
+fn millis((p50, p99): (Duration, Duration)) -> [f64; 2] {
+    [p50.as_secs_f64() * 1e3, p99.as_secs_f64() * 1e3]
 }
 
 fn server_usage(args: &FleetArgs) -> usage::Usage {
