@@ -122,7 +122,14 @@ async fn store_survives_a_server_restart_longer_than_the_session_timeout() {
 async fn saw_lease_hint(feed: &mut ChangeFeed, wait: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + wait;
     while let Ok(hint) = tokio::time::timeout_at(deadline, feed.next()).await {
-        if hint.expect("the feed is still open") == Change::Lease(PartitionId(0)) {
+        if matches!(
+            hint.expect("the feed is still open"),
+            Change::Lease(PartitionId(0))
+                | Change::LeaseWritten {
+                    partition: PartitionId(0),
+                    ..
+                }
+        ) {
             return true;
         }
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use leasehold::testing::unique_group;
 use leasehold::{
-    Change, ChangeFeed, LeaseRecord, LeaseStore, MemberRecord, NodeId, PartitionId, PutMode,
+    Change, ChangeFeed, Epoch, LeaseRecord, LeaseState, LeaseStore, MemberRecord, NodeId,
+    PartitionId, PutMode,
 };
 
 /// Reads hints until one satisfies `wanted`, returning those seen before it.
@@ -44,14 +45,46 @@ async fn watch_reports_lease_and_member_changes_of_its_group_only() {
         .put_lease(&group, PartitionId(3), &record, PutMode::Create)
         .await
         .unwrap();
-    let before = wait_for(&mut feed, |hint| *hint == Change::Lease(PartitionId(3))).await;
+    // ZooKeeper's events carry no data: the feed reads the row, so that a take or a renewal
+    // reads as held and asks nothing of a participant.
+    let written = |state: LeaseState| {
+        move |hint: &Change| {
+            *hint
+                == Change::LeaseWritten {
+                    partition: PartitionId(3),
+                    state,
+                }
+        }
+    };
+    let before = wait_for(&mut feed, written(LeaseState::Released)).await;
     assert!(
-        !before.contains(&Change::Lease(PartitionId(9))),
+        !before.iter().any(|hint| matches!(
+            hint,
+            Change::Lease(PartitionId(9))
+                | Change::LeaseWritten {
+                    partition: PartitionId(9),
+                    ..
+                }
+        )),
         "another group's write leaked into the feed: {before:?}"
     );
 
+    let taker = NodeId::new("taker").unwrap();
+    let held = LeaseRecord {
+        owner: Some(taker),
+        epoch: Epoch(1),
+        state: LeaseState::Held,
+        ..LeaseRecord::released()
+    };
+    let version = store
+        .put_lease(&group, PartitionId(3), &held, PutMode::Update(version))
+        .await
+        .unwrap();
+    wait_for(&mut feed, written(LeaseState::Held)).await;
+
+    // A deleted row has no state to read: the hint names the row alone.
     store
-        .put_lease(&group, PartitionId(3), &record, PutMode::Update(version))
+        .delete_lease(&group, PartitionId(3), &version)
         .await
         .unwrap();
     wait_for(&mut feed, |hint| *hint == Change::Lease(PartitionId(3))).await;
